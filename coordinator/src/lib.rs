@@ -1,0 +1,8 @@
+//! LPS coordinator: owns the PostgreSQL job queue and proxy ledger and serves the gRPC
+//! services. The binary only parses config, initialises telemetry and runs [`app`]; tests
+//! start the same pieces.
+#![forbid(unsafe_code)]
+
+pub mod db;
+pub mod queue;
+pub mod reaper;

@@ -1,0 +1,616 @@
+//! The job queue: every rule of DESIGN §2 "Queue rules", enforced in PostgreSQL.
+//!
+//! Owns the `job`, `search_request`, `search_item`, `offer`, `negative_cache`,
+//! `job_attempt`, `stale_report`, `mall` and `mall_slot` tables. Each transition is ONE
+//! guarded SQL statement (in `sql/`), named after its precondition:
+//!
+//! - [`Queue::enqueue`]: a whole search in one round trip (dedupe + promotion + caches);
+//! - [`Queue::claim`]: `FOR UPDATE SKIP LOCKED` inside the `UPDATE … RETURNING`, at most `n`,
+//!   per-mall cap and start gap, `lease_epoch + 1` (the fencing token);
+//! - [`Queue::renew_if_leased`], [`Queue::complete_if_leased`], [`Queue::fail_if_leased`],
+//!   [`Queue::hand_back_if_leased`]: `WHERE job_id AND state = 'running' AND lease_epoch`;
+//!   zero rows is [`Error::LeaseLost`] (recorded in `stale_report`, never applied);
+//! - [`Queue::release_node`], [`Queue::reap`], [`Queue::cancel`].
+//!
+//! Invariants: no transaction is held across remote work (every call is one statement);
+//! a lease never outlives its job's hard deadline; a completed job's offers and negative
+//! cache entry are written by the same statement that makes it `done`. All methods are
+//! cancellation-safe in the sense that an aborted call either committed or did nothing.
+//!
+//! Time: every statement takes an optional `now`; `None` means the database clock
+//! (`clock_timestamp()`), so all replicas agree. Tests pin it with [`Queue::at`].
+
+mod error;
+mod listener;
+mod types;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use lps_proto::model::{
+    ErrorClass, FieldError, JobFailure, JobResult, JobState, Lease, MallId, Outcome, SearchRequest,
+};
+use sqlx::PgPool;
+use tracing::instrument;
+
+pub use error::Error;
+pub use listener::{JobListener, Wakeups};
+pub use types::*;
+
+/// The NOTIFY channel that wakes claimers; the payload is the mall id.
+pub const JOB_CHANNEL: &str = "lps_job";
+
+/// Queue behaviour that operators tune.
+#[derive(Debug, Clone)]
+pub struct QueueConfig {
+    /// A lease lasts this long unless a heartbeat renews it.
+    pub lease_ttl: Duration,
+    /// Hard limit for one run of a job, whatever the heartbeats say.
+    pub run_timeout: Duration,
+    /// Failed attempts before a job is dead.
+    pub max_attempts: u16,
+    /// Retry backoff: `min(cap, base * 2^(attempts-1))`, jittered to 50–100 %.
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+    /// How long a verified "not found" is answered from the negative cache.
+    pub negative_ttl: Duration,
+    /// Most jobs one reaper pass ends.
+    pub reap_batch: u32,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self {
+            lease_ttl: Duration::from_secs(30),
+            run_timeout: Duration::from_secs(300),
+            max_attempts: 3,
+            backoff_base: Duration::from_secs(5),
+            backoff_cap: Duration::from_secs(600),
+            negative_ttl: Duration::from_secs(24 * 3600),
+            reap_batch: 500,
+        }
+    }
+}
+
+/// The PostgreSQL job queue. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    pool: PgPool,
+    config: QueueConfig,
+    now: Option<DateTime<Utc>>,
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl Queue {
+    pub fn new(pool: PgPool, config: QueueConfig) -> Self {
+        Self {
+            pool,
+            config,
+            now: None,
+        }
+    }
+
+    /// The same queue with its clock pinned to `now` (tests and replays).
+    #[must_use]
+    pub fn at(&self, now: DateTime<Utc>) -> Self {
+        Self {
+            now: Some(now),
+            ..self.clone()
+        }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub fn config(&self) -> &QueueConfig {
+        &self.config
+    }
+
+    /// Registers a mall or changes its politeness limits. Holds across replicas at once: the
+    /// claim statement reads them from the row.
+    #[instrument(name = "queue.upsert_mall", skip_all, fields(mall = %limits.mall), err)]
+    pub async fn upsert_mall(&self, limits: &MallLimits) -> Result<(), Error> {
+        let max_running = limits
+            .max_running
+            .map(i32::try_from)
+            .transpose()
+            .map_err(|_| FieldError::new("max_running", "must be at most 10000"))?;
+        let gap = i32::try_from(limits.min_start_gap.as_millis())
+            .map_err(|_| FieldError::new("min_start_gap", "must be at most 24h"))?;
+        sqlx::query_file!(
+            "src/queue/sql/upsert_mall.sql",
+            limits.mall.as_str(),
+            limits.enabled,
+            max_running,
+            gap,
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| Error::from_db(e, "max_running"))?;
+        Ok(())
+    }
+
+    /// Accepts a search: its request row, its items, and a job per new (mall, product) key,
+    /// all in one statement. An unknown or disabled mall rejects the whole request and stores
+    /// nothing. A repeated idempotency key returns the first search (`replayed`).
+    #[instrument(name = "queue.enqueue", skip_all, fields(products = req.products.len()), err)]
+    pub async fn enqueue(
+        &self,
+        req: &SearchRequest,
+        ctx: &EnqueueContext,
+    ) -> Result<Accepted, Error> {
+        let malls = if req.malls.is_empty() {
+            self.enabled_malls().await?
+        } else {
+            req.malls.clone()
+        };
+        if malls.is_empty() {
+            return Err(FieldError::new("malls", "no mall is enabled").into());
+        }
+        let mut product_index = Vec::with_capacity(req.products.len() * malls.len());
+        let mut mall = Vec::with_capacity(product_index.capacity());
+        let mut code = Vec::with_capacity(product_index.capacity());
+        let mut name = Vec::with_capacity(product_index.capacity());
+        let mut key = Vec::with_capacity(product_index.capacity());
+        for (i, product) in req.products.iter().enumerate() {
+            let identity = product.identity();
+            for m in &malls {
+                product_index.push(i32::try_from(i).unwrap_or(i32::MAX));
+                mall.push(m.as_str().to_owned());
+                code.push(product.code().map(str::to_owned));
+                name.push(product.name().to_owned());
+                key.push(identity.clone());
+            }
+        }
+        let row = sqlx::query_file!(
+            "src/queue/sql/enqueue.sql",
+            i16::from(req.priority.get()),
+            req.max_age.map(millis),
+            req.idempotency_key.as_deref(),
+            ctx.caller.as_deref(),
+            ctx.traceparent.as_deref(),
+            ctx.tracestate.as_deref(),
+            &product_index,
+            &mall,
+            &code as &[Option<String>],
+            &name,
+            &key,
+            i32::try_from(self.config.run_timeout.as_millis()).unwrap_or(i32::MAX),
+            i16::try_from(self.config.max_attempts).unwrap_or(i16::MAX),
+            self.now,
+        )
+        .fetch_one(&self.pool)
+        .await
+        .map_err(|e| Error::from_db(e, "idempotency_key"))?;
+
+        if let Some(unknown) = row.unknown_malls {
+            let first = unknown.first().cloned().unwrap_or_default();
+            let field = match req.malls.iter().position(|m| m.as_str() == first) {
+                Some(i) => format!("malls[{i}]"),
+                None => "malls".to_owned(),
+            };
+            return Err(
+                FieldError::new(field, format!("unknown or disabled mall {first:?}")).into(),
+            );
+        }
+        if let Some(search_id) = row.replay_of {
+            let mut accepted = self.accepted_items(search_id).await?;
+            accepted.replayed = true;
+            return Ok(accepted);
+        }
+        let search_id = row
+            .search_id
+            .ok_or_else(|| Error::Internal("enqueue stored no search".into()))?;
+        let items = product_index
+            .iter()
+            .zip(&mall)
+            .zip(row.job_ids.iter().zip(&row.dispositions))
+            .map(|((index, mall), (job_id, disposition))| {
+                Ok(AcceptedItem {
+                    product_index: usize::try_from(*index).unwrap_or_default(),
+                    mall: MallId::new(mall.clone())?,
+                    job_id: *job_id,
+                    disposition: disposition.parse()?,
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok(Accepted {
+            search_id,
+            items,
+            replayed: false,
+        })
+    }
+
+    async fn enabled_malls(&self) -> Result<Vec<MallId>, Error> {
+        let rows = sqlx::query_scalar!("select mall_id from mall where enabled order by mall_id")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter()
+            .map(|m| MallId::new(m).map_err(Error::from))
+            .collect()
+    }
+
+    /// The items of an already stored search.
+    pub async fn accepted_items(&self, search_id: i64) -> Result<Accepted, Error> {
+        let rows = sqlx::query!(
+            r#"select product_index, mall, job_id, disposition::text as "disposition!"
+               from search_item where search_id = $1 order by item_no"#,
+            search_id
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        if rows.is_empty() {
+            return Err(Error::NotFound("search", search_id));
+        }
+        let items = rows
+            .into_iter()
+            .map(|r| {
+                Ok(AcceptedItem {
+                    product_index: usize::try_from(r.product_index).unwrap_or_default(),
+                    mall: MallId::new(r.mall)?,
+                    job_id: r.job_id,
+                    disposition: r.disposition.parse()?,
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok(Accepted {
+            search_id,
+            items,
+            replayed: false,
+        })
+    }
+
+    /// Claims at most `n` queued jobs for `node`, of `malls` (`None`: every mall), in claim
+    /// order, within each mall's cap and start gap.
+    #[instrument(name = "queue.claim", skip_all, fields(node.id = %node, n), err)]
+    pub async fn claim(
+        &self,
+        node: &str,
+        malls: Option<&[MallId]>,
+        n: u32,
+    ) -> Result<Vec<ClaimedJob>, Error> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let malls: Option<Vec<String>> =
+            malls.map(|ms| ms.iter().map(|m| m.as_str().to_owned()).collect());
+        let rows = sqlx::query_file!(
+            "src/queue/sql/claim.sql",
+            node,
+            malls.as_deref(),
+            i32::try_from(n).unwrap_or(i32::MAX),
+            millis(self.config.lease_ttl),
+            self.now,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(ClaimedJob {
+                    lease: Lease {
+                        job_id: r.job_id,
+                        epoch: r.lease_epoch,
+                    },
+                    mall: MallId::new(r.mall)?,
+                    product_code: r.product_code,
+                    product_name: r.product_name,
+                    priority: u8::try_from(r.priority).unwrap_or(u8::MAX),
+                    attempt: u32::try_from(r.attempts).unwrap_or_default() + 1,
+                    max_attempts: u32::try_from(r.max_attempts).unwrap_or_default(),
+                    reclaims: u32::try_from(r.reclaims).unwrap_or_default(),
+                    created_at: r.created_at,
+                    run_started_at: r.run_started_at,
+                    deadline_at: r.deadline_at,
+                    lease_until: r.lease_until,
+                    traceparent: r.traceparent,
+                    tracestate: r.tracestate,
+                })
+            })
+            .collect()
+    }
+
+    /// Renews the leases `node` still holds, never past their deadlines. Returns the renewed
+    /// ones; a lease missing from the answer is lost and its job must stop.
+    #[instrument(name = "queue.renew", skip_all, fields(node.id = %node, jobs = leases.len()), err)]
+    pub async fn renew_if_leased(
+        &self,
+        node: &str,
+        leases: &[Lease],
+    ) -> Result<Vec<Renewed>, Error> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (ids, epochs): (Vec<i64>, Vec<i64>) =
+            leases.iter().map(|l| (l.job_id, l.epoch)).unzip();
+        let rows = sqlx::query_file!(
+            "src/queue/sql/renew.sql",
+            node,
+            &ids,
+            &epochs,
+            millis(self.config.lease_ttl),
+            self.now,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Renewed {
+                job_id: r.job_id,
+                lease_until: r.lease_until,
+            })
+            .collect())
+    }
+
+    /// Completes one lease; [`Error::LeaseLost`] when it is no longer current (then nothing
+    /// changed and the report is recorded as stale).
+    pub async fn complete_if_leased(&self, node: &str, result: &JobResult) -> Result<(), Error> {
+        let applied = self
+            .complete_batch(node, std::slice::from_ref(result))
+            .await?;
+        match applied.first() {
+            Some((_, true)) => Ok(()),
+            _ => Err(Error::LeaseLost(result.lease)),
+        }
+    }
+
+    /// Completes many leases in one statement. Returns each lease with whether it was
+    /// applied (`false`: lost, recorded as stale). A lease listed twice is rejected.
+    #[instrument(name = "queue.complete", skip_all, fields(node.id = %node, jobs = results.len()), err)]
+    pub async fn complete_batch(
+        &self,
+        node: &str,
+        results: &[JobResult],
+    ) -> Result<Vec<(Lease, bool)>, Error> {
+        let mut cols = CompleteColumns::with_capacity(results.len());
+        for (i, result) in results.iter().enumerate() {
+            if results[..i]
+                .iter()
+                .any(|r| r.lease.job_id == result.lease.job_id)
+            {
+                return Err(FieldError::new(format!("results[{i}].job_id"), "listed twice").into());
+            }
+            cols.push(result)?;
+        }
+        let rows = sqlx::query_file!(
+            "src/queue/sql/complete.sql",
+            &cols.job_id,
+            &cols.epoch,
+            &cols.outcome as &[Outcome],
+            &cols.rounds,
+            &cols.bytes,
+            &cols.cost,
+            &cols.offer_job,
+            &cols.offer_rank,
+            &cols.offer_title,
+            &cols.offer_price,
+            &cols.offer_shipping,
+            &cols.offer_url,
+            &cols.offer_seller,
+            &cols.offer_score,
+            node,
+            millis(self.config.negative_ttl),
+            self.now,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(results
+            .iter()
+            .map(|r| {
+                let applied = rows
+                    .iter()
+                    .any(|row| row.job_id == r.lease.job_id && row.applied);
+                (r.lease, applied)
+            })
+            .collect())
+    }
+
+    /// Fails one attempt: retried after backoff while the class is retryable and attempts
+    /// are left, else dead. [`Error::LeaseLost`] when the lease is no longer current.
+    #[instrument(name = "queue.fail", skip_all, fields(job.id = failure.lease.job_id, class = failure.class.as_str()), err)]
+    pub async fn fail_if_leased(&self, node: &str, failure: &JobFailure) -> Result<Failed, Error> {
+        let row = sqlx::query_file!(
+            "src/queue/sql/fail.sql",
+            failure.lease.job_id,
+            failure.lease.epoch,
+            failure.class as ErrorClass,
+            failure.class.is_retryable(),
+            failure.message,
+            millis(self.config.backoff_base) as f64,
+            millis(self.config.backoff_cap) as f64,
+            i64::try_from(failure.metrics.bytes()).unwrap_or(i64::MAX),
+            failure.metrics.cost_usd,
+            node,
+            self.now,
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        let row = row.ok_or(Error::LeaseLost(failure.lease))?;
+        Ok(Failed {
+            state: row.state,
+            attempts: u32::try_from(row.attempts).unwrap_or_default(),
+            run_after: row.run_after,
+        })
+    }
+
+    /// Hands a lease back (a draining node will not finish it): queued again at once, no
+    /// attempt or reclaim counted.
+    #[instrument(name = "queue.hand_back", skip_all, fields(job.id = lease.job_id, node.id = %node), err)]
+    pub async fn hand_back_if_leased(&self, node: &str, lease: Lease) -> Result<(), Error> {
+        sqlx::query_file!(
+            "src/queue/sql/hand_back.sql",
+            lease.job_id,
+            lease.epoch,
+            node,
+            self.now
+        )
+        .fetch_optional(&self.pool)
+        .await?
+        .map(|_| ())
+        .ok_or(Error::LeaseLost(lease))
+    }
+
+    /// Takes back every running job of a node whose stream is gone, except `keep` (leases a
+    /// reconnect re-attached). A reclaim, not an attempt; the poison guard dead-letters a job
+    /// that keeps losing its node.
+    #[instrument(name = "queue.release_node", skip_all, fields(node.id = %node), err)]
+    pub async fn release_node(&self, node: &str, keep: &[Lease]) -> Result<Vec<Released>, Error> {
+        let (ids, epochs): (Vec<i64>, Vec<i64>) = keep.iter().map(|l| (l.job_id, l.epoch)).unzip();
+        let rows = sqlx::query_file!(
+            "src/queue/sql/release_node.sql",
+            node,
+            &ids,
+            &epochs,
+            self.now
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Released {
+                job_id: r.job_id,
+                state: r.state,
+            })
+            .collect())
+    }
+
+    /// Ends runs whose lease expired or that reached their hard deadline (one batch).
+    #[instrument(name = "queue.reap", skip_all, err)]
+    pub async fn reap(&self) -> Result<Vec<Reaped>, Error> {
+        let rows = sqlx::query_file!(
+            "src/queue/sql/reap.sql",
+            millis(self.config.backoff_base) as f64,
+            millis(self.config.backoff_cap) as f64,
+            i32::try_from(self.config.reap_batch).unwrap_or(i32::MAX),
+            self.now,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Reaped {
+                job_id: r.job_id,
+                state: r.state,
+                class: r.error_class,
+            })
+            .collect())
+    }
+
+    /// Cancels jobs: queued ones in place, running ones with their lease ended now. Returns
+    /// what was cancelled, with the node of each running one so it can be told to stop.
+    #[instrument(name = "queue.cancel", skip_all, fields(jobs = job_ids.len()), err)]
+    pub async fn cancel(&self, job_ids: &[i64]) -> Result<Vec<Cancelled>, Error> {
+        let rows = sqlx::query_file!("src/queue/sql/cancel.sql", job_ids, self.now)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Cancelled {
+                lease: Lease {
+                    job_id: r.job_id,
+                    epoch: r.lease_epoch,
+                },
+                was: r.prev_state,
+                node: r.prev_node,
+            })
+            .collect())
+    }
+
+    /// The queue's figures of the ops snapshot.
+    #[instrument(name = "queue.ops", skip_all, err)]
+    pub async fn ops(&self) -> Result<QueueOps, Error> {
+        let r = sqlx::query_file!("src/queue/sql/ops.sql", self.now)
+            .fetch_one(&self.pool)
+            .await?;
+        let malls = sqlx::query_file!("src/queue/sql/mall_ops.sql")
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .map(|m| MallQueueOps {
+                mall: m.mall,
+                queued: m.queued,
+                running: m.running,
+                max_running: m.max_running.and_then(|v| u32::try_from(v).ok()),
+                min_start_gap: Duration::from_millis(
+                    u64::try_from(m.min_start_gap_ms).unwrap_or_default(),
+                ),
+            })
+            .collect();
+        Ok(QueueOps {
+            queued: r.queued,
+            running: r.running,
+            done: r.done,
+            dead: r.dead,
+            cancelled: r.cancelled,
+            oldest_queued: r
+                .oldest_queued_secs
+                .map(|s| Duration::from_secs_f64(s.max(0.0))),
+            dead_last_hour: r.dead_last_hour,
+            stuck_running: r.stuck_running,
+            deadline_kills_last_hour: r.deadline_kills_last_hour,
+            cost_usd_last_hour: r.cost_usd_last_hour,
+            malls,
+        })
+    }
+}
+
+/// Column-wise arrays for `complete.sql`.
+#[derive(Default)]
+struct CompleteColumns {
+    job_id: Vec<i64>,
+    epoch: Vec<i64>,
+    outcome: Vec<Outcome>,
+    rounds: Vec<serde_json::Value>,
+    bytes: Vec<i64>,
+    cost: Vec<f64>,
+    offer_job: Vec<i64>,
+    offer_rank: Vec<i16>,
+    offer_title: Vec<String>,
+    offer_price: Vec<i64>,
+    offer_shipping: Vec<i64>,
+    offer_url: Vec<String>,
+    offer_seller: Vec<String>,
+    offer_score: Vec<f32>,
+}
+
+impl CompleteColumns {
+    fn with_capacity(n: usize) -> Self {
+        Self {
+            job_id: Vec::with_capacity(n),
+            epoch: Vec::with_capacity(n),
+            outcome: Vec::with_capacity(n),
+            rounds: Vec::with_capacity(n),
+            bytes: Vec::with_capacity(n),
+            cost: Vec::with_capacity(n),
+            ..Self::default()
+        }
+    }
+
+    fn push(&mut self, r: &JobResult) -> Result<(), Error> {
+        self.job_id.push(r.lease.job_id);
+        self.epoch.push(r.lease.epoch);
+        self.outcome.push(r.outcome);
+        self.rounds
+            .push(serde_json::to_value(&r.rounds).map_err(|e| Error::Internal(e.to_string()))?);
+        self.bytes
+            .push(i64::try_from(r.metrics.bytes()).unwrap_or(i64::MAX));
+        self.cost.push(r.metrics.cost_usd);
+        let mut offers: Vec<_> = r.offers.iter().collect();
+        offers.sort_by_key(|o| (o.effective_price(), o.shipping_fee));
+        for (rank, o) in offers.into_iter().enumerate() {
+            self.offer_job.push(r.lease.job_id);
+            self.offer_rank
+                .push(i16::try_from(rank).unwrap_or(i16::MAX));
+            self.offer_title.push(o.title.clone());
+            self.offer_price.push(o.price);
+            self.offer_shipping.push(o.shipping_fee);
+            self.offer_url.push(o.url.clone());
+            self.offer_seller.push(o.seller.clone());
+            self.offer_score.push(o.match_score);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,97 @@
+-- Claim up to $3 queued jobs for node $1 in ONE statement, honouring per-mall politeness:
+--
+-- * gap: a mall with min_start_gap_ms > 0 starts at most one job per gap. Its mall row is
+--   locked FOR UPDATE SKIP LOCKED (a claimer that finds it locked skips the mall: another
+--   claimer is starting a job of it right now) and re-checked on the newest row version, so
+--   two claimers can never both pass the gap check;
+-- * cap: a capped mall's running jobs each hold one mall_slot row. A free slot is taken
+--   FOR UPDATE SKIP LOCKED, so the cap holds across any number of claimers and replicas;
+-- * order: priority, then run_after, then id: the order of index job_claim_order.
+--
+-- Every claim increments lease_epoch (the fencing token). The lease never outlives the
+-- hard deadline. $2 malls the node serves (null: all), $4 lease TTL in ms, $5 now.
+--
+-- NB: the clock is clock_timestamp(), read during execution, i.e. after this statement's
+-- snapshot: a claim that sees a slot freed by a completion records a start later than that
+-- completion's finish, so the recorded run intervals themselves obey the cap and the gap.
+-- now() (the transaction start) can precede the snapshot by the planning time.
+with
+clock as materialized (select coalesce($5::timestamptz, clock_timestamp()) as now),
+gap_malls as materialized (
+    select m.mall_id
+    from mall m, clock
+    where m.enabled
+      and ($2::text[] is null or m.mall_id = any($2::text[]))
+      and m.min_start_gap_ms > 0
+      and (m.last_start_at is null
+           or m.last_start_at <= clock.now - m.min_start_gap_ms * interval '1 millisecond')
+    order by m.mall_id
+    for update of m skip locked
+),
+eligible as materialized (
+    select m.mall_id, m.max_running, m.min_start_gap_ms > 0 as gapped
+    from mall m
+    where m.enabled
+      and ($2::text[] is null or m.mall_id = any($2::text[]))
+      and (m.min_start_gap_ms = 0 or m.mall_id in (select mall_id from gap_malls))
+),
+cand as materialized (
+    select c.job_id, c.mall, c.priority, c.run_after,
+           row_number() over (partition by c.mall order by c.priority, c.run_after, c.job_id) as rn
+    from eligible e, clock
+    cross join lateral (
+        select j.job_id, j.mall, j.priority, j.run_after
+        from job j
+        where j.state = 'queued' and j.mall = e.mall_id and j.run_after <= clock.now
+        order by j.priority, j.run_after, j.job_id
+        limit case when e.gapped then 1 else $3::int end
+        for update of j skip locked
+    ) c
+),
+slots as materialized (
+    select s.mall_id, s.slot_no,
+           row_number() over (partition by s.mall_id order by s.slot_no) as rn
+    from eligible e
+    cross join lateral (
+        select ms.mall_id, ms.slot_no
+        from mall_slot ms
+        where e.max_running is not null
+          and ms.mall_id = e.mall_id
+          and ms.slot_no <= e.max_running
+          and ms.job_id is null
+        order by ms.slot_no
+        limit (select count(*) from cand where cand.mall = e.mall_id)
+        for update of ms skip locked
+    ) s
+),
+picked as materialized (
+    select c.job_id, c.mall, s.slot_no
+    from cand c
+    join eligible e on e.mall_id = c.mall
+    left join slots s on s.mall_id = c.mall and s.rn = c.rn
+    where e.max_running is null or s.slot_no is not null
+    order by c.priority, c.run_after, c.job_id
+    limit $3::int
+),
+took_slots as (
+    update mall_slot ms set job_id = p.job_id
+    from picked p
+    where ms.mall_id = p.mall and ms.slot_no = p.slot_no
+),
+stamped as (
+    update mall m set last_start_at = clock.now
+    from clock
+    where m.mall_id in (select p.mall from picked p) and m.min_start_gap_ms > 0
+)
+update job j set
+    state = 'running',
+    lease_epoch = j.lease_epoch + 1,
+    node_id = $1::text,
+    run_started_at = clock.now,
+    deadline_at = clock.now + j.run_timeout_ms * interval '1 millisecond',
+    lease_until = clock.now + least($4::bigint, j.run_timeout_ms) * interval '1 millisecond'
+from picked p, clock
+where j.job_id = p.job_id
+returning j.job_id, j.lease_epoch, j.mall, j.product_code, j.product_name, j.priority,
+          j.attempts, j.max_attempts, j.reclaims, j.created_at, j.run_started_at as "run_started_at!",
+          j.deadline_at as "deadline_at!", j.lease_until as "lease_until!", j.traceparent, j.tracestate

@@ -1,0 +1,64 @@
+-- Complete a batch of leases in one statement, each fenced by (job_id, lease_epoch, running).
+-- A lease that is no longer current changes nothing: it is recorded in stale_report and
+-- comes back with applied = false. Offers are stored for the applied ones; a not_found
+-- answer is remembered in the negative cache, a found one clears it.
+--
+-- $1..$6 per job: job_id, lease_epoch, outcome, rounds (jsonb), bytes, cost_usd.
+-- $7..$14 offers, flattened: job_id, rank, title, price, shipping_fee, url, seller, score.
+-- $15 node_id (for the record), $16 negative-cache TTL in ms, $17 now.
+with
+clock as materialized (select coalesce($17::timestamptz, clock_timestamp()) as now),
+input as (
+    select * from unnest($1::bigint[], $2::bigint[], $3::job_outcome[], $4::jsonb[],
+                         $5::bigint[], $6::float8[])
+        as i (job_id, lease_epoch, outcome, rounds, bytes, cost_usd)
+),
+done as (
+    update job j set
+        state = 'done',
+        outcome = i.outcome,
+        finished_at = clock.now,
+        node_id = null,
+        lease_until = null,
+        rounds = i.rounds,
+        bytes = j.bytes + i.bytes,
+        cost_usd = j.cost_usd + i.cost_usd
+    from input i, clock
+    where j.job_id = i.job_id and j.state = 'running' and j.lease_epoch = i.lease_epoch
+    returning j.job_id, j.lease_epoch, j.dedupe_key, j.mall, j.outcome, i.bytes, i.cost_usd
+),
+attempt as (
+    insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended, bytes, cost_usd)
+    select d.job_id, d.lease_epoch, $15::text, clock.now, 'done', d.bytes, d.cost_usd
+    from done d, clock
+),
+offers as (
+    insert into offer (job_id, rank, mall, title, price, shipping_fee, url, seller, match_score)
+    select o.job_id, o.rank, d.mall, o.title, o.price, o.shipping_fee, o.url, o.seller, o.score
+    from unnest($7::bigint[], $8::smallint[], $9::text[], $10::bigint[], $11::bigint[],
+                $12::text[], $13::text[], $14::real[])
+        as o (job_id, rank, title, price, shipping_fee, url, seller, score)
+    join done d using (job_id)
+),
+remember_not_found as (
+    insert into negative_cache (dedupe_key, job_id, created_at, expires_at)
+    select d.dedupe_key, d.job_id, clock.now, clock.now + $16::bigint * interval '1 millisecond'
+    from done d, clock
+    where d.outcome = 'not_found'
+    on conflict (dedupe_key) do update
+        set job_id = excluded.job_id, created_at = excluded.created_at,
+            expires_at = excluded.expires_at
+),
+forget_not_found as (
+    delete from negative_cache n using done d
+    where n.dedupe_key = d.dedupe_key and d.outcome = 'found'
+),
+stale as (
+    insert into stale_report (job_id, lease_epoch, node_id, kind, received_at)
+    select i.job_id, i.lease_epoch, $15::text, 'result', clock.now
+    from input i, clock
+    where i.job_id not in (select job_id from done)
+      and exists (select 1 from job j where j.job_id = i.job_id)
+)
+select i.job_id as "job_id!", exists (select 1 from done d where d.job_id = i.job_id) as "applied!"
+from input i

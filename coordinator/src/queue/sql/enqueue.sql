@@ -1,0 +1,92 @@
+-- Accept a search in one round trip: the request, one job per new (mall, product) key,
+-- priority promotion of active jobs with the same key, answers from the caches, the items,
+-- and a NOTIFY per mall that got new work. Nothing is written when any mall is unknown or
+-- disabled, or when the idempotency key was seen before (the caller then reads that search).
+--
+-- $1 priority, $2 max_age_ms (null: no fresh-result answers), $3 idempotency key,
+-- $4 caller, $5 traceparent, $6 tracestate, $7..$11 items (product_index, mall,
+-- product_code, product_name, product_key), $12 run_timeout_ms, $13 max_attempts,
+-- $14 now (null: the database clock).
+with
+clock as materialized (select coalesce($14::timestamptz, clock_timestamp()) as now),
+input as (
+    select (i.ord - 1)::int as item_no, i.product_index, i.mall, i.product_code,
+           i.product_name, i.product_key, i.mall || '|' || i.product_key as dedupe_key
+    from unnest($7::int[], $8::text[], $9::text[], $10::text[], $11::text[]) with ordinality
+        as i (product_index, mall, product_code, product_name, product_key, ord)
+),
+replay as (
+    select search_id from search_request where idempotency_key = $3::text
+),
+unknown as (
+    select distinct input.mall
+    from input left join mall m on m.mall_id = input.mall and m.enabled
+    where m.mall_id is null
+),
+go as (
+    select not exists (select 1 from replay) and not exists (select 1 from unknown) as ok
+),
+req as (
+    insert into search_request (priority, max_age_ms, idempotency_key, caller, traceparent, created_at)
+    select $1::smallint, $2::bigint, $3::text, $4::text, $5::text, clock.now
+    from go, clock where go.ok
+    returning search_id
+),
+cached as (
+    select input.item_no,
+        (select j.job_id from job j
+          where j.dedupe_key = input.dedupe_key and j.outcome = 'found'
+            and j.finished_at >= clock.now - $2::bigint * interval '1 millisecond'
+          order by j.finished_at desc limit 1) as fresh_job,
+        (select n.job_id from negative_cache n
+          where n.dedupe_key = input.dedupe_key and n.expires_at > clock.now) as negative_job
+    from input, clock
+),
+need as (
+    select input.*
+    from input join cached using (item_no)
+    where cached.fresh_job is null and cached.negative_job is null
+),
+upserted as (
+    insert into job (dedupe_key, mall, product_code, product_name, product_key, priority,
+                     run_after, created_at, run_timeout_ms, max_attempts, traceparent, tracestate)
+    select distinct on (need.dedupe_key)
+           need.dedupe_key, need.mall, need.product_code, need.product_name, need.product_key,
+           $1::smallint, clock.now, clock.now, $12::int, $13::smallint, $5::text, $6::text
+    from need, go, clock
+    where go.ok
+    order by need.dedupe_key, need.item_no
+    -- NB: DO UPDATE (not DO NOTHING) so the active job's id is returned even when a
+    -- concurrent statement inserted it after this statement's snapshot was taken.
+    on conflict (dedupe_key) where state in ('queued', 'running')
+    do update set priority = least(job.priority, excluded.priority)
+    returning job.job_id, job.dedupe_key, job.mall, (xmax = 0) as inserted
+),
+items as (
+    insert into search_item (search_id, item_no, product_index, mall, job_id, disposition)
+    select req.search_id, input.item_no, input.product_index, input.mall,
+           coalesce(c.fresh_job, c.negative_job, u.job_id),
+           case
+               when c.fresh_job is not null then 'cached_result'
+               when c.negative_job is not null then 'cached_not_found'
+               when u.inserted and row_number() over (
+                   partition by input.dedupe_key order by input.item_no) = 1 then 'queued'
+               else 'joined'
+           end::item_disposition
+    from req
+    cross join input
+    join cached c using (item_no)
+    left join upserted u using (dedupe_key)
+    returning item_no, job_id, disposition
+),
+notified as (
+    select pg_notify('lps_job', m.mall)
+    from (select distinct mall from upserted where inserted) m
+)
+select
+    (select search_id from req) as "search_id?",
+    (select search_id from replay) as "replay_of?",
+    (select array_agg(mall order by mall) from unknown) as "unknown_malls?: Vec<String>",
+    coalesce((select array_agg(job_id order by item_no) from items), '{}') as "job_ids!: Vec<i64>",
+    coalesce((select array_agg(disposition::text order by item_no) from items), '{}') as "dispositions!: Vec<String>",
+    (select count(*) from notified) as "notified!"

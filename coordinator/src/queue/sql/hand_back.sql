@@ -1,0 +1,23 @@
+-- A node hands back lease ($1, $2) it will not finish (it is draining): the job is queued
+-- again at once, no attempt and no reclaim counted. $3 node_id, $4 now.
+with
+clock as materialized (select coalesce($4::timestamptz, clock_timestamp()) as now),
+back as (
+    update job j set state = 'queued', run_after = clock.now, node_id = null, lease_until = null
+    from clock
+    where j.job_id = $1::bigint and j.state = 'running' and j.lease_epoch = $2::bigint
+    returning j.job_id, j.lease_epoch, j.mall
+),
+attempt as (
+    insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended)
+    select b.job_id, b.lease_epoch, $3::text, clock.now, 'handed_back' from back b, clock
+),
+notified as (select pg_notify('lps_job', b.mall) from back b),
+stale as (
+    insert into stale_report (job_id, lease_epoch, node_id, kind, received_at)
+    select $1::bigint, $2::bigint, $3::text, 'release', clock.now
+    from clock
+    where not exists (select 1 from back)
+      and exists (select 1 from job j where j.job_id = $1::bigint)
+)
+select b.job_id, (select count(*) from notified) as "notified!" from back b

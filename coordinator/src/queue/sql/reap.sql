@@ -1,0 +1,51 @@
+-- End runs whose lease expired without a heartbeat, or that reached their hard deadline
+-- (a renewal never extends a lease past the deadline, so both show as an expired lease;
+-- the deadline decides the class). Each is a failed attempt: queued again after backoff
+-- while attempts are left, else dead. At most $3 jobs per call, skipping rows another
+-- reaper holds. $1 backoff base ms, $2 backoff cap ms, $4 now.
+with
+clock as materialized (select coalesce($4::timestamptz, clock_timestamp()) as now),
+victims as (
+    select j.job_id
+    from job j, clock
+    where j.state = 'running' and j.lease_until <= clock.now
+    order by j.lease_until
+    limit $3::int
+    for update of j skip locked
+),
+reaped as (
+    update job j set
+        attempts = j.attempts + 1,
+        state = case when j.attempts + 1 < j.max_attempts then 'queued' else 'dead' end::job_state,
+        run_after = case when j.attempts + 1 < j.max_attempts
+                         then clock.now + least($2::float8, $1::float8 * power(2, j.attempts))
+                                          * (0.5 + random() * 0.5) * interval '1 millisecond'
+                         else j.run_after end,
+        finished_at = case when j.attempts + 1 < j.max_attempts then null else clock.now end,
+        error_class = case when j.deadline_at <= clock.now then 'deadline'
+                           else 'lease_expired' end::error_class,
+        last_error = case when j.deadline_at <= clock.now
+                          then 'killed at the hard deadline on node ' || j.node_id
+                          else 'lease expired on node ' || j.node_id end,
+        node_id = null,
+        lease_until = null
+    from victims v, clock
+    where j.job_id = v.job_id
+    returning j.job_id, j.lease_epoch, j.mall, j.state, j.error_class,
+              -- the holder before this update, for the attempt record
+              (select node_id from job o where o.job_id = j.job_id) as prev_node
+),
+attempt as (
+    insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended, error_class)
+    select r.job_id, r.lease_epoch, r.prev_node, clock.now,
+           case when r.error_class = 'deadline' then 'deadline' else 'lease_expired' end::attempt_end,
+           r.error_class
+    from reaped r, clock
+),
+notified as (
+    select pg_notify('lps_job', m.mall)
+    from (select distinct mall from reaped where state = 'queued') m
+)
+select r.job_id, r.state as "state: JobState", r.error_class as "error_class!: ErrorClass",
+       (select count(*) from notified) as "notified!"
+from reaped r

@@ -1,0 +1,38 @@
+//! The reaper loop: ends runs whose lease expired or whose hard deadline passed, so a hung
+//! browser on a live node still ends (DESIGN §2). Safe to run on every replica at once: the
+//! reap statement skips rows another reaper holds.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::queue::Queue;
+
+/// Reaps every `interval` until cancelled. A failed pass is logged and retried next tick.
+pub async fn run(queue: Queue, interval: Duration, cancel: CancellationToken) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        loop {
+            match queue.reap().await {
+                Ok(reaped) => {
+                    for job in &reaped {
+                        info!(job.id = job.job_id, state = ?job.state, class = job.class.as_str(), "reaped job");
+                    }
+                    if reaped.len() < queue.config().reap_batch as usize {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %e, "reap failed");
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,855 @@
+//! Quantities in titles: unit size (volume or weight) and how many units.
+//!
+//! Parsing works on the words of a [`normalize`](super::normalize())d title, so
+//! `2L`, `2 l`, `2리터`, `２Ｌ` all read the same. Forms understood:
+//!
+//! | form | meaning |
+//! |---|---|
+//! | `2l`, `2 l`, `2리터`, `500ml`, `500미리`, `250cc`, `1.5kg`, `1.5키로`, `120g`, `1000mg` | unit size |
+//! | `12개`, `12입`, `5개입`, `6병`, `4팩`, `30롤`, `24캔`, `12p`, `12ea` … | count factor |
+//! | `x12`, `x 12`, `*20`, `×6` (normalised to `x`) | count factor joined by a mark |
+//! | `12 x 500ml` | count before the size |
+//! | `1+1`, `2+1` | promotion: multiplies the count by `a+b` |
+//! | `총 24병` | stated total: overrides every other count (`총 24L` is ignored: it is size × count) |
+//!
+//! How factors combine into one count:
+//! - A **chain** is a run of count factors joined by multiplication marks; its
+//!   value is their product (`6개 x 2팩` → 12, `500ml x 6 x 4` → 24). A size may
+//!   sit inside a chain (`12개 x 500ml`).
+//! - Titles often say the same thing twice (`2L 12병 (6병x2팩)`,
+//!   `500ml 24개 24병`), so chains with **equal values count once**; distinct
+//!   chain values multiply (`5개입 2팩` → 10). Two different pack options in one
+//!   title (`6병 12병`) therefore give a count that matches neither, which rejects
+//!   the ambiguous card — the safe side for a lowest-price search.
+//! - Promotions multiply on top (`[1+1] 500ml 24개` → 48).
+//! - No count at all means 1.
+//! - A bare number with no unit and no mark (`2L 12`, `아이폰 15`) is not a count.
+//! - Counts saturate at `u32::MAX`; numbers that do not fit are ignored. The
+//!   unit size is the first size in the title.
+//!
+//! Equality ([`Quantity::agrees_with`]): unit sizes must be equal when both
+//! sides state one (`2L == 2000ml`; volume never equals weight); a side with no
+//! size accepts any size, because titles often omit it. Counts must always be
+//! equal, with "no count" meaning 1 — so `x12` never matches a title without a
+//! count: a 12-pack and a single bottle are different offers, and comparing
+//! their prices is exactly the error this module exists to prevent.
+
+use std::fmt;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::normalize::{is_hangul, normalize};
+
+/// Thousandths of the base unit per unit word (base: ml for volume, g for weight).
+const ML: u64 = 1_000;
+const L: u64 = 1_000_000;
+const MG: u64 = 1;
+const G: u64 = 1_000;
+const KG: u64 = 1_000_000;
+
+/// Latin unit words, lowercase: `(word, unit)`.
+const LATIN_UNITS: &[(&str, Unit)] = &[
+    ("ml", Unit::Measure(Dimension::Volume, ML)),
+    ("cc", Unit::Measure(Dimension::Volume, ML)),
+    ("l", Unit::Measure(Dimension::Volume, L)),
+    ("mg", Unit::Measure(Dimension::Weight, MG)),
+    ("g", Unit::Measure(Dimension::Weight, G)),
+    ("kg", Unit::Measure(Dimension::Weight, KG)),
+    ("ea", Unit::Count),
+    ("p", Unit::Count),
+    ("pc", Unit::Count),
+    ("pcs", Unit::Count),
+    ("pack", Unit::Count),
+    ("box", Unit::Count),
+    ("set", Unit::Count),
+];
+
+/// Hangul unit words: `(word, unit)`. A count word may carry the suffix `씩`
+/// or `입` (`2개씩`, `24병입`).
+const HANGUL_UNITS: &[(&str, Unit)] = &[
+    ("리터", Unit::Measure(Dimension::Volume, L)),
+    ("미리", Unit::Measure(Dimension::Volume, ML)),
+    ("밀리", Unit::Measure(Dimension::Volume, ML)),
+    ("밀리리터", Unit::Measure(Dimension::Volume, ML)),
+    ("그램", Unit::Measure(Dimension::Weight, G)),
+    ("킬로", Unit::Measure(Dimension::Weight, KG)),
+    ("키로", Unit::Measure(Dimension::Weight, KG)),
+    ("킬로그램", Unit::Measure(Dimension::Weight, KG)),
+    ("개", Unit::Count),
+    ("입", Unit::Count),
+    ("개입", Unit::Count),
+    ("병", Unit::Count),
+    ("팩", Unit::Count),
+    ("롤", Unit::Count),
+    ("캔", Unit::Count),
+    ("봉", Unit::Count),
+    ("봉지", Unit::Count),
+    ("포", Unit::Count),
+    ("매", Unit::Count),
+    ("장", Unit::Count),
+    ("정", Unit::Count),
+    ("구", Unit::Count),
+    ("알", Unit::Count),
+    ("통", Unit::Count),
+    ("캡슐", Unit::Count),
+    ("박스", Unit::Count),
+    ("세트", Unit::Count),
+    ("묶음", Unit::Count),
+];
+
+const COUNT_SUFFIXES: [&str; 2] = ["씩", "입"];
+
+/// "Total" marker: `총 24병`.
+const TOTAL_WORD: &str = "총";
+
+/// A latin/digit word made only of numbers, unit words and `x` marks
+/// (`2l`, `2lx12`, `x12`, `500mlx24ea`), or a unit word on its own (`l` in `2 l`).
+/// Anything else (`s24`, `256gb`, `1000xm5`, `xl`) is an ordinary word.
+static QUANTITY_WORD: LazyLock<Regex> = LazyLock::new(|| {
+    const UNITS: &str = "ml|cc|l|mg|g|kg|ea|pcs|pc|pack|p|box|set";
+    Regex::new(&format!(
+        r"^(?:(?:[0-9]+(?:\.[0-9]+)?(?:{UNITS})?|x)+|(?:{UNITS})x?)$"
+    ))
+    .expect("static regex is valid")
+});
+
+/// What a size measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dimension {
+    /// Base unit: millilitre.
+    Volume,
+    /// Base unit: gram.
+    Weight,
+}
+
+/// A unit size normalised to base units: `2L == 2000ml`, `1.5kg == 1500g`.
+///
+/// Stored exactly as thousandths of the base unit (µl or mg), so decimal
+/// titles (`1.5L`, `0.5g`) compare without floating point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Measure {
+    dimension: Dimension,
+    milli: u64,
+}
+
+impl Measure {
+    /// A volume of `ml` millilitres.
+    #[must_use]
+    pub fn from_ml(ml: u32) -> Self {
+        Self {
+            dimension: Dimension::Volume,
+            milli: u64::from(ml) * ML,
+        }
+    }
+
+    /// A weight of `grams` grams.
+    #[must_use]
+    pub fn from_grams(grams: u32) -> Self {
+        Self {
+            dimension: Dimension::Weight,
+            milli: u64::from(grams) * G,
+        }
+    }
+
+    /// Volume or weight.
+    #[must_use]
+    pub fn dimension(self) -> Dimension {
+        self.dimension
+    }
+
+    /// Thousandths of the base unit (µl for volume, mg for weight).
+    #[must_use]
+    pub fn milli_base(self) -> u64 {
+        self.milli
+    }
+}
+
+/// Canonical spelling: `2L`, `1.5L`, `500ml`, `1.5kg`, `120g`.
+impl fmt::Display for Measure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (big, small) = match self.dimension {
+            Dimension::Volume => ("L", "ml"),
+            Dimension::Weight => ("kg", "g"),
+        };
+        if self.milli >= 1_000_000 {
+            write_scaled(f, self.milli, 1_000_000, 6)?;
+            f.write_str(big)
+        } else {
+            write_scaled(f, self.milli, 1_000, 3)?;
+            f.write_str(small)
+        }
+    }
+}
+
+/// Writes `value / scale` as a decimal without trailing zeros.
+fn write_scaled(f: &mut fmt::Formatter<'_>, value: u64, scale: u64, digits: usize) -> fmt::Result {
+    let whole = value / scale;
+    let frac = value % scale;
+    if frac == 0 {
+        write!(f, "{whole}")
+    } else {
+        let frac = format!("{frac:0digits$}");
+        write!(f, "{whole}.{}", frac.trim_end_matches('0'))
+    }
+}
+
+/// How much product one offer is: `count` units of `unit_size`.
+///
+/// `"2L x 12"` is `{ unit_size: Some(2000 ml), count: 12 }` (24 L in total).
+/// A title that states nothing is `{ unit_size: None, count: 1 }`
+/// (the [`Default`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Quantity {
+    /// Size of one unit, if the title states one.
+    pub unit_size: Option<Measure>,
+    /// Number of units; 1 when the title states no count.
+    pub count: u32,
+}
+
+impl Default for Quantity {
+    fn default() -> Self {
+        Self {
+            unit_size: None,
+            count: 1,
+        }
+    }
+}
+
+impl Quantity {
+    /// Parses the quantity of a raw title (normalising it first).
+    #[must_use]
+    pub fn parse(title: &str) -> Self {
+        let normalized = normalize(title);
+        let words: Vec<&str> = normalized.split(' ').collect();
+        parse_words(&words).quantity
+    }
+
+    /// Whether two offers hold the same amount (see the module docs):
+    /// sizes equal when both are stated, counts always equal.
+    #[must_use]
+    pub fn agrees_with(&self, other: &Self) -> bool {
+        let sizes_agree = match (self.unit_size, other.unit_size) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        sizes_agree && self.count == other.count
+    }
+
+    /// True when the title stated neither a size nor a count.
+    #[must_use]
+    pub fn is_unstated(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// `unit_size × count`, or `None` without a size or on overflow.
+    #[must_use]
+    pub fn total(&self) -> Option<Measure> {
+        let size = self.unit_size?;
+        Some(Measure {
+            dimension: size.dimension,
+            milli: size.milli.checked_mul(u64::from(self.count))?,
+        })
+    }
+}
+
+/// Canonical search form: `2L 12개`, `500ml`, `12개`, `1개` (nothing stated).
+impl fmt::Display for Quantity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.unit_size {
+            Some(size) if self.count == 1 => write!(f, "{size}"),
+            Some(size) => write!(f, "{size} {}개", self.count),
+            None => write!(f, "{}개", self.count),
+        }
+    }
+}
+
+/// What the quantity parser made of each word of a normalised title.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WordRole {
+    /// Every number in the word was read as part of a quantity (`2l`, `x12`, `12`).
+    Quantity,
+    /// A unit word, mark or number-less packaging word (`개`, `x`, `+`, `총`).
+    Marker,
+    /// Anything else, including numbers that were not a quantity (`15`, `s24`).
+    Other,
+}
+
+#[derive(Debug)]
+pub(super) struct Parsed {
+    pub quantity: Quantity,
+    /// One entry per input word.
+    pub roles: Vec<WordRole>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    /// Thousandths of the base unit per one of this unit.
+    Measure(Dimension, u64),
+    Count,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lex {
+    /// A number, in thousandths (`1.5` → 1500).
+    Num(u64),
+    Unit(Unit),
+    Times,
+    Plus,
+    Total,
+    Word,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Lexeme {
+    lex: Lex,
+    word: usize,
+}
+
+/// Grammar items built from lexemes; `nums` are the lexeme indices of the
+/// numbers the item would consume.
+#[derive(Debug, Clone, Copy)]
+enum Item {
+    Measure(Measure, usize),
+    /// A count with a unit word (`12개`), or a bare number (`12`) that only
+    /// counts when joined by a mark.
+    Count {
+        n: u32,
+        bare: bool,
+        num: usize,
+    },
+    Times,
+    Promo(u32, [usize; 2]),
+    /// `총 24병` (a count) or `총 24L` (a total size, implied by size × count).
+    Total {
+        count: Option<u32>,
+        num: usize,
+    },
+    Break,
+}
+
+/// Parses the words of a normalised title.
+pub(super) fn parse_words(words: &[&str]) -> Parsed {
+    let lexemes = lex_words(words);
+    let items = build_items(&lexemes);
+    let mut consumed = vec![false; lexemes.len()];
+    let quantity = combine(&items, &mut consumed);
+    let roles = word_roles(words.len(), &lexemes, &consumed);
+    Parsed { quantity, roles }
+}
+
+fn lex_words(words: &[&str]) -> Vec<Lexeme> {
+    let mut out = Vec::new();
+    for (word, text) in words.iter().enumerate() {
+        for lex in lex_word(text) {
+            out.push(Lexeme { lex, word });
+        }
+    }
+    out
+}
+
+fn lex_word(text: &str) -> Vec<Lex> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    if text == "+" {
+        return vec![Lex::Plus];
+    }
+    if text.chars().any(is_hangul) {
+        return vec![hangul_word(text)];
+    }
+    let mut out = Vec::new();
+    for part in text.split('-').filter(|p| !p.is_empty()) {
+        match lex_latin_part(part) {
+            Some(lexes) => out.extend(lexes),
+            None => out.push(Lex::Word),
+        }
+    }
+    out
+}
+
+fn hangul_word(text: &str) -> Lex {
+    if text == TOTAL_WORD {
+        return Lex::Total;
+    }
+    if let Some(unit) = lookup(HANGUL_UNITS, text) {
+        return Lex::Unit(unit);
+    }
+    let suffixed = COUNT_SUFFIXES
+        .iter()
+        .filter_map(|s| text.strip_suffix(s))
+        .any(|stem| lookup(HANGUL_UNITS, stem) == Some(Unit::Count));
+    if suffixed {
+        Lex::Unit(Unit::Count)
+    } else {
+        Lex::Word
+    }
+}
+
+/// Splits a latin/digit part into numbers, units and marks, or `None` when it
+/// is an ordinary word.
+fn lex_latin_part(part: &str) -> Option<Vec<Lex>> {
+    if !QUANTITY_WORD.is_match(part) {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut rest = part;
+    while let Some(first) = rest.chars().next() {
+        let is_num = first.is_ascii_digit();
+        let end = rest
+            .find(|c: char| (c.is_ascii_digit() || c == '.') != is_num)
+            .unwrap_or(rest.len());
+        let (run, tail) = rest.split_at(end);
+        if is_num {
+            out.push(Lex::Num(parse_milli(run)?));
+        } else {
+            out.extend(latin_run(run)?);
+        }
+        rest = tail;
+    }
+    Some(out)
+}
+
+/// A letter run inside a quantity word: a unit, a unit followed by one `x`,
+/// or only `x` marks.
+fn latin_run(run: &str) -> Option<Vec<Lex>> {
+    if let Some(unit) = lookup(LATIN_UNITS, run) {
+        return Some(vec![Lex::Unit(unit)]);
+    }
+    if let Some(unit) = run.strip_suffix('x').and_then(|u| lookup(LATIN_UNITS, u)) {
+        return Some(vec![Lex::Unit(unit), Lex::Times]);
+    }
+    if run.chars().all(|c| c == 'x') {
+        return Some(vec![Lex::Times; run.len()]);
+    }
+    None
+}
+
+fn lookup(table: &[(&str, Unit)], word: &str) -> Option<Unit> {
+    table.iter().find(|(w, _)| *w == word).map(|&(_, u)| u)
+}
+
+/// `"1.5"` → 1500; more than three decimals are truncated; `None` on overflow.
+fn parse_milli(run: &str) -> Option<u64> {
+    let (whole, frac) = run.split_once('.').unwrap_or((run, ""));
+    let whole: u64 = whole.parse().ok()?;
+    let mut milli = whole.checked_mul(1_000)?;
+    let mut scale = 100;
+    for c in frac.chars().take(3) {
+        let digit = u64::from(c.to_digit(10)?);
+        milli = milli.checked_add(digit * scale)?;
+        scale /= 10;
+    }
+    Some(milli)
+}
+
+/// A positive whole number that fits a count.
+fn as_count(milli: u64) -> Option<u32> {
+    if !milli.is_multiple_of(1_000) {
+        return None;
+    }
+    u32::try_from(milli / 1_000).ok().filter(|&n| n > 0)
+}
+
+fn build_items(lexemes: &[Lexeme]) -> Vec<Item> {
+    let lex_at = |i: usize| lexemes.get(i).map(|l| l.lex);
+    let mut items = Vec::new();
+    let mut i = 0;
+    while let Some(lex) = lex_at(i) {
+        // `a+b` is a promotion only between bare numbers: not `x 12 + 500ml`.
+        let promo_ok = !matches!(i.checked_sub(1).and_then(lex_at), Some(Lex::Times))
+            && !matches!(lex_at(i + 3), Some(Lex::Unit(_) | Lex::Times));
+        let (item, used) = match (lex, lex_at(i + 1), lex_at(i + 2)) {
+            (Lex::Num(v), Some(Lex::Unit(Unit::Measure(dimension, per))), _) => {
+                let size = v.checked_mul(per).map(|m| Measure {
+                    dimension,
+                    milli: m / 1_000,
+                });
+                match size {
+                    Some(size) if size.milli > 0 => (Item::Measure(size, i), 2),
+                    _ => (Item::Break, 2),
+                }
+            }
+            (Lex::Num(v), Some(Lex::Unit(Unit::Count)), _) => match as_count(v) {
+                Some(n) => (
+                    Item::Count {
+                        n,
+                        bare: false,
+                        num: i,
+                    },
+                    2,
+                ),
+                None => (Item::Break, 2),
+            },
+            (Lex::Num(a), Some(Lex::Plus), Some(Lex::Num(b))) if promo_ok => {
+                match (as_count(a), as_count(b)) {
+                    (Some(a), Some(b)) => (Item::Promo(a.saturating_add(b), [i, i + 2]), 3),
+                    _ => (Item::Break, 3),
+                }
+            }
+            (Lex::Num(v), _, _) => match as_count(v) {
+                Some(n) => (
+                    Item::Count {
+                        n,
+                        bare: true,
+                        num: i,
+                    },
+                    1,
+                ),
+                None => (Item::Break, 1),
+            },
+            (Lex::Total, Some(Lex::Num(v)), Some(Lex::Unit(Unit::Count))) => match as_count(v) {
+                Some(n) => (
+                    Item::Total {
+                        count: Some(n),
+                        num: i + 1,
+                    },
+                    3,
+                ),
+                None => (Item::Break, 3),
+            },
+            (Lex::Total, Some(Lex::Num(_)), Some(Lex::Unit(Unit::Measure(..)))) => (
+                Item::Total {
+                    count: None,
+                    num: i + 1,
+                },
+                3,
+            ),
+            (Lex::Times, _, _) => (Item::Times, 1),
+            (Lex::Unit(_) | Lex::Plus | Lex::Total | Lex::Word, _, _) => (Item::Break, 1),
+        };
+        items.push(item);
+        i += used;
+    }
+    items
+}
+
+/// Folds items into one quantity (rules in the module docs), marking the
+/// numbers it used in `consumed`.
+fn combine(items: &[Item], consumed: &mut [bool]) -> Quantity {
+    let mut mark = |i: usize| {
+        if let Some(c) = consumed.get_mut(i) {
+            *c = true;
+        }
+    };
+    let mut unit_size = None;
+    let mut chains: Vec<u32> = Vec::new();
+    let mut open: Option<u32> = None;
+    let mut joined = false;
+    let mut promo: u32 = 1;
+    let mut total = None;
+    for (idx, item) in items.iter().enumerate() {
+        match *item {
+            Item::Count { n, bare, num } => {
+                let next_is_times = matches!(items.get(idx + 1), Some(Item::Times));
+                if bare && !joined && !next_is_times {
+                    chains.extend(open.take());
+                    joined = false;
+                    continue;
+                }
+                mark(num);
+                open = match open {
+                    Some(product) if joined => Some(product.saturating_mul(n)),
+                    previous => {
+                        chains.extend(previous);
+                        Some(n)
+                    }
+                };
+                joined = false;
+            }
+            Item::Times => joined = true,
+            Item::Measure(size, num) => {
+                mark(num);
+                unit_size = unit_size.or(Some(size));
+                if !joined {
+                    chains.extend(open.take());
+                }
+                joined = false;
+            }
+            Item::Promo(n, nums) => {
+                nums.into_iter().for_each(&mut mark);
+                promo = promo.saturating_mul(n);
+                chains.extend(open.take());
+                joined = false;
+            }
+            Item::Total { count, num } => {
+                mark(num);
+                total = total.or(count);
+                chains.extend(open.take());
+                joined = false;
+            }
+            Item::Break => {
+                chains.extend(open.take());
+                joined = false;
+            }
+        }
+    }
+    chains.extend(open);
+    chains.sort_unstable();
+    chains.dedup();
+    let count = total.unwrap_or_else(|| chains.into_iter().fold(promo, u32::saturating_mul));
+    Quantity { unit_size, count }
+}
+
+fn word_roles(words: usize, lexemes: &[Lexeme], consumed: &[bool]) -> Vec<WordRole> {
+    let mut has_num = vec![false; words];
+    let mut all_used = vec![true; words];
+    let mut has_word = vec![false; words];
+    let mut seen = vec![false; words];
+    for (lexeme, &used) in lexemes.iter().zip(consumed) {
+        let w = lexeme.word;
+        if let Some(s) = seen.get_mut(w) {
+            *s = true;
+        }
+        match lexeme.lex {
+            Lex::Num(_) => {
+                if let Some(h) = has_num.get_mut(w) {
+                    *h = true;
+                }
+                if !used && let Some(a) = all_used.get_mut(w) {
+                    *a = false;
+                }
+            }
+            Lex::Word => {
+                if let Some(h) = has_word.get_mut(w) {
+                    *h = true;
+                }
+            }
+            Lex::Unit(_) | Lex::Times | Lex::Plus | Lex::Total => {}
+        }
+    }
+    (0..words)
+        .map(|w| {
+            let get = |v: &[bool]| v.get(w).copied().unwrap_or(false);
+            if !get(&seen) || get(&has_word) {
+                WordRole::Other
+            } else if !get(&has_num) {
+                WordRole::Marker
+            } else if get(&all_used) {
+                WordRole::Quantity
+            } else {
+                WordRole::Other
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize;
+    use super::{Dimension, Measure, Quantity, WordRole, parse_words};
+
+    fn q(size: impl Into<Option<Measure>>, count: u32) -> Quantity {
+        Quantity {
+            unit_size: size.into(),
+            count,
+        }
+    }
+    fn ml(v: u32) -> Measure {
+        Measure::from_ml(v)
+    }
+    fn g(v: u32) -> Measure {
+        Measure::from_grams(v)
+    }
+
+    #[test]
+    fn parses_every_form() {
+        let cases = [
+            // sizes
+            ("2L", q(ml(2000), 1)),
+            ("2 l", q(ml(2000), 1)),
+            ("500ml", q(ml(500), 1)),
+            ("500 mL", q(ml(500), 1)),
+            ("500㎖", q(ml(500), 1)),
+            ("1.5ℓ", q(ml(1500), 1)),
+            ("250cc", q(ml(250), 1)),
+            ("2리터", q(ml(2000), 1)),
+            ("500미리", q(ml(500), 1)),
+            ("1.5kg", q(g(1500), 1)),
+            ("1.5키로", q(g(1500), 1)),
+            ("120g", q(g(120), 1)),
+            ("120그램", q(g(120), 1)),
+            ("1,000ml", q(ml(1000), 1)),
+            // counts
+            ("12개", q(None, 12)),
+            ("12 개", q(None, 12)),
+            ("12입", q(None, 12)),
+            ("6병", q(None, 6)),
+            ("4팩", q(None, 4)),
+            ("30롤", q(None, 30)),
+            ("5개입", q(None, 5)),
+            ("24캔", q(None, 24)),
+            ("2개씩", q(None, 2)),
+            ("12P", q(None, 12)),
+            ("12ea", q(None, 12)),
+            ("x12", q(None, 12)),
+            ("X 12", q(None, 12)),
+            ("*20", q(None, 20)),
+            ("×6", q(None, 6)),
+            ("1+1", q(None, 2)),
+            ("2+1", q(None, 3)),
+            // combined
+            ("2L x 12", q(ml(2000), 12)),
+            ("2Lx12", q(ml(2000), 12)),
+            ("2L×12병", q(ml(2000), 12)),
+            ("500ml 24개", q(ml(500), 24)),
+            ("(2L*6)", q(ml(2000), 6)),
+            ("12개 x 500ml", q(ml(500), 12)),
+            ("12 x 500ml", q(ml(500), 12)),
+            ("500ml x 6 x 4", q(ml(500), 24)),
+            ("2L 6개 x 2팩", q(ml(2000), 12)),
+            ("5개입 2팩", q(None, 10)),
+            ("2L 12병 (6병x2팩)", q(ml(2000), 12)),
+            ("2L x 12병 (2L 12개)", q(ml(2000), 12)),
+            ("500ml 24개 24병", q(ml(500), 24)),
+            ("2L 12개 (총 12개)", q(ml(2000), 12)),
+            ("총 24병 2L 6개 x 4", q(ml(2000), 24)),
+            ("[1+1] 코카콜라 500ml 24개", q(ml(500), 48)),
+            ("500mlx24ea", q(ml(500), 24)),
+            ("2L 6병 12병", q(ml(2000), 72)),
+            ("2L x 12 (총 24L)", q(ml(2000), 12)),
+            ("2L x 12 + 500ml x 20", q(ml(2000), 240)),
+            ("1+1 500ml", q(ml(500), 2)),
+            // nothing stated, or numbers that are not quantities
+            ("", q(None, 1)),
+            ("제주 삼다수", q(None, 1)),
+            ("아이폰 15", q(None, 1)),
+            ("2L 12", q(ml(2000), 1)),
+            ("갤럭시 S24 256GB", q(None, 1)),
+            ("WH-1000XM5", q(None, 1)),
+            ("a7x12", q(None, 1)),
+            ("XL 사이즈", q(None, 1)),
+            ("12개월 할부", q(None, 1)),
+            ("개당 1,200원", q(None, 1)),
+            ("0개", q(None, 1)),
+            ("1.5개", q(None, 1)),
+        ];
+        for (title, want) in cases {
+            assert_eq!(Quantity::parse(title), want, "title {title:?}");
+        }
+    }
+
+    #[test]
+    fn base_units_are_equal() {
+        assert_eq!(Quantity::parse("2L"), Quantity::parse("2000ml"));
+        assert_eq!(Quantity::parse("1.5kg"), Quantity::parse("1500g"));
+        assert_eq!(Quantity::parse("0.5L"), Quantity::parse("500ml"));
+        assert_ne!(Quantity::parse("2L"), Quantity::parse("2kg"));
+        assert_eq!(Measure::from_ml(2000).dimension(), Dimension::Volume);
+        assert_eq!(Measure::from_grams(5).milli_base(), 5_000);
+    }
+
+    #[test]
+    fn equality_rules() {
+        let cases = [
+            ("2L x 12", "2리터 12입", true),
+            ("2L x 12", "2000ml 12병", true),
+            ("2L x 12", "12개", true),
+            ("12개", "2L x 12", true),
+            ("2L x 12", "500ml x 12", false),
+            ("2L x 12", "2L x 6", false),
+            ("2L x 12", "2L", false),
+            ("x12", "", false),
+            ("", "x12", false),
+            ("", "", true),
+            ("500ml", "", true),
+            ("1+1", "", false),
+            ("1+1", "2개", true),
+            ("2L", "2kg", false),
+        ];
+        for (a, b, want) in cases {
+            let (qa, qb) = (Quantity::parse(a), Quantity::parse(b));
+            assert_eq!(qa.agrees_with(&qb), want, "{a:?} vs {b:?}");
+            assert_eq!(qb.agrees_with(&qa), want, "symmetry {b:?} vs {a:?}");
+        }
+    }
+
+    #[test]
+    fn displays_canonically() {
+        let cases = [
+            ("2L x 12", "2L 12개"),
+            ("2000ml", "2L"),
+            ("1.5L", "1.5L"),
+            ("500ml 24개", "500ml 24개"),
+            ("0.25ml", "0.25ml"),
+            ("1.5kg", "1.5kg"),
+            ("120g", "120g"),
+            ("5개입 x 2", "10개"),
+            ("", "1개"),
+        ];
+        for (title, want) in cases {
+            assert_eq!(Quantity::parse(title).to_string(), want, "title {title:?}");
+        }
+        assert!(Quantity::parse("삼다수").is_unstated());
+        assert!(!Quantity::parse("x1 2L").is_unstated());
+    }
+
+    #[test]
+    fn total_multiplies_size_by_count() {
+        let total = Quantity::parse("2L x 12").total();
+        assert_eq!(total, Some(ml(24_000)));
+        assert_eq!(Quantity::parse("x12").total(), None);
+    }
+
+    #[test]
+    fn odd_and_huge_inputs_do_not_panic() {
+        let cases = [
+            (
+                "99999999999ml",
+                q(
+                    Some(Measure {
+                        dimension: Dimension::Volume,
+                        milli: 99_999_999_999_000,
+                    }),
+                    1,
+                ),
+            ),
+            ("99999999999999999999999ml", q(None, 1)),
+            ("99999999999개", q(None, 1)),
+            ("4294967295개 x 4294967295", q(None, u32::MAX)),
+            ("18446744073709551ml", q(None, 1)),
+            ("😀😀😀", q(None, 1)),
+            ("xxxxxxxx", q(None, 1)),
+            ("+ + + 1 +", q(None, 1)),
+            ("1+", q(None, 1)),
+            ("총", q(None, 1)),
+            ("-", q(None, 1)),
+            ("0.0001l", q(None, 1)),
+            ("1.2.3kg", q(None, 1)),
+        ];
+        for (title, want) in cases {
+            assert_eq!(Quantity::parse(title), want, "title {title:?}");
+        }
+        let long = "2L x 12 ".repeat(2_000);
+        assert_eq!(Quantity::parse(&long), q(ml(2000), 12));
+    }
+
+    #[test]
+    fn roles_mark_quantity_words() {
+        use WordRole::{Marker, Other, Quantity as Q};
+        let text = normalize("제주 삼다수 2L x 12병 아이폰 15 프로 sm-s928n");
+        let words: Vec<&str> = text.split(' ').collect();
+        let roles = parse_words(&words).roles;
+        assert_eq!(
+            words,
+            [
+                "제주",
+                "삼다수",
+                "2l",
+                "x",
+                "12",
+                "병",
+                "아이폰",
+                "15",
+                "프로",
+                "sm-s928n"
+            ]
+        );
+        assert_eq!(
+            roles,
+            [
+                Other, Other, Q, Marker, Q, Marker, Other, Other, Other, Other
+            ]
+        );
+    }
+}

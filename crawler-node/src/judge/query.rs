@@ -1,0 +1,341 @@
+//! [`ProductQuery`]: the product asked for, analysed once and judged against many cards.
+//!
+//! Every word of the normalised product name falls in exactly one class:
+//! - **quantity** (`2l`, `x`, `12`, `병` when read as part of a size or count) →
+//!   [`ProductQuery::quantity`];
+//! - **model token**: any other word with a digit (`s24`, `sm-s928n`, `256gb`,
+//!   `15`). Every model token must be in the card, exactly (hyphens optional);
+//! - **name token**: any other word, minus shop filler and single latin letters
+//!   (`제주`, `삼다수`, `sony`). Cards need a share of them (see
+//!   [`MIN_NAME_OVERLAP`](super::MIN_NAME_OVERLAP)) — unless the query has a
+//!   **full model code**: a model token of at least
+//!   [`FULL_CODE_LEN`] characters mixing letters and digits (`sm-s928n`,
+//!   `wh-1000xm5`) or a model-code hint. Such a code names one product by
+//!   itself, and titles such as `WH-1000XM5 블랙` often drop the brand; short
+//!   tokens (`s24`, `256gb`, `15`) do not.
+//!
+//! Hints added after construction:
+//! - [`with_brand`](ProductQuery::with_brand): the brand leads the precise and
+//!   broad search rounds. It is **required** in cards only when the product
+//!   name itself contains it: a brand that titles often omit or spell another
+//!   way (`Samsung` vs `삼성`) must not reject every card.
+//! - [`with_model_code`](ProductQuery::with_model_code): the manufacturer's
+//!   model code (`SM-S928N`), added as a model token and so required in cards.
+//!   Never pass an internal SKU or a mall's product id here: it is not in titles.
+
+use super::quantity::{Quantity, WordRole};
+use super::tokens::{STOPWORDS, Text, VariantSet};
+
+/// Length (without hyphens) from which a letters-and-digits model token is a
+/// full model code.
+pub(super) const FULL_CODE_LEN: usize = 6;
+
+/// Why a product name cannot be judged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    /// Nothing left after normalisation (empty, spaces, emoji only).
+    #[error("product name is empty")]
+    Empty,
+    /// Only quantities and filler words (`2L x 12`, `무료배송`): every card would match.
+    #[error("product name has no words that identify a product")]
+    NoIdentifyingWords,
+}
+
+/// Whether a query token must appear exactly or counts toward the overlap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TokenKind {
+    Name,
+    Model,
+}
+
+/// One identifying word of the query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct QueryToken {
+    pub kind: TokenKind,
+    /// Normalised, without hyphens: what is looked up in cards.
+    pub key: String,
+    /// How the word is written into search strings (`SM-S928N`, `삼다수`).
+    pub display: String,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Brand {
+    pub display: String,
+    pub keys: Vec<String>,
+    /// The brand is in the product name, so cards must hold it too.
+    pub required: bool,
+}
+
+/// A product to look for, built once from its name and judged against many cards.
+#[derive(Debug, Clone)]
+pub struct ProductQuery {
+    name: String,
+    text: Text,
+    tokens: Vec<QueryToken>,
+    brand: Option<Brand>,
+    variants: VariantSet,
+    has_code_hint: bool,
+}
+
+impl ProductQuery {
+    /// Analyses a product name (`"제주 삼다수 2L x 12"`).
+    ///
+    /// # Errors
+    /// [`QueryError::Empty`] when nothing is left after normalisation, and
+    /// [`QueryError::NoIdentifyingWords`] when the name holds only quantities
+    /// and filler, which would match any card.
+    pub fn new(name: &str) -> Result<Self, QueryError> {
+        let text = Text::new(name);
+        if text.is_empty() {
+            return Err(QueryError::Empty);
+        }
+        let mut tokens: Vec<QueryToken> = Vec::new();
+        for (word, role) in text.words.iter().zip(&text.roles) {
+            if *role != WordRole::Other {
+                continue;
+            }
+            let Some(token) = classify(word) else {
+                continue;
+            };
+            if !tokens.iter().any(|t| t.key == token.key) {
+                tokens.push(token);
+            }
+        }
+        if tokens.is_empty() {
+            return Err(QueryError::NoIdentifyingWords);
+        }
+        Ok(Self {
+            name: name.split_whitespace().collect::<Vec<_>>().join(" "),
+            variants: text.variants(),
+            text,
+            tokens,
+            brand: None,
+            has_code_hint: false,
+        })
+    }
+
+    /// Adds a brand hint (see the module docs). A hint with no usable word is ignored.
+    #[must_use]
+    pub fn with_brand(mut self, brand: &str) -> Self {
+        let text = Text::new(brand);
+        let mut keys: Vec<String> = Vec::new();
+        for word in &text.words {
+            let key = word.replace('-', "");
+            if !key.is_empty() && !STOPWORDS.contains(&word.as_str()) && !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        if keys.is_empty() {
+            return self;
+        }
+        let required = keys.iter().all(|k| self.text.contains_key(k));
+        self.brand = Some(Brand {
+            display: brand.split_whitespace().collect::<Vec<_>>().join(" "),
+            keys,
+            required,
+        });
+        self
+    }
+
+    /// Adds the manufacturer's model code (see the module docs); it becomes a
+    /// required model token. A code with no letter or digit is ignored.
+    #[must_use]
+    pub fn with_model_code(mut self, code: &str) -> Self {
+        let key: String = Text::new(code)
+            .words
+            .iter()
+            .flat_map(|w| w.chars())
+            .filter(|&c| c != '-')
+            .collect();
+        if key.is_empty() {
+            return self;
+        }
+        self.has_code_hint = true;
+        if self.tokens.iter().any(|t| t.key == key) {
+            return self;
+        }
+        self.tokens.push(QueryToken {
+            kind: TokenKind::Model,
+            key,
+            display: code.split_whitespace().collect::<Vec<_>>().join(" "),
+        });
+        self
+    }
+
+    /// The product name as given (whitespace collapsed).
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The quantity the name states (`{ 2000 ml, 12 }` for `2L x 12`).
+    #[must_use]
+    pub fn quantity(&self) -> Quantity {
+        self.text.quantity
+    }
+
+    /// The brand hint, if one was given.
+    #[must_use]
+    pub fn brand(&self) -> Option<&str> {
+        self.brand.as_ref().map(|b| b.display.as_str())
+    }
+
+    /// Name tokens (normalised), in name order.
+    pub fn name_tokens(&self) -> impl Iterator<Item = &str> {
+        self.tokens_of(TokenKind::Name).map(|t| t.key.as_str())
+    }
+
+    /// Model tokens as written into search strings (`SM-S928N`), in name order,
+    /// then the model-code hint.
+    pub fn model_tokens(&self) -> impl Iterator<Item = &str> {
+        self.tokens_of(TokenKind::Model).map(|t| t.display.as_str())
+    }
+
+    pub(super) fn tokens(&self) -> &[QueryToken] {
+        &self.tokens
+    }
+
+    pub(super) fn tokens_of(&self, kind: TokenKind) -> impl Iterator<Item = &QueryToken> {
+        self.tokens.iter().filter(move |t| t.kind == kind)
+    }
+
+    pub(super) fn text(&self) -> &Text {
+        &self.text
+    }
+
+    pub(super) fn brand_hint(&self) -> Option<&Brand> {
+        self.brand.as_ref()
+    }
+
+    pub(super) fn variants(&self) -> VariantSet {
+        self.variants
+    }
+
+    /// Whether a full model code identifies the product (see the module docs).
+    pub(super) fn has_full_code(&self) -> bool {
+        self.has_code_hint
+            || self
+                .tokens_of(TokenKind::Model)
+                .any(|t| is_full_code(&t.key))
+    }
+}
+
+fn is_full_code(key: &str) -> bool {
+    key.chars().count() >= FULL_CODE_LEN
+        && key.chars().any(|c| c.is_ascii_alphabetic())
+        && key.chars().any(|c| c.is_ascii_digit())
+}
+
+/// A non-quantity word of the name as a token, or `None` for filler.
+fn classify(word: &str) -> Option<QueryToken> {
+    let key = word.replace('-', "");
+    if key.is_empty() || STOPWORDS.contains(&word) {
+        return None;
+    }
+    if key.chars().any(|c| c.is_ascii_digit()) {
+        return Some(QueryToken {
+            kind: TokenKind::Model,
+            key,
+            display: word.to_uppercase(),
+        });
+    }
+    if key.len() == 1 && key.is_ascii() {
+        return None;
+    }
+    Some(QueryToken {
+        kind: TokenKind::Name,
+        key,
+        display: word.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::must_query;
+    use super::{ProductQuery, QueryError};
+
+    #[test]
+    fn classifies_words() {
+        let cases: [(&str, &[&str], &[&str]); 7] = [
+            ("제주 삼다수 2L x 12", &["제주", "삼다수"], &[]),
+            ("[무료배송] 제주삼다수 2L x 12병", &["제주삼다수"], &[]),
+            (
+                "삼성 갤럭시 S24 울트라 SM-S928N 256GB",
+                &["삼성", "갤럭시", "울트라"],
+                &["S24", "SM-S928N", "256GB"],
+            ),
+            ("Sony WH-1000XM5 블랙", &["sony", "블랙"], &["WH-1000XM5"]),
+            ("아이폰15 프로", &["아이폰", "프로"], &["15"]),
+            ("코카콜라500ml x 24", &["코카콜라"], &[]),
+            (
+                "나이키 x 피스마이너스원 a",
+                &["나이키", "피스마이너스원"],
+                &[],
+            ),
+        ];
+        for (name, names, models) in cases {
+            let query = ProductQuery::new(name);
+            let Ok(query) = query else {
+                panic!("{name:?} rejected: {query:?}");
+            };
+            assert_eq!(
+                query.name_tokens().collect::<Vec<_>>(),
+                names,
+                "name {name:?}"
+            );
+            assert_eq!(
+                query.model_tokens().collect::<Vec<_>>(),
+                models,
+                "name {name:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn rejects_names_that_identify_nothing() {
+        let cases = [
+            ("", QueryError::Empty),
+            ("   ", QueryError::Empty),
+            ("😀🔥", QueryError::Empty),
+            ("2L x 12", QueryError::NoIdentifyingWords),
+            ("[무료배송] 특가", QueryError::NoIdentifyingWords),
+            ("1+1 총 24병", QueryError::NoIdentifyingWords),
+        ];
+        for (name, want) in cases {
+            assert_eq!(ProductQuery::new(name).err(), Some(want), "name {name:?}");
+        }
+    }
+
+    #[test]
+    fn hints() {
+        let query = must_query("제주 삼다수 2L x 12").with_brand("삼다수");
+        assert_eq!(query.brand(), Some("삼다수"));
+        assert!(query.brand_hint().is_some_and(|b| b.required));
+
+        let query = must_query("갤럭시 S24").with_brand("Samsung");
+        assert!(query.brand_hint().is_some_and(|b| !b.required));
+
+        let query = must_query("갤럭시 S24").with_brand(" [ ] ");
+        assert_eq!(query.brand(), None);
+
+        let query = must_query("갤럭시 S24 울트라")
+            .with_model_code("SM-S928N")
+            .with_model_code("sm s928n")
+            .with_model_code("");
+        assert_eq!(
+            query.model_tokens().collect::<Vec<_>>(),
+            ["S24", "SM-S928N"]
+        );
+        assert!(query.has_full_code());
+
+        for (name, full) in [
+            ("소니 WH-1000XM5", true),
+            ("삼성 SM-S928N", true),
+            ("갤럭시 S24 256GB", false),
+            ("아이폰 15 프로", false),
+            ("제주 삼다수 2L x 12", false),
+        ] {
+            assert_eq!(must_query(name).has_full_code(), full, "name {name:?}");
+        }
+    }
+}

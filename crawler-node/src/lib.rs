@@ -1,0 +1,4 @@
+//! LPS crawler node.
+#![forbid(unsafe_code)]
+
+pub mod judge;

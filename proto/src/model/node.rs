@@ -1,0 +1,521 @@
+//! Validated node-protocol types: what a crawler node reports and what the queue stores.
+
+use std::time::Duration;
+
+use super::{ErrorClass, FieldError, MallId, Outcome, check_len, duration_from_pb};
+use crate::pb;
+
+/// Longest offer title, in characters.
+pub const MAX_TITLE_CHARS: usize = 500;
+/// Longest URL, in characters.
+pub const MAX_URL_CHARS: usize = 2048;
+/// Longest failure message kept, in characters (longer ones are cut, not rejected).
+pub const MAX_ERROR_CHARS: usize = 2000;
+/// At most this many offers in one result.
+pub const MAX_OFFERS_PER_RESULT: usize = 100;
+/// Most browser slots one node may announce.
+pub const MAX_SLOTS: u32 = 64;
+
+/// One offer judged to be the requested product.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Offer {
+    pub mall: MallId,
+    pub title: String,
+    /// In the currency's minor unit (KRW: won).
+    pub price: i64,
+    pub shipping_fee: i64,
+    pub url: String,
+    pub seller: String,
+    pub match_score: f32,
+}
+
+impl Offer {
+    /// Price plus shipping: what the buyer pays.
+    pub fn effective_price(&self) -> i64 {
+        self.price.saturating_add(self.shipping_fee)
+    }
+}
+
+impl TryFrom<pb::Offer> for Offer {
+    type Error = FieldError;
+
+    fn try_from(o: pb::Offer) -> Result<Self, FieldError> {
+        let mall = MallId::new(o.mall)?;
+        check_len("title", &o.title, MAX_TITLE_CHARS)?;
+        if o.price < 0 {
+            return Err(FieldError::new("price", "must not be negative"));
+        }
+        if o.shipping_fee < 0 {
+            return Err(FieldError::new("shipping_fee", "must not be negative"));
+        }
+        if o.url.chars().count() > MAX_URL_CHARS {
+            return Err(FieldError::new(
+                "url",
+                format!("longer than {MAX_URL_CHARS} characters"),
+            ));
+        }
+        if o.seller.chars().count() > MAX_TITLE_CHARS {
+            return Err(FieldError::new(
+                "seller",
+                format!("longer than {MAX_TITLE_CHARS} characters"),
+            ));
+        }
+        if !(0.0..=1.0).contains(&o.match_score) {
+            return Err(FieldError::new("match_score", "must be within 0..=1"));
+        }
+        Ok(Self {
+            mall,
+            title: o.title,
+            price: o.price,
+            shipping_fee: o.shipping_fee,
+            url: o.url,
+            seller: o.seller,
+            match_score: o.match_score,
+        })
+    }
+}
+
+impl From<&Offer> for pb::Offer {
+    fn from(o: &Offer) -> Self {
+        Self {
+            mall: o.mall.to_string(),
+            title: o.title.clone(),
+            price: o.price,
+            shipping_fee: o.shipping_fee,
+            effective_price: o.effective_price(),
+            url: o.url.clone(),
+            seller: o.seller.clone(),
+            match_score: o.match_score,
+        }
+    }
+}
+
+/// One query round a job tried.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RoundReport {
+    pub kind: String,
+    pub query: String,
+    pub cards_seen: u32,
+    pub matches: u32,
+    pub elapsed_ms: u64,
+}
+
+impl From<pb::RoundReport> for RoundReport {
+    fn from(r: pb::RoundReport) -> Self {
+        Self {
+            kind: r.kind.chars().take(32).collect(),
+            query: r
+                .query
+                .chars()
+                .take(super::MAX_PRODUCT_NAME_CHARS * 2)
+                .collect(),
+            cards_seen: r.cards_seen,
+            matches: r.matches,
+            elapsed_ms: r
+                .elapsed
+                .and_then(|d| duration_from_pb("elapsed", d).ok())
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        }
+    }
+}
+
+impl From<&RoundReport> for pb::RoundReport {
+    fn from(r: &RoundReport) -> Self {
+        Self {
+            kind: r.kind.clone(),
+            query: r.query.clone(),
+            cards_seen: r.cards_seen,
+            matches: r.matches,
+            elapsed: Some(super::duration_to_pb(Duration::from_millis(r.elapsed_ms))),
+        }
+    }
+}
+
+/// What an attempt cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct JobMetrics {
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub elapsed: Duration,
+    pub cost_usd: f64,
+    pub llm_calls: u32,
+    pub pages_loaded: u32,
+    pub ports_used: u32,
+}
+
+impl JobMetrics {
+    pub fn bytes(&self) -> u64 {
+        self.bytes_in.saturating_add(self.bytes_out)
+    }
+}
+
+impl TryFrom<pb::JobMetrics> for JobMetrics {
+    type Error = FieldError;
+
+    fn try_from(m: pb::JobMetrics) -> Result<Self, FieldError> {
+        if !m.cost_usd.is_finite() || m.cost_usd < 0.0 {
+            return Err(FieldError::new(
+                "metrics.cost_usd",
+                "must be a non-negative number",
+            ));
+        }
+        Ok(Self {
+            bytes_in: m.bytes_in,
+            bytes_out: m.bytes_out,
+            elapsed: m
+                .elapsed
+                .map(|d| duration_from_pb("metrics.elapsed", d))
+                .transpose()?
+                .unwrap_or_default(),
+            cost_usd: m.cost_usd,
+            llm_calls: m.llm_calls,
+            pages_loaded: m.pages_loaded,
+            ports_used: m.ports_used,
+        })
+    }
+}
+
+impl From<&JobMetrics> for pb::JobMetrics {
+    fn from(m: &JobMetrics) -> Self {
+        Self {
+            bytes_in: m.bytes_in,
+            bytes_out: m.bytes_out,
+            elapsed: Some(super::duration_to_pb(m.elapsed)),
+            cost_usd: m.cost_usd,
+            llm_calls: m.llm_calls,
+            pages_loaded: m.pages_loaded,
+            ports_used: m.ports_used,
+        }
+    }
+}
+
+/// The lease a report speaks for: a job and the epoch of the claim that produced it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Lease {
+    pub job_id: i64,
+    pub epoch: i64,
+}
+
+fn lease(job_id: i64, epoch: i64) -> Result<Lease, FieldError> {
+    if job_id <= 0 {
+        return Err(FieldError::new("job_id", "must be positive"));
+    }
+    if epoch <= 0 {
+        return Err(FieldError::new("lease_epoch", "must be positive"));
+    }
+    Ok(Lease { job_id, epoch })
+}
+
+/// How a job finished. `Found` always has at least one offer; `NotFound` has none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobResult {
+    pub lease: Lease,
+    pub outcome: Outcome,
+    pub offers: Vec<Offer>,
+    pub rounds: Vec<RoundReport>,
+    pub metrics: JobMetrics,
+}
+
+impl JobResult {
+    /// A `found` result; fails when `offers` is empty or too long.
+    pub fn found(lease: Lease, offers: Vec<Offer>) -> Result<Self, FieldError> {
+        if offers.is_empty() {
+            return Err(FieldError::new(
+                "offers",
+                "a found result needs at least one offer",
+            ));
+        }
+        if offers.len() > MAX_OFFERS_PER_RESULT {
+            return Err(FieldError::new(
+                "offers",
+                format!(
+                    "at most {MAX_OFFERS_PER_RESULT} offers, got {}",
+                    offers.len()
+                ),
+            ));
+        }
+        Ok(Self {
+            lease,
+            outcome: Outcome::Found,
+            offers,
+            rounds: Vec::new(),
+            metrics: JobMetrics::default(),
+        })
+    }
+
+    /// A verified "not found".
+    pub fn not_found(lease: Lease) -> Self {
+        Self {
+            lease,
+            outcome: Outcome::NotFound,
+            offers: Vec::new(),
+            rounds: Vec::new(),
+            metrics: JobMetrics::default(),
+        }
+    }
+
+    /// The cheapest offer by effective price (ties: lower shipping, then the earlier one).
+    pub fn best_offer(&self) -> Option<&Offer> {
+        self.offers
+            .iter()
+            .min_by_key(|o| (o.effective_price(), o.shipping_fee))
+    }
+}
+
+impl TryFrom<pb::JobResult> for JobResult {
+    type Error = FieldError;
+
+    fn try_from(r: pb::JobResult) -> Result<Self, FieldError> {
+        let lease = lease(r.job_id, r.lease_epoch)?;
+        let offers = r
+            .offers
+            .into_iter()
+            .enumerate()
+            .map(|(i, o)| Offer::try_from(o).map_err(|e| e.under(format!("offers[{i}]"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut result = match pb::Outcome::try_from(r.outcome) {
+            Ok(pb::Outcome::Found) => Self::found(lease, offers)?,
+            Ok(pb::Outcome::NotFound) if offers.is_empty() => Self::not_found(lease),
+            Ok(pb::Outcome::NotFound) => {
+                return Err(FieldError::new(
+                    "offers",
+                    "a not_found result has no offers",
+                ));
+            }
+            Ok(pb::Outcome::Unspecified) | Err(_) => {
+                return Err(FieldError::new(
+                    "outcome",
+                    format!("unknown outcome {}", r.outcome),
+                ));
+            }
+        };
+        result.rounds = r
+            .rounds
+            .into_iter()
+            .take(8)
+            .map(RoundReport::from)
+            .collect();
+        result.metrics = r
+            .metrics
+            .map(JobMetrics::try_from)
+            .transpose()?
+            .unwrap_or_default();
+        Ok(result)
+    }
+}
+
+/// A failed attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobFailure {
+    pub lease: Lease,
+    pub class: ErrorClass,
+    pub message: String,
+    pub metrics: JobMetrics,
+}
+
+impl JobFailure {
+    pub fn new(lease: Lease, class: ErrorClass, message: impl Into<String>) -> Self {
+        let message: String = message.into();
+        Self {
+            lease,
+            class,
+            message: message.chars().take(MAX_ERROR_CHARS).collect(),
+            metrics: JobMetrics::default(),
+        }
+    }
+}
+
+impl TryFrom<pb::JobFailure> for JobFailure {
+    type Error = FieldError;
+
+    fn try_from(f: pb::JobFailure) -> Result<Self, FieldError> {
+        let lease = lease(f.job_id, f.lease_epoch)?;
+        let class = ErrorClass::try_from(f.class)?;
+        let mut failure = Self::new(lease, class, f.message);
+        failure.metrics = f
+            .metrics
+            .map(JobMetrics::try_from)
+            .transpose()?
+            .unwrap_or_default();
+        Ok(failure)
+    }
+}
+
+/// A node's greeting, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    pub node_id: String,
+    pub slots: u32,
+    /// Empty means every mall.
+    pub malls: Vec<MallId>,
+    pub version: String,
+    pub running: Vec<Lease>,
+    pub held_ports: Vec<u16>,
+}
+
+impl TryFrom<pb::Hello> for Hello {
+    type Error = FieldError;
+
+    /// Does not check `protocol_version`: that decides a different status.
+    fn try_from(h: pb::Hello) -> Result<Self, FieldError> {
+        check_len("node_id", &h.node_id, 128)?;
+        if !h
+            .node_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        {
+            return Err(FieldError::new(
+                "node_id",
+                "only letters, digits, '.', '_' and '-' are allowed",
+            ));
+        }
+        if h.slots == 0 || h.slots > MAX_SLOTS {
+            return Err(FieldError::new(
+                "slots",
+                format!("must be 1..={MAX_SLOTS}, got {}", h.slots),
+            ));
+        }
+        let malls = h
+            .malls
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| {
+                MallId::new(m).map_err(|e| FieldError::new(format!("malls[{i}]"), e.reason))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let running = h
+            .running
+            .iter()
+            .enumerate()
+            .map(|(i, j)| {
+                lease(j.job_id, j.lease_epoch).map_err(|e| e.under(format!("running[{i}]")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let held_ports =
+            h.held_ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    u16::try_from(*p).ok().filter(|p| *p > 0).ok_or_else(|| {
+                        FieldError::new(format!("held_ports[{i}]"), "not a port number")
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            node_id: h.node_id,
+            slots: h.slots,
+            malls,
+            version: h.version.chars().take(64).collect(),
+            running,
+            held_ports,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offer(price: i64, shipping: i64) -> pb::Offer {
+        pb::Offer {
+            mall: "testmall-alpha".into(),
+            title: "삼다수 2L x 12".into(),
+            price,
+            shipping_fee: shipping,
+            effective_price: 0,
+            url: "http://127.0.0.1/p/1".into(),
+            seller: "s".into(),
+            match_score: 0.9,
+        }
+    }
+
+    #[test]
+    fn results_are_checked() {
+        let ok = JobResult::try_from(pb::JobResult {
+            job_id: 1,
+            lease_epoch: 1,
+            outcome: pb::Outcome::Found as i32,
+            offers: vec![offer(12_000, 3_000), offer(13_000, 0)],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(ok.best_offer().unwrap().effective_price(), 13_000);
+
+        let cases = [
+            (
+                pb::JobResult {
+                    job_id: 1,
+                    lease_epoch: 1,
+                    outcome: pb::Outcome::Found as i32,
+                    ..Default::default()
+                },
+                "offers",
+            ),
+            (
+                pb::JobResult {
+                    job_id: 1,
+                    lease_epoch: 0,
+                    outcome: pb::Outcome::NotFound as i32,
+                    ..Default::default()
+                },
+                "lease_epoch",
+            ),
+            (
+                pb::JobResult {
+                    job_id: 1,
+                    lease_epoch: 1,
+                    outcome: pb::Outcome::Found as i32,
+                    offers: vec![offer(-1, 0)],
+                    ..Default::default()
+                },
+                "offers[0].price",
+            ),
+            (
+                pb::JobResult {
+                    job_id: 1,
+                    lease_epoch: 1,
+                    outcome: 0,
+                    ..Default::default()
+                },
+                "outcome",
+            ),
+        ];
+        for (msg, field) in cases {
+            assert_eq!(JobResult::try_from(msg).unwrap_err().field, field);
+        }
+    }
+
+    #[test]
+    fn hello_is_checked() {
+        let good = pb::Hello {
+            protocol_version: 1,
+            node_id: "node-1".into(),
+            slots: 2,
+            malls: vec!["naver".into()],
+            version: "0.1.0".into(),
+            running: vec![pb::HeldJob {
+                job_id: 5,
+                lease_epoch: 2,
+            }],
+            held_ports: vec![10_001],
+        };
+        let hello = Hello::try_from(good.clone()).unwrap();
+        assert_eq!(
+            hello.running,
+            vec![Lease {
+                job_id: 5,
+                epoch: 2
+            }]
+        );
+        let bad_slots = pb::Hello {
+            slots: 0,
+            ..good.clone()
+        };
+        assert_eq!(Hello::try_from(bad_slots).unwrap_err().field, "slots");
+        let bad_id = pb::Hello {
+            node_id: "a b".into(),
+            ..good
+        };
+        assert_eq!(Hello::try_from(bad_id).unwrap_err().field, "node_id");
+    }
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Refreshes the committed `.sqlx/` query data: migrates a scratch database and compiles
+# every crate with the query macros checking against it (no sqlx-cli needed).
+# Usage: scripts/sqlx-prepare.sh   (honours DATABASE_URL's server; uses database lps_sqlx)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/postgres.sh
+lps_pg_ensure
+admin_url=$DATABASE_URL
+url=$(lps_pg_url_with_db "$admin_url" lps_sqlx)
+psql "$admin_url" -qc 'drop database if exists lps_sqlx' -qc 'create database lps_sqlx'
+for f in migrations/*.sql; do psql "$url" -v ON_ERROR_STOP=1 -q -f "$f"; done
+rm -rf .sqlx && mkdir -p .sqlx
+# Touch the sources so every query macro runs again.
+find coordinator bench -name '*.rs' -exec touch {} +
+SQLX_OFFLINE=false DATABASE_URL=$url SQLX_OFFLINE_DIR=$PWD/.sqlx cargo check --workspace --all-targets --quiet
+echo "sqlx-prepare: $(ls .sqlx | wc -l) queries saved in .sqlx/"

@@ -1,0 +1,2 @@
+//! LPS test kit.
+#![forbid(unsafe_code)]
