@@ -1,1 +1,295 @@
-fn main() {}
+//! Queue benchmark against local PostgreSQL: enqueue throughput, claim+complete throughput
+//! at several concurrencies and batch sizes (with and without per-mall limits), and a
+//! raw-SQL baseline measured in the same run, so the queue's overhead is a ratio.
+//!
+//! Usage: `cargo run --release -p lps-bench --bin queue-bench -- [--jobs N]`
+//! (DATABASE_URL names the server; the benchmark uses a fresh database `lps_bench`).
+//! Prints a Markdown table for BENCHMARKS.md.
+#![allow(clippy::print_stdout)]
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Parser;
+use lps_coordinator::{
+    db,
+    queue::{EnqueueContext, MallLimits, Queue, QueueConfig},
+};
+use lps_proto::model::{JobResult, MallId, Priority, ProductSpec, SearchRequest};
+use sqlx::{Executor as _, PgPool};
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// Jobs drained per claim+complete run.
+    #[arg(long, default_value_t = 10000)]
+    jobs: usize,
+    /// Jobs enqueued one request at a time.
+    #[arg(long, default_value_t = 2000)]
+    single_enqueues: usize,
+    #[arg(long, env = "DATABASE_URL")]
+    database_url: String,
+}
+
+const MALL: &str = "bench-mall";
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let admin = db::connect(&args.database_url, 2)
+        .await
+        .context("connecting to DATABASE_URL")?;
+    admin.execute("drop database if exists lps_bench").await?;
+    admin.execute("create database lps_bench").await?;
+    let url = with_database(&args.database_url, "lps_bench");
+    let pool = db::connect(&url, 40).await?;
+    db::migrate(&pool).await?;
+    let queue = Queue::new(pool.clone(), QueueConfig::default());
+    let mall = MallId::new(MALL)?;
+    queue
+        .upsert_mall(&MallLimits::unlimited(mall.clone()))
+        .await?;
+
+    println!("| measurement | jobs | seconds | jobs/s |");
+    println!("|---|---:|---:|---:|");
+
+    // Enqueue, one product per request.
+    reset(&pool).await?;
+    let t = Instant::now();
+    for i in 0..args.single_enqueues {
+        queue
+            .enqueue(&request(i, 1)?, &EnqueueContext::default())
+            .await?;
+    }
+    row(
+        "enqueue, 1 product per request",
+        args.single_enqueues,
+        t.elapsed(),
+    );
+
+    // Enqueue, 200 products per request.
+    reset(&pool).await?;
+    let t = Instant::now();
+    for chunk in 0..args.jobs / 200 {
+        queue
+            .enqueue(&request(chunk * 200, 200)?, &EnqueueContext::default())
+            .await?;
+    }
+    row(
+        "enqueue, 200 products per request",
+        args.jobs / 200 * 200,
+        t.elapsed(),
+    );
+
+    let mut rates = Vec::new();
+    for limits in [false, true] {
+        let limit = if limits {
+            Some(MallLimits {
+                max_running: Some(1000),
+                ..MallLimits::unlimited(mall.clone())
+            })
+        } else {
+            None
+        };
+        queue
+            .upsert_mall(
+                limit
+                    .as_ref()
+                    .unwrap_or(&MallLimits::unlimited(mall.clone())),
+            )
+            .await?;
+        for claimers in [1usize, 8, 32] {
+            for batch in [1u32, 10, 100] {
+                fill(&queue, &pool, args.jobs).await?;
+                let t = Instant::now();
+                drain_queue(&queue, claimers, batch).await?;
+                let elapsed = t.elapsed();
+                check_all_done(&pool, args.jobs).await?;
+                let label = format!(
+                    "queue claim+complete, {claimers} claimers, {batch} per claim{}",
+                    if limits { ", per-mall cap on" } else { "" }
+                );
+                rates.push((limits, claimers, batch, rate(args.jobs, elapsed)));
+                row(&label, args.jobs, elapsed);
+            }
+        }
+    }
+    queue
+        .upsert_mall(&MallLimits::unlimited(mall.clone()))
+        .await?;
+    let mut baseline = Vec::new();
+    for claimers in [1usize, 8, 32] {
+        fill(&queue, &pool, args.jobs).await?;
+        let t = Instant::now();
+        drain_raw(&pool, claimers).await?;
+        let elapsed = t.elapsed();
+        check_all_done(&pool, args.jobs).await?;
+        baseline.push((claimers, rate(args.jobs, elapsed)));
+        row(
+            &format!("raw SQL baseline, {claimers} claimers, 1 per claim"),
+            args.jobs,
+            elapsed,
+        );
+    }
+
+    let find = |c: usize, b: u32| {
+        rates
+            .iter()
+            .find(|r| !r.0 && r.1 == c && r.2 == b)
+            .map_or(0.0, |r| r.3)
+    };
+    let base8 = baseline.iter().find(|b| b.0 == 8).map_or(0.0, |b| b.1);
+    println!();
+    println!(
+        "single-row claim+complete at 8 claimers: {:.0} jobs/s = {:.0} % of the raw-SQL baseline ({:.0} jobs/s)",
+        find(8, 1),
+        100.0 * find(8, 1) / base8,
+        base8
+    );
+    println!(
+        "10 per claim with batched completion at 8 claimers: {:.0} jobs/s = {:.1}x the single-row rate",
+        find(8, 10),
+        find(8, 10) / find(8, 1)
+    );
+    println!(
+        "100 per claim with batched completion at 8 claimers: {:.0} jobs/s",
+        find(8, 100)
+    );
+    Ok(())
+}
+
+fn with_database(url: &str, db: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let base = base.rsplit_once('/').map_or(base, |(b, _)| b);
+    match query {
+        Some(q) => format!("{base}/{db}?{q}"),
+        None => format!("{base}/{db}"),
+    }
+}
+
+fn request(first: usize, n: usize) -> anyhow::Result<SearchRequest> {
+    let products = (first..first + n)
+        .map(|i| ProductSpec::new(None, &format!("bench product {i}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(SearchRequest::new(
+        products,
+        vec![MallId::new(MALL)?],
+        Priority::BATCH,
+        None,
+        None,
+    )?)
+}
+
+fn rate(jobs: usize, elapsed: Duration) -> f64 {
+    jobs as f64 / elapsed.as_secs_f64()
+}
+
+fn row(label: &str, jobs: usize, elapsed: Duration) {
+    println!(
+        "| {label} | {jobs} | {:.2} | {:.0} |",
+        elapsed.as_secs_f64(),
+        rate(jobs, elapsed)
+    );
+}
+
+async fn reset(pool: &PgPool) -> anyhow::Result<()> {
+    pool.execute(
+        "truncate job, search_request, search_item, offer, negative_cache, job_attempt, stale_report, price_history cascade",
+    )
+    .await?;
+    pool.execute("update mall_slot set job_id = null").await?;
+    pool.execute("vacuum analyze job").await?;
+    Ok(())
+}
+
+async fn fill(queue: &Queue, pool: &PgPool, jobs: usize) -> anyhow::Result<()> {
+    reset(pool).await?;
+    for chunk in 0..jobs.div_ceil(200) {
+        let n = (jobs - chunk * 200).min(200);
+        queue
+            .enqueue(&request(chunk * 200, n)?, &EnqueueContext::default())
+            .await?;
+    }
+    pool.execute("analyze job").await?;
+    Ok(())
+}
+
+async fn check_all_done(pool: &PgPool, jobs: usize) -> anyhow::Result<()> {
+    let done: i64 =
+        sqlx::query_scalar("select count(*) from job where state = 'done' and lease_epoch = 1")
+            .fetch_one(pool)
+            .await?;
+    anyhow::ensure!(
+        done == jobs as i64,
+        "only {done} of {jobs} jobs done exactly once"
+    );
+    Ok(())
+}
+
+async fn drain_queue(queue: &Queue, claimers: usize, batch: u32) -> anyhow::Result<()> {
+    let mut tasks = Vec::new();
+    for c in 0..claimers {
+        let queue = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let node = format!("bench-{c}");
+            loop {
+                let jobs = queue.claim(&node, None, batch).await?;
+                if jobs.is_empty() {
+                    return anyhow::Ok(());
+                }
+                let results: Vec<JobResult> =
+                    jobs.iter().map(|j| JobResult::not_found(j.lease)).collect();
+                queue.complete_batch(&node, &results).await?;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}
+
+/// The textbook single-statement claim and guarded completion, on the same table.
+async fn drain_raw(pool: &PgPool, claimers: usize) -> anyhow::Result<()> {
+    const CLAIM: &str =
+        "update job set state = 'running', lease_epoch = lease_epoch + 1, node_id = $1,
+            run_started_at = now(), deadline_at = now() + interval '300 s',
+            lease_until = now() + interval '30 s'
+        where job_id = (select job_id from job
+                        where state = 'queued' and mall = $2 and run_after <= now()
+                        order by priority, run_after, job_id
+                        limit 1 for update skip locked)
+        returning job_id, lease_epoch";
+    const COMPLETE: &str =
+        "update job set state = 'done', outcome = 'not_found', finished_at = now(),
+            node_id = null, lease_until = null
+        where job_id = $1 and state = 'running' and lease_epoch = $2";
+    let mut tasks = Vec::new();
+    for c in 0..claimers {
+        let pool = pool.clone();
+        tasks.push(tokio::spawn(async move {
+            let node = format!("raw-{c}");
+            loop {
+                let row: Option<(i64, i64)> = sqlx::query_as(CLAIM)
+                    .bind(&node)
+                    .bind(MALL)
+                    .fetch_optional(&pool)
+                    .await?;
+                let Some((job_id, epoch)) = row else {
+                    return anyhow::Ok(());
+                };
+                let done = sqlx::query(COMPLETE)
+                    .bind(job_id)
+                    .bind(epoch)
+                    .execute(&pool)
+                    .await?;
+                anyhow::ensure!(done.rows_affected() == 1, "raw completion lost its lease");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}

@@ -1,0 +1,1 @@
+//! NodeService adapter (being written).

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The whole LPS test suite, exactly as CI runs it (.ci/run calls this).
+#
+# Brings up what the tests need (PostgreSQL, Chromium + ChromeDriver), then: formatting,
+# clippy with warnings as errors, the Helm chart checks, and every crate's tests (unit,
+# #[sqlx::test] on real PostgreSQL, services on 127.0.0.1:0, real Chromium against the
+# test mall). Honours DATABASE_URL when it is set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/postgres.sh
+source scripts/lib/chromium.sh
+
+lps_pg_ensure
+lps_chromium_ensure
+lps_log "database: ${DATABASE_URL%%@*}@…"
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+scripts/check-helm.sh
+cargo test --workspace --locked --no-fail-fast
