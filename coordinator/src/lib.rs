@@ -1,11 +1,14 @@
 //! LPS coordinator: owns the PostgreSQL job queue and proxy ledger and serves the gRPC
-//! services. The binary only parses config, initialises telemetry and runs the app; tests
+//! services. The binary only parses config, initialises telemetry and runs [`app`]; tests
 //! start the same pieces.
 #![forbid(unsafe_code)]
 
+pub mod app;
 pub mod auth;
+pub mod config;
 pub mod control;
 pub mod db;
+pub mod dispatch;
 pub mod grpc;
 pub mod queue;
 pub mod reaper;

@@ -1,1 +1,77 @@
-//! NodeService adapter (being written).
+//! `NodeService.Connect` adapter: authenticates the stream, reads and validates `Hello`,
+//! and hands the stream to a [`crate::dispatch::session`] task. Everything after Hello is
+//! the session's business.
+
+use std::{sync::Arc, time::Duration};
+
+use lps_proto::{
+    PROTOCOL_VERSION,
+    model::Hello,
+    pb::{self, node_message::Body as In, node_service_server::NodeService},
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::Instrument as _;
+use uuid::Uuid;
+
+use crate::{
+    auth::{Role, Tokens},
+    dispatch::{Dispatcher, session},
+};
+
+/// How long a node may take to send Hello after opening the stream.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone)]
+pub struct NodeApi {
+    dispatcher: Dispatcher,
+    tokens: Arc<Tokens>,
+}
+
+impl NodeApi {
+    pub fn new(dispatcher: Dispatcher, tokens: Arc<Tokens>) -> Self {
+        Self { dispatcher, tokens }
+    }
+}
+
+#[tonic::async_trait]
+impl NodeService for NodeApi {
+    type ConnectStream = ReceiverStream<Result<pb::CoordinatorMessage, Status>>;
+
+    async fn connect(
+        &self,
+        request: Request<Streaming<pb::NodeMessage>>,
+    ) -> Result<Response<Self::ConnectStream>, Status> {
+        self.tokens.check(request.metadata(), Role::Node)?;
+        if self.dispatcher.shutdown.is_cancelled() {
+            return Err(Status::unavailable(
+                "coordinator is shutting down; connect to another replica",
+            ));
+        }
+        let mut inbound = request.into_inner();
+        let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.message())
+            .await
+            .map_err(|_| Status::deadline_exceeded("no hello within 10s"))??
+            .ok_or_else(|| Status::failed_precondition("stream closed before hello"))?;
+        let Some(In::Hello(hello)) = first.body else {
+            return Err(Status::failed_precondition(
+                "expected hello as the first message",
+            ));
+        };
+        if hello.protocol_version != PROTOCOL_VERSION {
+            return Err(Status::failed_precondition(format!(
+                "protocol_version {} not supported, want {PROTOCOL_VERSION}",
+                hello.protocol_version
+            )));
+        }
+        let hello = Hello::try_from(hello).map_err(|e| super::invalid(e.under("hello")))?;
+        let (tx, rx) = mpsc::channel(256);
+        let session_id = Uuid::new_v4();
+        let span = tracing::info_span!("node.stream", node.id = %hello.node_id);
+        self.dispatcher.sessions.spawn(
+            session::run(self.dispatcher.clone(), hello, session_id, inbound, tx).instrument(span),
+        );
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}

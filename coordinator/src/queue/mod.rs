@@ -458,13 +458,34 @@ impl Queue {
     /// that keeps losing its node.
     #[instrument(name = "queue.release_node", skip_all, fields(node.id = %node), err)]
     pub async fn release_node(&self, node: &str, keep: &[Lease]) -> Result<Vec<Released>, Error> {
+        self.release(node, keep, None).await
+    }
+
+    /// [`Queue::release_node`] after a grace period: only while `session` is still the
+    /// node's latest stream and disconnected (a node that reconnected keeps its jobs).
+    #[instrument(name = "queue.release_lost_node", skip_all, fields(node.id = %node), err)]
+    pub async fn release_lost_node(
+        &self,
+        node: &str,
+        session: uuid::Uuid,
+    ) -> Result<Vec<Released>, Error> {
+        self.release(node, &[], Some(session)).await
+    }
+
+    async fn release(
+        &self,
+        node: &str,
+        keep: &[Lease],
+        session: Option<uuid::Uuid>,
+    ) -> Result<Vec<Released>, Error> {
         let (ids, epochs): (Vec<i64>, Vec<i64>) = keep.iter().map(|l| (l.job_id, l.epoch)).unzip();
         let rows = sqlx::query_file!(
             "src/queue/sql/release_node.sql",
             node,
             &ids,
             &epochs,
-            self.now
+            self.now,
+            session
         )
         .fetch_all(&self.pool)
         .await?;
@@ -473,6 +494,31 @@ impl Queue {
             .map(|r| Released {
                 job_id: r.job_id,
                 state: r.state,
+            })
+            .collect())
+    }
+
+    /// Which of `leases` (listed by a reconnecting node) are still `node`'s current leases.
+    #[instrument(name = "queue.still_leased", skip_all, fields(node.id = %node), err)]
+    pub async fn still_leased(&self, node: &str, leases: &[Lease]) -> Result<Vec<Lease>, Error> {
+        let (ids, epochs): (Vec<i64>, Vec<i64>) =
+            leases.iter().map(|l| (l.job_id, l.epoch)).unzip();
+        let rows = sqlx::query!(
+            r#"select j.job_id, j.lease_epoch from job j
+               join unnest($2::bigint[], $3::bigint[]) as l (job_id, lease_epoch)
+                 on j.job_id = l.job_id and j.lease_epoch = l.lease_epoch
+               where j.state = 'running' and j.node_id = $1"#,
+            node,
+            &ids,
+            &epochs
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Lease {
+                job_id: r.job_id,
+                epoch: r.lease_epoch,
             })
             .collect())
     }

@@ -2,6 +2,8 @@
 -- over), except the leases listed in $2/$3 (re-attached by a reconnect). A reclaim is not an
 -- attempt: the job is queued again at once. A job that has lost its node max_reclaims
 -- times goes dead as poison: it is probably what kills the nodes. $4 now.
+-- $5 (optional) the stream session that was lost: release only while that session is
+-- still the node's latest and disconnected (a node that reconnected keeps its jobs).
 with
 clock as materialized (select coalesce($4::timestamptz, clock_timestamp()) as now),
 released as (
@@ -19,6 +21,9 @@ released as (
         lease_until = null
     from clock
     where j.state = 'running' and j.node_id = $1::text
+      and ($5::uuid is null or exists (
+          select 1 from node_session s
+          where s.node_id = $1::text and s.session_id = $5::uuid and s.disconnected_at is not null))
       and (j.job_id, j.lease_epoch) not in (
           select k.job_id, k.lease_epoch
           from unnest($2::bigint[], $3::bigint[]) as k (job_id, lease_epoch))

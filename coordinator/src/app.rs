@@ -1,0 +1,262 @@
+//! The coordinator as a supervised task set with ordered, bounded shutdown.
+//!
+//! [`start`] binds the listeners (port 0 works, for tests), migrates, and spawns: the gRPC
+//! server, the HTTP health server, the job listener, the control listener and the reaper.
+//! A background task that exits on its own is fatal: [`Running::wait`] returns its error.
+//!
+//! Shutdown ([`Running::shutdown`]), all under `shutdown_timeout`: health flips to
+//! NOT_SERVING; new node streams are refused and every connected node is told to drain;
+//! node streams end (at Goodbye or the deadline); the gRPC and HTTP servers stop; the
+//! background loops stop; the pool closes.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use axum::{Router, extract::State, http::StatusCode, routing::get};
+use lps_proto::pb;
+use sqlx::PgPool;
+use tokio::{net::TcpListener, task::JoinSet};
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tracing::{Instrument as _, error, info, info_span, warn};
+
+use crate::{
+    config::Config,
+    db,
+    dispatch::{self, DispatchConfig, Dispatcher, Registry},
+    grpc,
+    queue::{JobListener, Queue, QueueConfig},
+    reaper,
+};
+
+/// A started coordinator.
+#[derive(Debug)]
+pub struct Running {
+    pub grpc_addr: SocketAddr,
+    pub http_addr: SocketAddr,
+    pub queue: Queue,
+    /// Starts the node drain phase.
+    shutdown: CancellationToken,
+    /// Stops the servers and background loops.
+    loops: CancellationToken,
+    dispatcher: Dispatcher,
+    tasks: JoinSet<(&'static str, anyhow::Result<()>)>,
+    health: tonic_health::server::HealthReporter,
+    timeout: Duration,
+}
+
+/// Starts every part of the coordinator.
+pub async fn start(config: Config) -> anyhow::Result<Running> {
+    let pool = db::connect(&config.database_url, config.db_max_connections)
+        .await
+        .context("connecting to PostgreSQL (DATABASE_URL)")?;
+    db::migrate(&pool).await.context("applying migrations")?;
+    start_with_pool(config, pool).await
+}
+
+/// [`start`] on an existing (migrated) pool.
+pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Running> {
+    let shutdown = CancellationToken::new();
+    let loops = CancellationToken::new();
+    let queue = Queue::new(
+        pool.clone(),
+        QueueConfig {
+            lease_ttl: config.lease_ttl,
+            run_timeout: config.job_deadline,
+            max_attempts: config.max_attempts,
+            backoff_base: config.backoff_base,
+            backoff_cap: config.backoff_cap,
+            ..QueueConfig::default()
+        },
+    );
+    let tokens = Arc::new(config.tokens.clone());
+    let mut tasks = JoinSet::new();
+
+    let (wakeups, listener_task) = JobListener::spawn(&pool, loops.clone()).await?;
+    tasks.spawn(async move {
+        (
+            "job listener",
+            listener_task.await.map_err(anyhow::Error::from),
+        )
+    });
+
+    let registry = Registry::spawn();
+    let dispatcher = Dispatcher {
+        queue: queue.clone(),
+        config: Arc::new(DispatchConfig {
+            coordinator_id: config.coordinator_id.clone(),
+            heartbeat_interval: config.heartbeat_interval,
+            silence_timeout: dispatch::session::silence_for(config.heartbeat_interval),
+            node_grace: config.node_grace,
+            claim_poll: config.claim_poll,
+            drain_deadline: config.shutdown_timeout,
+            profiles: Vec::new(),
+            limits: pb::Limits {
+                max_ip_burns_per_job: 3,
+                ip_request_budget: 3,
+                proxy_usd_per_gb: 0.0,
+                ip_session_window: Some(lps_proto::model::duration_to_pb(Duration::from_secs(600))),
+            },
+        }),
+        registry: registry.clone(),
+        wakeups,
+        shutdown: shutdown.clone(),
+        hard_stop: CancellationToken::new(),
+        sessions: TaskTracker::new(),
+    };
+
+    {
+        let (pool, registry, cancel) = (pool.clone(), registry.clone(), loops.clone());
+        tasks.spawn(
+            async move {
+                let r = dispatch::run_control_listener(pool, registry, cancel).await;
+                ("control listener", r.map_err(anyhow::Error::from))
+            }
+            .instrument(info_span!("dispatch.control")),
+        );
+    }
+    {
+        let (queue, cancel, every) = (queue.clone(), loops.clone(), config.reap_interval);
+        tasks.spawn(
+            async move {
+                reaper::run(queue, every, cancel).await;
+                ("reaper", Ok(()))
+            }
+            .instrument(info_span!("reaper")),
+        );
+    }
+
+    // gRPC: services, health and reflection.
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<pb::node_service_server::NodeServiceServer<grpc::node::NodeApi>>()
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(lps_proto::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .context("building gRPC reflection")?;
+    let grpc_listener = TcpListener::bind(config.grpc_addr)
+        .await
+        .with_context(|| format!("binding LPS_GRPC_ADDR {}", config.grpc_addr))?;
+    let grpc_addr = grpc_listener.local_addr()?;
+    let node_api = grpc::node::NodeApi::new(dispatcher.clone(), tokens.clone());
+    let router = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(20)))
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(pb::node_service_server::NodeServiceServer::new(node_api));
+    let grpc_stop = loops.clone();
+    tasks.spawn(
+        async move {
+            let r = router
+                .serve_with_incoming_shutdown(
+                    TcpListenerStream::new(grpc_listener),
+                    grpc_stop.cancelled_owned(),
+                )
+                .await;
+            ("grpc server", r.map_err(anyhow::Error::from))
+        }
+        .instrument(info_span!("grpc.server")),
+    );
+
+    // HTTP: liveness and readiness.
+    let http_listener = TcpListener::bind(config.http_addr)
+        .await
+        .with_context(|| format!("binding LPS_HTTP_ADDR {}", config.http_addr))?;
+    let http_addr = http_listener.local_addr()?;
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(pool.clone());
+    let http_stop = loops.clone();
+    tasks.spawn(
+        async move {
+            let r = axum::serve(http_listener, app)
+                .with_graceful_shutdown(http_stop.cancelled_owned())
+                .await;
+            ("http server", r.map_err(anyhow::Error::from))
+        }
+        .instrument(info_span!("http.server")),
+    );
+
+    info!(%grpc_addr, %http_addr, coordinator.id = %config.coordinator_id, "coordinator started");
+    Ok(Running {
+        grpc_addr,
+        http_addr,
+        queue,
+        shutdown,
+        loops,
+        dispatcher,
+        tasks,
+        health,
+        timeout: config.shutdown_timeout,
+    })
+}
+
+async fn readyz(State(pool): State<PgPool>) -> (StatusCode, &'static str) {
+    match sqlx::query_scalar::<_, i32>("select 1")
+        .fetch_one(&pool)
+        .await
+    {
+        Ok(_) => (StatusCode::OK, "ready"),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database unreachable"),
+    }
+}
+
+impl Running {
+    /// Waits until a background task ends (which only happens on failure) and returns why.
+    pub async fn wait(&mut self) -> anyhow::Error {
+        match self.tasks.join_next().await {
+            Some(Ok((name, Ok(())))) => anyhow::anyhow!("{name} stopped unexpectedly"),
+            Some(Ok((name, Err(e)))) => e.context(format!("{name} failed")),
+            Some(Err(e)) => anyhow::Error::from(e).context("a background task panicked"),
+            None => anyhow::anyhow!("no background task is running"),
+        }
+    }
+
+    /// Ordered, bounded shutdown (see the module doc).
+    pub async fn shutdown(mut self) {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        self.health
+            .set_not_serving::<pb::node_service_server::NodeServiceServer<grpc::node::NodeApi>>()
+            .await;
+        info!("shutting down: draining nodes");
+        self.shutdown.cancel();
+        self.dispatcher.sessions.close();
+        if tokio::time::timeout_at(deadline, self.dispatcher.sessions.wait())
+            .await
+            .is_err()
+        {
+            warn!(
+                "nodes did not finish draining before the shutdown deadline; ending their streams"
+            );
+            self.dispatcher.hard_stop.cancel();
+            let _ =
+                tokio::time::timeout(Duration::from_secs(2), self.dispatcher.sessions.wait()).await;
+        }
+        self.stop_loops(deadline).await;
+        self.queue.pool().close().await;
+        info!("coordinator stopped");
+    }
+
+    /// Ends at once without draining nodes (tests simulating a crash use this).
+    pub async fn abort(mut self) {
+        self.dispatcher.hard_stop.cancel();
+        self.shutdown.cancel();
+        self.loops.cancel();
+        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+        self.dispatcher.sessions.close();
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.dispatcher.sessions.wait()).await;
+    }
+
+    async fn stop_loops(&mut self, deadline: tokio::time::Instant) {
+        self.loops.cancel();
+        while let Ok(Some(r)) = tokio::time::timeout_at(deadline, self.tasks.join_next()).await {
+            if let Ok((name, Err(e))) = r {
+                error!(task = name, error = %e, "task failed during shutdown");
+            }
+        }
+        self.tasks.abort_all();
+    }
+}

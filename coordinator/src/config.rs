@@ -1,0 +1,274 @@
+//! Coordinator configuration: clap flags, each with an `LPS_…` environment variable
+//! (secrets only from the environment), turned into a validated [`Config`] that fails fast
+//! naming the bad setting. Durations are written `30s`, `5m`.
+
+use std::{net::SocketAddr, time::Duration};
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::auth::{Token, Tokens};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "coordinator",
+    version,
+    about = "LPS coordinator: job queue, proxy ledger and gRPC services"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the services (the default).
+    Serve,
+    /// Apply the database migrations (under an advisory lock) and exit.
+    Migrate,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 30s, 5m)"))
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// PostgreSQL URL.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    #[arg(long, env = "LPS_DB_MAX_CONNECTIONS", default_value_t = 20)]
+    pub db_max_connections: u32,
+    /// gRPC listen address (SearchService, NodeService, OpsService, health, reflection).
+    #[arg(long, env = "LPS_GRPC_ADDR", default_value = "0.0.0.0:50051")]
+    pub grpc_addr: SocketAddr,
+    /// HTTP listen address (/healthz, /readyz).
+    #[arg(long, env = "LPS_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    pub http_addr: SocketAddr,
+    /// Comma-separated bearer tokens of SearchService/OpsService callers.
+    #[arg(
+        long,
+        env = "LPS_CLIENT_TOKENS",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub client_tokens: Vec<String>,
+    /// Comma-separated bearer tokens of operators (OpsService writes).
+    #[arg(
+        long,
+        env = "LPS_ADMIN_TOKENS",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub admin_tokens: Vec<String>,
+    /// Comma-separated bearer tokens of crawler nodes.
+    #[arg(
+        long,
+        env = "LPS_NODE_TOKENS",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub node_tokens: Vec<String>,
+    /// Names this replica in node_session (default: hostname-pid).
+    #[arg(long, env = "LPS_COORDINATOR_ID")]
+    pub coordinator_id: Option<String>,
+    #[arg(long, env = "LPS_HEARTBEAT_INTERVAL", default_value = "5s", value_parser = duration)]
+    pub heartbeat_interval: Duration,
+    #[arg(long, env = "LPS_LEASE_TTL", default_value = "30s", value_parser = duration)]
+    pub lease_ttl: Duration,
+    /// How long a lost node's jobs wait for it to reconnect.
+    #[arg(long, env = "LPS_NODE_GRACE", default_value = "15s", value_parser = duration)]
+    pub node_grace: Duration,
+    /// Hard limit for one run of a job.
+    #[arg(long, env = "LPS_JOB_DEADLINE", default_value = "300s", value_parser = duration)]
+    pub job_deadline: Duration,
+    #[arg(long, env = "LPS_MAX_ATTEMPTS", default_value_t = 3)]
+    pub max_attempts: u16,
+    #[arg(long, env = "LPS_BACKOFF_BASE", default_value = "5s", value_parser = duration)]
+    pub backoff_base: Duration,
+    #[arg(long, env = "LPS_BACKOFF_CAP", default_value = "600s", value_parser = duration)]
+    pub backoff_cap: Duration,
+    #[arg(long, env = "LPS_REAP_INTERVAL", default_value = "1s", value_parser = duration)]
+    pub reap_interval: Duration,
+    /// Claim poll when no NOTIFY arrives.
+    #[arg(long, env = "LPS_CLAIM_POLL", default_value = "2s", value_parser = duration)]
+    pub claim_poll: Duration,
+    /// How long shutdown may take in all; nodes get this long to drain.
+    #[arg(long, env = "LPS_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = duration)]
+    pub shutdown_timeout: Duration,
+    /// `text` or `json`.
+    #[arg(long, env = "LPS_LOG_FORMAT", default_value = "text")]
+    pub log_format: String,
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub database_url: String,
+    pub db_max_connections: u32,
+    pub grpc_addr: SocketAddr,
+    pub http_addr: SocketAddr,
+    pub tokens: Tokens,
+    pub coordinator_id: String,
+    pub heartbeat_interval: Duration,
+    pub lease_ttl: Duration,
+    pub node_grace: Duration,
+    pub job_deadline: Duration,
+    pub max_attempts: u16,
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+    pub reap_interval: Duration,
+    pub claim_poll: Duration,
+    pub shutdown_timeout: Duration,
+    pub json_logs: bool,
+}
+
+/// A setting that is missing or out of range.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting {setting}: {reason}")]
+pub struct ConfigError {
+    pub setting: &'static str,
+    pub reason: String,
+}
+
+fn bad(setting: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        setting,
+        reason: reason.into(),
+    }
+}
+
+fn tokens(setting: &'static str, raw: &[String]) -> Result<Vec<Token>, ConfigError> {
+    raw.iter()
+        .map(|t| t.trim())
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            if t.len() < 16 {
+                Err(bad(setting, "every token must be at least 16 characters"))
+            } else {
+                Ok(Token::new(t))
+            }
+        })
+        .collect()
+}
+
+impl ServeArgs {
+    pub fn validate(self) -> Result<Config, ConfigError> {
+        let database_url = self
+            .database_url
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| bad("DATABASE_URL", "is required"))?;
+        let tokens = Tokens {
+            client: tokens("LPS_CLIENT_TOKENS", &self.client_tokens)?,
+            admin: tokens("LPS_ADMIN_TOKENS", &self.admin_tokens)?,
+            node: tokens("LPS_NODE_TOKENS", &self.node_tokens)?,
+        };
+        if tokens.client.is_empty() && tokens.admin.is_empty() {
+            return Err(bad(
+                "LPS_CLIENT_TOKENS",
+                "at least one client or admin token is required",
+            ));
+        }
+        if tokens.node.is_empty() {
+            return Err(bad(
+                "LPS_NODE_TOKENS",
+                "at least one node token is required",
+            ));
+        }
+        if !(1..=500).contains(&self.db_max_connections) {
+            return Err(bad("LPS_DB_MAX_CONNECTIONS", "must be 1..=500"));
+        }
+        if self.heartbeat_interval < Duration::from_millis(50)
+            || self.heartbeat_interval > Duration::from_secs(60)
+        {
+            return Err(bad("LPS_HEARTBEAT_INTERVAL", "must be 50ms..=60s"));
+        }
+        if self.lease_ttl < self.heartbeat_interval * 2 {
+            return Err(bad(
+                "LPS_LEASE_TTL",
+                "must be at least twice LPS_HEARTBEAT_INTERVAL",
+            ));
+        }
+        if self.job_deadline < Duration::from_secs(1)
+            || self.job_deadline > Duration::from_secs(86_400)
+        {
+            return Err(bad("LPS_JOB_DEADLINE", "must be 1s..=24h"));
+        }
+        if self.max_attempts == 0 || self.max_attempts > 50 {
+            return Err(bad("LPS_MAX_ATTEMPTS", "must be 1..=50"));
+        }
+        if self.backoff_cap < self.backoff_base {
+            return Err(bad("LPS_BACKOFF_CAP", "must not be below LPS_BACKOFF_BASE"));
+        }
+        if self.reap_interval.is_zero() || self.claim_poll.is_zero() {
+            return Err(bad("LPS_REAP_INTERVAL", "intervals must be positive"));
+        }
+        let json_logs = match self.log_format.as_str() {
+            "text" => false,
+            "json" => true,
+            _ => return Err(bad("LPS_LOG_FORMAT", "must be text or json")),
+        };
+        let coordinator_id = self.coordinator_id.unwrap_or_else(|| {
+            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "coordinator".into());
+            format!("{host}-{}", std::process::id())
+        });
+        Ok(Config {
+            database_url,
+            db_max_connections: self.db_max_connections,
+            grpc_addr: self.grpc_addr,
+            http_addr: self.http_addr,
+            tokens,
+            coordinator_id,
+            heartbeat_interval: self.heartbeat_interval,
+            lease_ttl: self.lease_ttl,
+            node_grace: self.node_grace,
+            job_deadline: self.job_deadline,
+            max_attempts: self.max_attempts,
+            backoff_base: self.backoff_base,
+            backoff_cap: self.backoff_cap,
+            reap_interval: self.reap_interval,
+            claim_poll: self.claim_poll,
+            shutdown_timeout: self.shutdown_timeout,
+            json_logs,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> ServeArgs {
+        let mut argv = vec![
+            "coordinator",
+            "--database-url",
+            "postgres://x",
+            "--client-tokens",
+            "client-token-0123456789",
+            "--node-tokens",
+            "node-token-0123456789",
+        ];
+        argv.extend_from_slice(extra);
+        Cli::try_parse_from(argv).unwrap().serve
+    }
+
+    #[test]
+    fn defaults_validate() {
+        let c = args(&[]).validate().unwrap();
+        assert_eq!(c.node_grace, Duration::from_secs(15));
+        assert_eq!(c.job_deadline, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let e = args(&["--node-tokens", "short"]).validate().unwrap_err();
+        assert_eq!(e.setting, "LPS_NODE_TOKENS");
+        let e = args(&["--lease-ttl", "1s"]).validate().unwrap_err();
+        assert_eq!(e.setting, "LPS_LEASE_TTL");
+        let e = args(&["--log-format", "xml"]).validate().unwrap_err();
+        assert_eq!(e.setting, "LPS_LOG_FORMAT");
+        let e = Cli::try_parse_from(["coordinator", "--job-deadline", "soon"]).unwrap_err();
+        assert!(e.to_string().contains("job-deadline"), "{e}");
+    }
+}

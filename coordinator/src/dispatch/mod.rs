@@ -1,0 +1,296 @@
+//! Dispatch: the coordinator's side of the node streams.
+//!
+//! - [`session`]: one task per node stream owning that node's state (credits, the jobs it
+//!   holds, draining); it claims jobs for the node's free slots when woken by NOTIFY (or the
+//!   poll fallback), applies reports with fencing and acks them after the commit.
+//! - [`Registry`]: a task owning the directory node id → session command channel, so that
+//!   control messages (cancel, drain, shutdown) reach the right session. Nothing else is
+//!   shared between sessions.
+//! - Control listener: LISTEN on [`crate::control::CONTROL_CHANNEL`] turns cross-replica
+//!   messages into session commands for the nodes connected here.
+//! - Grace: a stream that ends without Goodbye leaves its node's jobs leased for
+//!   `node_grace`; unless the node reconnected (to any replica) by then, they are released
+//!   as reclaims.
+
+pub mod session;
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use lps_proto::pb;
+use sqlx::{PgPool, postgres::PgListener};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument as _, debug, info, info_span, warn};
+use uuid::Uuid;
+
+use crate::{
+    control::{CONTROL_CHANNEL, Control},
+    queue::{self, Queue, Wakeups},
+};
+
+/// Settings of the node protocol.
+#[derive(Debug, Clone)]
+pub struct DispatchConfig {
+    /// Names this coordinator replica in `node_session`.
+    pub coordinator_id: String,
+    /// How often nodes heartbeat (sent in Welcome).
+    pub heartbeat_interval: Duration,
+    /// A stream with no frame for this long is considered lost.
+    pub silence_timeout: Duration,
+    /// How long a lost node's jobs stay leased for a reconnect.
+    pub node_grace: Duration,
+    /// Poll fallback for claimers when no NOTIFY arrives.
+    pub claim_poll: Duration,
+    /// How long nodes get to drain when this coordinator shuts down.
+    pub drain_deadline: Duration,
+    /// Site profiles sent in Welcome.
+    pub profiles: Vec<pb::SiteProfile>,
+    pub limits: pb::Limits,
+}
+
+/// What a session can be told from outside.
+#[derive(Debug)]
+pub enum Command {
+    /// Stop this job on the node (its lease is already gone).
+    Cancel {
+        job_id: i64,
+        lease_epoch: i64,
+        reason: String,
+    },
+    /// Take no new jobs; tell the node to drain.
+    Drain { reason: String },
+    /// Another stream of the same node took over: end this one without grace.
+    Replaced,
+}
+
+/// A connected session as the registry knows it.
+#[derive(Debug, Clone)]
+struct Entry {
+    session_id: Uuid,
+    commands: mpsc::Sender<Command>,
+}
+
+enum RegistryMsg {
+    Register {
+        node_id: String,
+        entry: Entry,
+        previous: oneshot::Sender<Option<Entry>>,
+    },
+    Unregister {
+        node_id: String,
+        session_id: Uuid,
+    },
+    Send {
+        node_id: String,
+        command: Command,
+    },
+    Broadcast {
+        make: Box<dyn Fn() -> Command + Send>,
+    },
+    Count {
+        reply: oneshot::Sender<usize>,
+    },
+}
+
+/// Handle to the registry task. Cheap to clone.
+#[derive(Clone)]
+pub struct Registry {
+    tx: mpsc::Sender<RegistryMsg>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Registry")
+    }
+}
+
+impl Registry {
+    /// Starts the registry task; it ends when every handle is dropped.
+    pub fn spawn() -> Self {
+        let (tx, mut rx) = mpsc::channel::<RegistryMsg>(1024);
+        tokio::spawn(
+            async move {
+                let mut nodes: HashMap<String, Entry> = HashMap::new();
+                while let Some(msg) = rx.recv().await {
+                    match msg {
+                        RegistryMsg::Register { node_id, entry, previous } => {
+                            let _ = previous.send(nodes.insert(node_id, entry));
+                        }
+                        RegistryMsg::Unregister { node_id, session_id } => {
+                            if nodes.get(&node_id).is_some_and(|e| e.session_id == session_id) {
+                                nodes.remove(&node_id);
+                            }
+                        }
+                        RegistryMsg::Send { node_id, command } => {
+                            if let Some(entry) = nodes.get(&node_id) {
+                                // NB: try_send: a session that is this far behind is stuck,
+                                // and the decision is in the database anyway (its next
+                                // heartbeat is answered with it).
+                                if entry.commands.try_send(command).is_err() {
+                                    warn!(node.id = %node_id, "session command queue full; dropped");
+                                }
+                            }
+                        }
+                        RegistryMsg::Broadcast { make } => {
+                            for entry in nodes.values() {
+                                let _ = entry.commands.try_send(make());
+                            }
+                        }
+                        RegistryMsg::Count { reply } => {
+                            let _ = reply.send(nodes.len());
+                        }
+                    }
+                }
+            }
+            .instrument(info_span!("dispatch.registry")),
+        );
+        Self { tx }
+    }
+
+    async fn register(&self, node_id: &str, entry: Entry) -> Option<Entry> {
+        let (previous, rx) = oneshot::channel();
+        let msg = RegistryMsg::Register {
+            node_id: node_id.to_owned(),
+            entry,
+            previous,
+        };
+        if self.tx.send(msg).await.is_err() {
+            return None;
+        }
+        rx.await.ok().flatten()
+    }
+
+    async fn unregister(&self, node_id: &str, session_id: Uuid) {
+        let _ = self
+            .tx
+            .send(RegistryMsg::Unregister {
+                node_id: node_id.to_owned(),
+                session_id,
+            })
+            .await;
+    }
+
+    /// Delivers `command` to `node_id`'s session if it is connected to this replica.
+    pub async fn send(&self, node_id: &str, command: Command) {
+        let _ = self
+            .tx
+            .send(RegistryMsg::Send {
+                node_id: node_id.to_owned(),
+                command,
+            })
+            .await;
+    }
+
+    /// Tells every session here to drain (coordinator shutdown).
+    pub async fn drain_all(&self, reason: &'static str) {
+        let make = Box::new(move || Command::Drain {
+            reason: reason.to_owned(),
+        });
+        let _ = self.tx.send(RegistryMsg::Broadcast { make }).await;
+    }
+
+    /// Sessions connected to this replica.
+    pub async fn connected(&self) -> usize {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(RegistryMsg::Count { reply }).await.is_err() {
+            return 0;
+        }
+        rx.await.unwrap_or(0)
+    }
+}
+
+/// Everything a session needs. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Dispatcher {
+    pub queue: Queue,
+    pub config: Arc<DispatchConfig>,
+    pub registry: Registry,
+    pub wakeups: Wakeups,
+    /// Cancelled when the coordinator shuts down: sessions tell their nodes to drain.
+    pub shutdown: CancellationToken,
+    /// Cancelled when the shutdown deadline is reached: sessions end at once.
+    pub hard_stop: CancellationToken,
+    /// Tracks session tasks so shutdown can wait for them.
+    pub sessions: tokio_util::task::TaskTracker,
+}
+
+impl Dispatcher {
+    pub fn pool(&self) -> &PgPool {
+        self.queue.pool()
+    }
+
+    /// After a stream closed without Goodbye: wait the grace period, then release the node's
+    /// jobs unless it reconnected meanwhile (to any replica).
+    pub fn start_grace(&self, node_id: String, session_id: Uuid) {
+        let this = self.clone();
+        let grace = self.config.node_grace;
+        self.sessions.spawn(
+            async move {
+                tokio::select! {
+                    () = tokio::time::sleep(grace) => {}
+                    // NB: on shutdown the timer is dropped; the leases then expire and the reaper
+                    // (of any replica) takes the jobs back.
+                    () = this.shutdown.cancelled() => return,
+                }
+                match this.queue.release_lost_node(&node_id, session_id).await {
+                    Ok(released) if !released.is_empty() => {
+                        info!(node.id = %node_id, jobs = released.len(), "grace over; released the node's jobs");
+                    }
+                    Ok(_) => debug!(node.id = %node_id, "grace over; nothing to release"),
+                    Err(e) => warn!(node.id = %node_id, error = %e, "releasing a lost node's jobs failed; leases will expire"),
+                }
+            }
+            .instrument(info_span!("dispatch.grace")),
+        );
+    }
+}
+
+/// LISTENs for control messages and routes them to sessions connected here. Returns when
+/// `cancel` fires; a failed listener is retried every second.
+pub async fn run_control_listener(
+    pool: PgPool,
+    registry: Registry,
+    cancel: CancellationToken,
+) -> Result<(), queue::Error> {
+    let mut listener = PgListener::connect_with(&pool).await?;
+    listener.listen(CONTROL_CHANNEL).await?;
+    loop {
+        let received = tokio::select! {
+            () = cancel.cancelled() => return Ok(()),
+            r = listener.try_recv() => r,
+        };
+        match received {
+            Ok(Some(n)) => match serde_json::from_str::<Control>(n.payload()) {
+                Ok(Control::Cancel(jobs)) => {
+                    for job in jobs {
+                        let command = Command::Cancel {
+                            job_id: job.job_id,
+                            lease_epoch: job.lease_epoch,
+                            reason: job.reason,
+                        };
+                        registry.send(&job.node_id, command).await;
+                    }
+                }
+                Ok(Control::Drain { node_id }) => {
+                    registry
+                        .send(
+                            &node_id,
+                            Command::Drain {
+                                reason: "operator request".into(),
+                            },
+                        )
+                        .await;
+                }
+                Err(e) => warn!(error = %e, "ignoring a malformed control message"),
+            },
+            Ok(None) => warn!("control listener connection lost; reconnecting"),
+            Err(e) => {
+                warn!(error = %e, "control listener failed; retrying in 1s");
+                tokio::select! {
+                    () = cancel.cancelled() => return Ok(()),
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,533 @@
+//! One node stream, owned by one task.
+//!
+//! The task owns the node's state — the leases it holds, its credits, whether it drains —
+//! and `select!`s on: coordinator shutdown, inbound frames, commands from the registry,
+//! claim wake-ups (only while it has credits) and the silence deadline.
+//!
+//! Invariants:
+//! - never more jobs assigned than `min(slots - held, free slots the node announced minus
+//!   what was assigned since)`: a stale announcement can only under-assign;
+//! - a report is acked only after its transition committed; a report for a lost lease is
+//!   acked STALE and changes nothing (the queue's fencing);
+//! - the database decides: a cancelled or reclaimed job simply fails to renew, and the
+//!   heartbeat answer tells the node to stop it.
+//!
+//! Cancellation safety: the loop only awaits between whole steps; a step that was started
+//! (a claim, a completion) runs to its end before the next `select!`.
+
+use std::{collections::HashMap, time::Duration};
+
+use chrono::Utc;
+use lps_proto::{
+    model::{self, Hello, JobFailure, JobResult, Lease},
+    pb::{self, coordinator_message::Body as Out, node_message::Body as In},
+};
+use tokio::{sync::mpsc, time::Instant};
+use tonic::{Status, Streaming};
+use tracing::{debug, info, instrument, warn};
+use uuid::Uuid;
+
+use super::{Command, Dispatcher, Entry};
+use crate::queue::{self, ClaimedJob};
+
+/// The sending half of a node stream.
+pub type Outbound = mpsc::Sender<Result<pb::CoordinatorMessage, Status>>;
+
+/// How a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// The node said Goodbye: nothing left to keep.
+    Goodbye,
+    /// Replaced by a newer stream of the same node.
+    Replaced,
+    /// The stream broke or went silent: keep the node's jobs for the grace period.
+    Lost,
+}
+
+struct Session {
+    d: Dispatcher,
+    node_id: String,
+    session_id: Uuid,
+    slots: u32,
+    malls: Option<Vec<model::MallId>>,
+    /// Leases this node holds, as far as this coordinator knows.
+    held: HashMap<i64, i64>,
+    /// Free slots the node last announced, minus assignments since.
+    announced_free: u32,
+    draining: bool,
+    out: Outbound,
+}
+
+/// Runs a session whose Hello was already validated; returns when the stream is over.
+#[instrument(name = "dispatch.session", skip_all, fields(node.id = %hello.node_id, session.id = %session_id))]
+pub async fn run(
+    d: Dispatcher,
+    hello: Hello,
+    session_id: Uuid,
+    mut inbound: Streaming<pb::NodeMessage>,
+    out: Outbound,
+) {
+    let (commands_tx, mut commands) = mpsc::channel(256);
+    let node_id = hello.node_id.clone();
+    let previous = d
+        .registry
+        .register(
+            &node_id,
+            Entry {
+                session_id,
+                commands: commands_tx,
+            },
+        )
+        .await;
+    if let Some(previous) = previous {
+        let _ = previous.commands.try_send(Command::Replaced);
+    }
+    let mut s = Session {
+        d: d.clone(),
+        node_id: node_id.clone(),
+        session_id,
+        slots: hello.slots,
+        malls: (!hello.malls.is_empty()).then(|| hello.malls.clone()),
+        held: HashMap::new(),
+        announced_free: 0,
+        draining: false,
+        out,
+    };
+    let end = match s.welcome(&hello).await {
+        Ok(()) => s.serve(&mut inbound, &mut commands).await,
+        Err(e) => {
+            let _ = s.out.send(Err(e)).await;
+            End::Lost
+        }
+    };
+    d.registry.unregister(&node_id, session_id).await;
+    if let Err(e) = mark_disconnected(&d, &node_id, session_id).await {
+        warn!(error = %e, "could not mark the node disconnected");
+    }
+    match end {
+        End::Goodbye => {
+            // The node handed back or finished everything; anything left is released now.
+            match d.queue.release_lost_node(&node_id, session_id).await {
+                Ok(r) if !r.is_empty() => info!(jobs = r.len(), "released jobs left after goodbye"),
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "release after goodbye failed; leases will expire"),
+            }
+            info!("node said goodbye");
+        }
+        End::Replaced => info!("stream replaced by a newer one"),
+        End::Lost => {
+            info!(grace = ?d.config.node_grace, "stream lost; keeping the node's jobs for the grace period");
+            d.start_grace(node_id, session_id);
+        }
+    }
+}
+
+impl Session {
+    /// Records the session, re-attaches the jobs the node still runs (releasing the ones it
+    /// forgot) and sends Welcome.
+    async fn welcome(&mut self, hello: &Hello) -> Result<(), Status> {
+        let d = &self.d;
+        let malls: Vec<String> = hello.malls.iter().map(|m| m.to_string()).collect();
+        sqlx::query!(
+            "insert into node_session (node_id, session_id, coordinator_id, version, slots, free_slots, malls)
+             values ($1, $2, $3, $4, $5, $5, $6)
+             on conflict (node_id) do update set
+                 session_id = excluded.session_id, coordinator_id = excluded.coordinator_id,
+                 version = excluded.version, slots = excluded.slots, free_slots = excluded.free_slots,
+                 malls = excluded.malls, connected_at = now(), last_seen_at = now(),
+                 draining = false, disconnected_at = null",
+            self.node_id,
+            self.session_id,
+            d.config.coordinator_id,
+            hello.version,
+            i32::try_from(hello.slots).unwrap_or(i32::MAX),
+            &malls,
+        )
+        .execute(d.pool())
+        .await
+        .map_err(|e| crate::grpc::status(e.into()))?;
+
+        let reattached = d
+            .queue
+            .still_leased(&self.node_id, &hello.running)
+            .await
+            .map_err(crate::grpc::status)?;
+        // Jobs leased to this node that it did not list are lost with its previous process.
+        let released = d
+            .queue
+            .release_node(&self.node_id, &reattached)
+            .await
+            .map_err(crate::grpc::status)?;
+        if !released.is_empty() {
+            info!(
+                jobs = released.len(),
+                "released jobs the node no longer runs"
+            );
+        }
+        let lost: Vec<i64> = hello
+            .running
+            .iter()
+            .filter(|l| !reattached.contains(l))
+            .map(|l| l.job_id)
+            .collect();
+        for lease in &reattached {
+            self.held.insert(lease.job_id, lease.epoch);
+        }
+        self.announced_free = self
+            .slots
+            .saturating_sub(u32::try_from(self.held.len()).unwrap_or(u32::MAX));
+        let welcome = pb::Welcome {
+            session_id: self.session_id.to_string(),
+            heartbeat_interval: Some(model::duration_to_pb(d.config.heartbeat_interval)),
+            lease_ttl: Some(model::duration_to_pb(d.queue.config().lease_ttl)),
+            profiles: d.config.profiles.clone(),
+            limits: Some(d.config.limits),
+            reattached: reattached
+                .iter()
+                .map(|l| pb::HeldJob {
+                    job_id: l.job_id,
+                    lease_epoch: l.epoch,
+                })
+                .collect(),
+            lost,
+            protocol_version: lps_proto::PROTOCOL_VERSION,
+        };
+        info!(
+            slots = self.slots,
+            reattached = reattached.len(),
+            "node welcomed"
+        );
+        self.send(Out::Welcome(welcome)).await
+    }
+
+    async fn serve(
+        &mut self,
+        inbound: &mut Streaming<pb::NodeMessage>,
+        commands: &mut mpsc::Receiver<Command>,
+    ) -> End {
+        let silence = self.d.config.silence_timeout;
+        let mut silent_until = Instant::now() + silence;
+        let mut wakeups = self.d.wakeups.clone();
+        let mut shutdown_seen = false;
+        // Claim once right away: work may be waiting.
+        let mut claim_now = true;
+        loop {
+            if claim_now && self.credits() > 0 {
+                wakeups.mark_seen();
+                if let Err(e) = self.claim().await {
+                    let _ = self.out.send(Err(e)).await;
+                    return End::Lost;
+                }
+            }
+            claim_now = false;
+            let can_claim = self.credits() > 0;
+            tokio::select! {
+                () = self.d.hard_stop.cancelled() => return End::Lost,
+                () = self.d.shutdown.cancelled(), if !shutdown_seen => {
+                    shutdown_seen = true;
+                    self.start_drain("coordinator shutting down").await;
+                }
+                frame = inbound.message() => {
+                    silent_until = Instant::now() + silence;
+                    match frame {
+                        Ok(Some(msg)) => match self.handle(msg).await {
+                            Ok(Some(end)) => return end,
+                            Ok(None) => claim_now = true,
+                            Err(status) => {
+                                warn!(code = ?status.code(), message = status.message(), "ending the stream");
+                                let _ = self.out.send(Err(status)).await;
+                                return End::Lost;
+                            }
+                        },
+                        Ok(None) => return End::Lost,
+                        Err(status) => {
+                            debug!(code = ?status.code(), "inbound stream failed");
+                            return End::Lost;
+                        }
+                    }
+                }
+                Some(command) = commands.recv() => match command {
+                    Command::Cancel { job_id, lease_epoch, reason } => {
+                        if self.held.get(&job_id) == Some(&lease_epoch) {
+                            self.held.remove(&job_id);
+                            let cancel = pb::Cancel { job_id, lease_epoch, reason };
+                            if self.send(Out::Cancel(cancel)).await.is_err() {
+                                return End::Lost;
+                            }
+                            claim_now = true;
+                        }
+                    }
+                    Command::Drain { reason } => self.start_drain(&reason).await,
+                    Command::Replaced => return End::Replaced,
+                },
+                woken = wakeups.wait(self.d.config.claim_poll), if can_claim => {
+                    let _ = woken;
+                    claim_now = true;
+                }
+                () = tokio::time::sleep_until(silent_until) => {
+                    warn!(?silence, "node went silent");
+                    let _ = self.out.send(Err(Status::deadline_exceeded("no frame from the node within the silence timeout"))).await;
+                    return End::Lost;
+                }
+            }
+        }
+    }
+
+    fn credits(&self) -> u32 {
+        if self.draining {
+            return 0;
+        }
+        let by_slots = self
+            .slots
+            .saturating_sub(u32::try_from(self.held.len()).unwrap_or(u32::MAX));
+        by_slots.min(self.announced_free)
+    }
+
+    async fn claim(&mut self) -> Result<(), Status> {
+        let n = self.credits();
+        let jobs = self
+            .d
+            .queue
+            .claim(&self.node_id, self.malls.as_deref(), n)
+            .await
+            .map_err(crate::grpc::status)?;
+        for job in jobs {
+            self.held.insert(job.lease.job_id, job.lease.epoch);
+            self.announced_free = self.announced_free.saturating_sub(1);
+            debug!(
+                job.id = job.lease.job_id,
+                lease.epoch = job.lease.epoch,
+                "assigning job"
+            );
+            self.send(Out::Assign(assign(&job))).await?;
+        }
+        Ok(())
+    }
+
+    /// Applies one frame. `Ok(Some(end))` ends the session.
+    async fn handle(&mut self, msg: pb::NodeMessage) -> Result<Option<End>, Status> {
+        let Some(body) = msg.body else {
+            return Err(Status::invalid_argument("empty node message"));
+        };
+        match body {
+            In::Hello(_) => return Err(Status::failed_precondition("hello sent twice")),
+            In::Credit(c) => self.announced_free = c.free_slots.min(self.slots),
+            In::Heartbeat(hb) => self.heartbeat(hb).await?,
+            In::Result(r) => {
+                let seq = r.report_seq;
+                let ack = match JobResult::try_from(r) {
+                    Ok(result) => {
+                        self.held.remove(&result.lease.job_id);
+                        self.applied(
+                            self.d
+                                .queue
+                                .complete_if_leased(&self.node_id, &result)
+                                .await,
+                        )?
+                    }
+                    Err(e) => rejected(&e),
+                };
+                self.ack(seq, ack).await?;
+            }
+            In::Failure(f) => {
+                let seq = f.report_seq;
+                let ack = match JobFailure::try_from(f) {
+                    Ok(failure) => {
+                        self.held.remove(&failure.lease.job_id);
+                        let r = self
+                            .d
+                            .queue
+                            .fail_if_leased(&self.node_id, &failure)
+                            .await
+                            .map(|_| ());
+                        self.applied(r)?
+                    }
+                    Err(e) => rejected(&e),
+                };
+                self.ack(seq, ack).await?;
+            }
+            In::HandBack(h) => {
+                let seq = h.report_seq;
+                let lease = Lease {
+                    job_id: h.job_id,
+                    epoch: h.lease_epoch,
+                };
+                self.held.remove(&lease.job_id);
+                let ack =
+                    self.applied(self.d.queue.hand_back_if_leased(&self.node_id, lease).await)?;
+                self.ack(seq, ack).await?;
+            }
+            In::ProxyAcquire(a) => {
+                // The proxy ledger is not configured on this coordinator: say so in-band.
+                let none = pb::ProxyUnavailable {
+                    request_id: a.request_id,
+                    next_free_at: None,
+                };
+                self.send(Out::ProxyUnavailable(none)).await?;
+            }
+            In::ProxyRelease(r) => {
+                self.ack(r.report_seq, (pb::AckStatus::Applied, String::new()))
+                    .await?
+            }
+            In::SessionEnd(r) => {
+                self.ack(r.report_seq, (pb::AckStatus::Applied, String::new()))
+                    .await?
+            }
+            In::BlockEvent(r) => {
+                self.ack(r.report_seq, (pb::AckStatus::Applied, String::new()))
+                    .await?
+            }
+            In::Goodbye(g) => {
+                info!(reason = %g.reason, "goodbye");
+                return Ok(Some(End::Goodbye));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Maps a transition's outcome to an ack; a database failure ends the stream (the node
+    /// resends after reconnecting).
+    fn applied(&self, r: Result<(), queue::Error>) -> Result<(pb::AckStatus, String), Status> {
+        match r {
+            Ok(()) => Ok((pb::AckStatus::Applied, String::new())),
+            Err(queue::Error::LeaseLost(lease)) => {
+                info!(
+                    job.id = lease.job_id,
+                    lease.epoch = lease.epoch,
+                    "stale report"
+                );
+                Ok((pb::AckStatus::Stale, "lease is no longer current".into()))
+            }
+            Err(queue::Error::InvalidArgument(e)) => Ok(rejected(&e)),
+            Err(e) => Err(crate::grpc::status(e)),
+        }
+    }
+
+    async fn heartbeat(&mut self, hb: pb::Heartbeat) -> Result<(), Status> {
+        self.announced_free = hb.free_slots.min(self.slots);
+        let leases: Vec<Lease> = hb
+            .running
+            .iter()
+            .map(|p| Lease {
+                job_id: p.job_id,
+                epoch: p.lease_epoch,
+            })
+            .collect();
+        let renewed = self
+            .d
+            .queue
+            .renew_if_leased(&self.node_id, &leases)
+            .await
+            .map_err(crate::grpc::status)?;
+        let cancel: Vec<i64> = leases
+            .iter()
+            .filter(|l| !renewed.iter().any(|r| r.job_id == l.job_id))
+            .map(|l| l.job_id)
+            .collect();
+        for job_id in &cancel {
+            self.held.remove(job_id);
+        }
+        sqlx::query!(
+            "update node_session set last_seen_at = now(), free_slots = $3
+             where node_id = $1 and session_id = $2",
+            self.node_id,
+            self.session_id,
+            i32::try_from(hb.free_slots).unwrap_or(i32::MAX)
+        )
+        .execute(self.d.pool())
+        .await
+        .map_err(|e| crate::grpc::status(e.into()))?;
+        let ack = pb::HeartbeatAck {
+            extended: renewed
+                .iter()
+                .map(|r| pb::LeaseExtension {
+                    job_id: r.job_id,
+                    lease_until: Some(model::timestamp_to_pb(r.lease_until)),
+                })
+                .collect(),
+            cancel,
+        };
+        self.send(Out::HeartbeatAck(ack)).await
+    }
+
+    async fn start_drain(&mut self, reason: &str) {
+        if self.draining {
+            return;
+        }
+        self.draining = true;
+        info!(reason, "draining node");
+        let deadline = Utc::now()
+            + chrono::TimeDelta::from_std(self.d.config.drain_deadline).unwrap_or_default();
+        let drain = pb::Drain {
+            reason: reason.to_owned(),
+            deadline: Some(model::timestamp_to_pb(deadline)),
+        };
+        let _ = self.send(Out::Drain(drain)).await;
+    }
+
+    async fn ack(
+        &self,
+        report_seq: u64,
+        (status, error): (pb::AckStatus, String),
+    ) -> Result<(), Status> {
+        self.send(Out::Ack(pb::Ack {
+            report_seq,
+            status: status as i32,
+            error,
+        }))
+        .await
+    }
+
+    async fn send(&self, body: Out) -> Result<(), Status> {
+        self.out
+            .send(Ok(pb::CoordinatorMessage { body: Some(body) }))
+            .await
+            .map_err(|_| Status::cancelled("node stream closed"))
+    }
+}
+
+fn rejected(e: &model::FieldError) -> (pb::AckStatus, String) {
+    warn!(error = %e, "rejected an invalid report");
+    (pb::AckStatus::Rejected, e.to_string())
+}
+
+async fn mark_disconnected(
+    d: &Dispatcher,
+    node_id: &str,
+    session_id: Uuid,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "update node_session set disconnected_at = now() where node_id = $1 and session_id = $2",
+        node_id,
+        session_id
+    )
+    .execute(d.pool())
+    .await
+    .map(|_| ())
+}
+
+/// The Assign message for a claimed job.
+pub fn assign(job: &ClaimedJob) -> pb::Assign {
+    pb::Assign {
+        job_id: job.lease.job_id,
+        lease_epoch: job.lease.epoch,
+        deadline: Some(model::timestamp_to_pb(job.deadline_at)),
+        lease_until: Some(model::timestamp_to_pb(job.lease_until)),
+        payload: Some(pb::JobPayload {
+            product: Some(pb::Product {
+                code: job.product_code.clone().unwrap_or_default(),
+                name: job.product_name.clone(),
+            }),
+            mall: job.mall.to_string(),
+            attempt: job.attempt,
+            max_attempts: job.max_attempts,
+        }),
+        traceparent: job.traceparent.clone().unwrap_or_default(),
+        tracestate: job.tracestate.clone().unwrap_or_default(),
+    }
+}
+
+/// Silence timeout for a heartbeat interval: three missed heartbeats.
+pub fn silence_for(heartbeat: Duration) -> Duration {
+    heartbeat * 3
+}

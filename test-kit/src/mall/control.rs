@@ -1,0 +1,84 @@
+//! The mall's `/_control/*` endpoints (documented in [`crate::mall`]): thin adapters over
+//! the counters, each answering with the current [`MallStats`] as JSON.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+
+use crate::mall::{MallStats, Shared};
+
+pub(crate) fn routes() -> Router<Arc<Shared>> {
+    Router::new()
+        .route("/_control/stats", get(stats))
+        .route("/_control/reset", post(reset))
+        .route("/_control/block", post(block))
+        .route("/_control/unblock", post(unblock))
+        .route("/_control/slow", post(slow))
+        .route("/_control/block-after", post(block_after))
+}
+
+fn answer(shared: &Shared) -> Json<MallStats> {
+    Json(shared.counters.snapshot())
+}
+
+async fn stats(State(shared): State<Arc<Shared>>) -> Json<MallStats> {
+    answer(&shared)
+}
+
+async fn reset(State(shared): State<Arc<Shared>>) -> Json<MallStats> {
+    shared.counters.reset();
+    answer(&shared)
+}
+
+#[derive(Debug, Deserialize)]
+struct ExitParam {
+    exit: String,
+}
+
+async fn block(State(shared): State<Arc<Shared>>, Query(p): Query<ExitParam>) -> Json<MallStats> {
+    shared.counters.block_exit(p.exit.trim());
+    answer(&shared)
+}
+
+async fn unblock(State(shared): State<Arc<Shared>>, Query(p): Query<ExitParam>) -> Json<MallStats> {
+    shared.counters.unblock_exit(p.exit.trim());
+    answer(&shared)
+}
+
+#[derive(Debug, Deserialize)]
+struct SlowParams {
+    ms: Option<u64>,
+    page_ms: Option<u64>,
+    api_ms: Option<u64>,
+}
+
+async fn slow(State(shared): State<Arc<Shared>>, Query(p): Query<SlowParams>) -> Response {
+    let page = p.page_ms.or(p.ms).map(Duration::from_millis);
+    let api = p.api_ms.or(p.ms).map(Duration::from_millis);
+    if page.is_none() && api.is_none() {
+        let error = serde_json::json!({ "error": "give ms, page_ms or api_ms" });
+        return (StatusCode::BAD_REQUEST, Json(error)).into_response();
+    }
+    shared.counters.set_slow(page, api);
+    answer(&shared).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct BlockAfterParams {
+    n: Option<u32>,
+}
+
+async fn block_after(
+    State(shared): State<Arc<Shared>>,
+    Query(p): Query<BlockAfterParams>,
+) -> Json<MallStats> {
+    shared.counters.set_block_after(p.n);
+    answer(&shared)
+}

@@ -1,0 +1,268 @@
+//! The fixture mall: a real HTTP server on loopback that behaves like a shopping mall.
+//!
+//! One instance serves one style ([`MallStyle::Alpha`] or [`MallStyle::Beta`]) and the
+//! listings of that style from a [`Catalog`]. The two styles differ in markup (see
+//! [`markup`](mod@markup)), so two different site profiles are really exercised.
+//!
+//! # Routes
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /` | home page with a search form |
+//! | `GET /search?q=…[&slow_ms=N]` | search shell; its script fetches `/api/search` with the same query string and renders cards (or the no-result marker) after load; a blocked exit IP gets the block page instead |
+//! | `GET /api/search?q=…[&slow_ms=N]` | `{"query", "blocked", "block_html", "total", "items": [{"id","title","price","shipping","seller","url","image"}]}` |
+//! | `GET /img/<id>.jpg` | ~150 KB image body (`Cache-Control: no-store`) |
+//! | `GET /fonts/mall.woff2` | ~100 KB web font body, used by every page via `@font-face` |
+//! | `GET <listing.path>` | server-rendered detail page of a listing |
+//!
+//! Search matching is [`Catalog::search`]: full matches, then up to four related listings.
+//!
+//! # Exit IPs, blocking and slowness
+//!
+//! The exit IP is the value of the [`EXIT_IP_HEADER`](crate::EXIT_IP_HEADER) request header
+//! (set by the gateway; absent = [`DIRECT_EXIT`](crate::DIRECT_EXIT)). With `block_after =
+//! Some(n)`, the n+1th search page request from one exit IP and every later one get the
+//! block page (HTTP 200, small HTML with [`markup::block_marker_html`]). `slow_ms` on a
+//! search request, or the `slow` control, delays search responses that are served.
+//!
+//! # Control endpoints (JSON; each answers with the current [`MallStats`])
+//!
+//! | endpoint | effect |
+//! |---|---|
+//! | `GET /_control/stats` | read counters |
+//! | `POST /_control/reset` | clear counters, forced blocks and slowness (keeps `block_after`) |
+//! | `POST /_control/block?exit=exit-03` | block that exit IP until unblocked or reset |
+//! | `POST /_control/unblock?exit=exit-03` | lift the block and clear its search count |
+//! | `POST /_control/slow?ms=5000` | delay search pages and API by 5 s (`page_ms=`/`api_ms=` set one; `0` = off) |
+//! | `POST /_control/block-after?n=3` | set the budget (`n` absent = never block) |
+//!
+//! Control requests are not counted in the stats. [`MallHandle`] has the same controls as
+//! methods for in-process tests.
+
+mod assets;
+mod control;
+pub mod markup;
+pub mod pages;
+mod routes;
+mod state;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::Instrument;
+
+use crate::catalog::{Catalog, MallStyle};
+use crate::util::encode_query_value;
+
+pub use assets::{FONT_BYTES, IMAGE_BYTES};
+pub use markup::{Markup, format_price, format_shipping, markup};
+pub use state::MallStats;
+
+/// How long [`MallHandle::shutdown`] waits for in-flight requests before aborting them.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Errors starting or stopping a mall.
+#[derive(Debug, thiserror::Error)]
+pub enum MallError {
+    /// The listen address could not be bound.
+    #[error("cannot bind mall to {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The server failed while running.
+    #[error("mall server failed: {0}")]
+    Serve(#[source] std::io::Error),
+    /// The server task panicked or was cancelled.
+    #[error("mall server task ended abnormally: {0}")]
+    Task(String),
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct MallConfig {
+    /// Markup style, and which listings of the catalog are served.
+    pub style: MallStyle,
+    /// Listen address; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// What the mall sells.
+    pub catalog: Arc<Catalog>,
+    /// Block an exit IP after this many search page requests.
+    pub block_after: Option<u32>,
+}
+
+impl MallConfig {
+    /// A mall of `style` on `127.0.0.1:0` with the builtin catalog, never blocking.
+    pub fn new(style: MallStyle) -> MallConfig {
+        MallConfig {
+            style,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            catalog: Arc::new(Catalog::builtin()),
+            block_after: None,
+        }
+    }
+
+    /// Sets the catalog.
+    pub fn with_catalog(mut self, catalog: Arc<Catalog>) -> MallConfig {
+        self.catalog = catalog;
+        self
+    }
+
+    /// Sets the listen address.
+    pub fn with_listen(mut self, listen: SocketAddr) -> MallConfig {
+        self.listen = listen;
+        self
+    }
+
+    /// Sets the per-exit-IP search budget.
+    pub fn with_block_after(mut self, block_after: Option<u32>) -> MallConfig {
+        self.block_after = block_after;
+        self
+    }
+}
+
+/// State shared by all handlers of one mall.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) style: MallStyle,
+    pub(crate) catalog: Arc<Catalog>,
+    pub(crate) counters: state::Counters,
+}
+
+/// Entry point: `MallServer::start(config)`.
+#[derive(Debug, Clone, Copy)]
+pub struct MallServer;
+
+impl MallServer {
+    /// Binds the listen address and serves until [`MallHandle::shutdown`] (or until the
+    /// handle is dropped).
+    pub async fn start(config: MallConfig) -> Result<MallHandle, MallError> {
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| MallError::Bind {
+                    addr: config.listen,
+                    source,
+                })?;
+        let addr = listener.local_addr().map_err(|source| MallError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        let shared = Arc::new(Shared {
+            style: config.style,
+            catalog: config.catalog,
+            counters: state::Counters::new(config.block_after),
+        });
+        let cancel = CancellationToken::new();
+        let app = routes::router(Arc::clone(&shared));
+        let stop = cancel.clone().cancelled_owned();
+        let span = tracing::info_span!("mall.serve", mall.style = %config.style, mall.addr = %addr);
+        let task = tokio::spawn(
+            async move {
+                tracing::info!("mall listening");
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stop)
+                    .await
+            }
+            .instrument(span),
+        );
+        Ok(MallHandle {
+            addr,
+            shared,
+            task,
+            _stop_on_drop: cancel.clone().drop_guard(),
+            cancel,
+        })
+    }
+}
+
+/// A running mall. Dropping it stops the server (without waiting); prefer
+/// [`MallHandle::shutdown`].
+#[derive(Debug)]
+pub struct MallHandle {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: JoinHandle<std::io::Result<()>>,
+    cancel: CancellationToken,
+    _stop_on_drop: DropGuard,
+}
+
+impl MallHandle {
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// `http://127.0.0.1:PORT/search?q=<encoded query>`.
+    pub fn search_url(&self, query: &str) -> String {
+        format!("{}/search?q={}", self.base_url(), encode_query_value(query))
+    }
+
+    /// The style served.
+    pub fn style(&self) -> MallStyle {
+        self.shared.style
+    }
+
+    /// The catalog served.
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.shared.catalog
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> MallStats {
+        self.shared.counters.snapshot()
+    }
+
+    /// Clears counters, forced blocks and slowness (keeps `block_after`).
+    pub fn reset(&self) {
+        self.shared.counters.reset();
+    }
+
+    /// Blocks an exit IP label (e.g. `exit-03`, or `direct`).
+    pub fn block_exit(&self, exit: &str) {
+        self.shared.counters.block_exit(exit);
+    }
+
+    /// Lifts a block and clears that exit IP's search count.
+    pub fn unblock_exit(&self, exit: &str) {
+        self.shared.counters.unblock_exit(exit);
+    }
+
+    /// Delays served search pages and API answers by `delay` (zero = off).
+    pub fn set_slow(&self, delay: Duration) {
+        self.shared.counters.set_slow(Some(delay), Some(delay));
+    }
+
+    /// Sets the per-exit-IP search budget.
+    pub fn set_block_after(&self, block_after: Option<u32>) {
+        self.shared.counters.set_block_after(block_after);
+    }
+
+    /// Stops accepting, lets in-flight requests finish for up to [`SHUTDOWN_GRACE`], then
+    /// aborts what is left.
+    pub async fn shutdown(self) -> Result<(), MallError> {
+        self.cancel.cancel();
+        let mut task = self.task;
+        match tokio::time::timeout(SHUTDOWN_GRACE, &mut task).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => Err(MallError::Serve(e)),
+            Ok(Err(e)) => Err(MallError::Task(e.to_string())),
+            Err(_elapsed) => {
+                tracing::warn!(mall.addr = %self.addr, "mall shutdown grace elapsed, aborting");
+                task.abort();
+                Ok(())
+            }
+        }
+    }
+}

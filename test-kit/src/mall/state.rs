@@ -1,0 +1,240 @@
+//! The mall's mutable state: counters per exit IP, the block policy and the slow setting.
+//!
+//! One `std::sync::Mutex` guards everything; it is never held across an `.await`. The
+//! block decision and the counter update happen under the same lock, so the N+1th search
+//! from an exit IP is blocked exactly once the Nth has been counted, however requests race.
+//!
+//! Policy: a search **page** request counts toward its exit IP's budget. An exit IP is
+//! blocked when it was forced (`block_exit`) or when `block_after = Some(n)` and it has
+//! made more than `n` search page requests. A blocked exit IP stays blocked until
+//! `unblock_exit` or `reset`. The JSON API does not count toward the budget but is refused
+//! for a blocked exit IP, so a page that was allowed always gets its results.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// What the mall decided for one search request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Serve,
+    Block,
+}
+
+/// The kinds of request the mall counts separately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RequestKind {
+    SearchPage,
+    SearchApi,
+    Image,
+    Font,
+    Other,
+}
+
+/// A snapshot of the mall's counters (also the JSON of `GET /_control/stats`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MallStats {
+    /// Search page requests (`/search`) per exit IP label (`direct` without the header).
+    pub searches: BTreeMap<String, u64>,
+    /// All requests except `/_control/*`, per exit IP label.
+    pub requests: BTreeMap<String, u64>,
+    /// `/api/search` requests.
+    pub api_requests: u64,
+    /// Image requests.
+    pub image_requests: u64,
+    /// Font requests.
+    pub font_requests: u64,
+    /// Responses that were a block page (or a blocked API answer).
+    pub blocked: u64,
+    /// Response body bytes served, excluding `/_control/*` (headers not counted).
+    pub bytes_served: u64,
+    /// Exit IPs currently blocked (forced or over budget).
+    pub blocked_exits: BTreeSet<String>,
+    /// Current `block_after` setting.
+    pub block_after: Option<u32>,
+    /// Current extra delay of search pages, in milliseconds.
+    pub slow_page_ms: u64,
+    /// Current extra delay of the search JSON API, in milliseconds.
+    pub slow_api_ms: u64,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    stats: MallStats,
+    forced: BTreeSet<String>,
+}
+
+/// Shared, lock-protected mall state.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    inner: Mutex<Inner>,
+}
+
+impl Counters {
+    pub(crate) fn new(block_after: Option<u32>) -> Counters {
+        let counters = Counters::default();
+        counters.with(|inner| inner.stats.block_after = block_after);
+        counters
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
+        // NB: a panic while holding the lock cannot leave the counters inconsistent in a
+        // way that matters to a test fixture, so a poisoned lock is simply reused.
+        let mut guard = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut guard)
+    }
+
+    /// Counts a served request (any route but `/_control`).
+    pub(crate) fn record(&self, exit: &str, kind: RequestKind, body_bytes: u64) {
+        self.with(|inner| {
+            let s = &mut inner.stats;
+            *s.requests.entry(exit.to_owned()).or_default() += 1;
+            s.bytes_served += body_bytes;
+            match kind {
+                RequestKind::SearchApi => s.api_requests += 1,
+                RequestKind::Image => s.image_requests += 1,
+                RequestKind::Font => s.font_requests += 1,
+                RequestKind::SearchPage | RequestKind::Other => {}
+            }
+        });
+    }
+
+    /// Counts a search page request against `exit`'s budget and decides.
+    pub(crate) fn search_page(&self, exit: &str) -> Verdict {
+        self.with(|inner| {
+            let count = inner.stats.searches.entry(exit.to_owned()).or_default();
+            *count += 1;
+            let count = *count;
+            decide(inner, exit, count)
+        })
+    }
+
+    /// Decides for a JSON API request (not counted toward the budget).
+    pub(crate) fn search_api(&self, exit: &str) -> Verdict {
+        self.with(|inner| {
+            let count = inner.stats.searches.get(exit).copied().unwrap_or(0);
+            decide(inner, exit, count)
+        })
+    }
+
+    pub(crate) fn block_exit(&self, exit: &str) {
+        self.with(|inner| {
+            inner.forced.insert(exit.to_owned());
+            inner.stats.blocked_exits.insert(exit.to_owned());
+        });
+    }
+
+    pub(crate) fn unblock_exit(&self, exit: &str) {
+        self.with(|inner| {
+            inner.forced.remove(exit);
+            inner.stats.blocked_exits.remove(exit);
+            inner.stats.searches.remove(exit);
+        });
+    }
+
+    pub(crate) fn set_block_after(&self, block_after: Option<u32>) {
+        self.with(|inner| inner.stats.block_after = block_after);
+    }
+
+    pub(crate) fn set_slow(&self, page: Option<Duration>, api: Option<Duration>) {
+        self.with(|inner| {
+            if let Some(page) = page {
+                inner.stats.slow_page_ms = duration_ms(page);
+            }
+            if let Some(api) = api {
+                inner.stats.slow_api_ms = duration_ms(api);
+            }
+        });
+    }
+
+    pub(crate) fn slow(&self) -> (Duration, Duration) {
+        self.with(|inner| {
+            (
+                Duration::from_millis(inner.stats.slow_page_ms),
+                Duration::from_millis(inner.stats.slow_api_ms),
+            )
+        })
+    }
+
+    /// Clears counters, forced blocks and the slow setting; keeps `block_after`.
+    pub(crate) fn reset(&self) {
+        self.with(|inner| {
+            let block_after = inner.stats.block_after;
+            *inner = Inner::default();
+            inner.stats.block_after = block_after;
+        });
+    }
+
+    pub(crate) fn snapshot(&self) -> MallStats {
+        self.with(|inner| inner.stats.clone())
+    }
+}
+
+fn decide(inner: &mut Inner, exit: &str, searches: u64) -> Verdict {
+    let over_budget = inner
+        .stats
+        .block_after
+        .is_some_and(|n| searches > u64::from(n));
+    let blocked = inner.forced.contains(exit) || over_budget;
+    if !blocked {
+        return Verdict::Serve;
+    }
+    inner.stats.blocked += 1;
+    inner.stats.blocked_exits.insert(exit.to_owned());
+    Verdict::Block
+}
+
+fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_after_budget_per_exit() {
+        let c = Counters::new(Some(2));
+        assert_eq!(c.search_page("exit-01"), Verdict::Serve);
+        assert_eq!(c.search_api("exit-01"), Verdict::Serve);
+        assert_eq!(c.search_page("exit-01"), Verdict::Serve);
+        assert_eq!(c.search_api("exit-01"), Verdict::Serve);
+        assert_eq!(c.search_page("exit-01"), Verdict::Block);
+        assert_eq!(c.search_api("exit-01"), Verdict::Block);
+        assert_eq!(c.search_page("exit-02"), Verdict::Serve);
+        let s = c.snapshot();
+        assert_eq!(s.searches.get("exit-01"), Some(&3));
+        assert_eq!(s.blocked, 2);
+        assert!(s.blocked_exits.contains("exit-01"));
+        assert!(!s.blocked_exits.contains("exit-02"));
+    }
+
+    #[test]
+    fn forced_block_and_unblock() {
+        let c = Counters::new(None);
+        c.block_exit("exit-03");
+        assert_eq!(c.search_page("exit-03"), Verdict::Block);
+        assert_eq!(c.search_page("direct"), Verdict::Serve);
+        c.unblock_exit("exit-03");
+        assert_eq!(c.search_page("exit-03"), Verdict::Serve);
+    }
+
+    #[test]
+    fn reset_keeps_block_after() {
+        let c = Counters::new(Some(1));
+        c.search_page("a");
+        c.search_page("a");
+        c.set_slow(Some(Duration::from_millis(5)), None);
+        c.reset();
+        let s = c.snapshot();
+        assert_eq!(s.block_after, Some(1));
+        assert_eq!(s.blocked, 0);
+        assert!(s.searches.is_empty());
+        assert_eq!(c.slow(), (Duration::ZERO, Duration::ZERO));
+    }
+}

@@ -1,0 +1,166 @@
+//! The whole fake internet in one call: an `alpha` mall, a `beta` mall and a gateway whose
+//! allow-list is exactly those two malls. This is what `lps-test-kit serve` runs and what
+//! end-to-end tests of other crates can start in-process.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::{Catalog, MallStyle};
+use crate::gateway::{Gateway, GatewayConfig, GatewayError, GatewayHandle};
+use crate::mall::{MallConfig, MallError, MallHandle, MallServer};
+
+/// Errors starting the stack.
+#[derive(Debug, thiserror::Error)]
+pub enum StackError {
+    /// A mall failed to start.
+    #[error(transparent)]
+    Mall(#[from] MallError),
+    /// The gateway failed to start.
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct StackConfig {
+    /// Catalog of both malls.
+    pub catalog: Arc<Catalog>,
+    /// Listen address of the alpha mall (port 0 = free port).
+    pub alpha_listen: SocketAddr,
+    /// Listen address of the beta mall (port 0 = free port).
+    pub beta_listen: SocketAddr,
+    /// Per-exit-IP search budget of both malls.
+    pub block_after: Option<u32>,
+    /// Gateway settings; its allow-list is extended with both malls.
+    pub gateway: GatewayConfig,
+}
+
+impl StackConfig {
+    /// Both malls and a gateway of `ports` ports on free loopback ports, builtin catalog,
+    /// no blocking, no proxy authentication.
+    pub fn new(ports: usize) -> StackConfig {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        StackConfig {
+            catalog: Arc::new(Catalog::builtin()),
+            alpha_listen: any,
+            beta_listen: any,
+            block_after: None,
+            gateway: GatewayConfig::new(ports),
+        }
+    }
+}
+
+/// Addresses of a running stack (the JSON line `lps-test-kit serve` prints).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackAddresses {
+    /// Base URL per mall style, e.g. `{"alpha": "http://127.0.0.1:40001", …}`.
+    pub malls: std::collections::BTreeMap<MallStyle, String>,
+    /// Gateway ports in label order.
+    pub gateway: Vec<GatewayPortAddress>,
+    /// Whether the gateway requires proxy credentials.
+    pub gateway_auth: bool,
+    /// The proxy user name, when authentication is on (the password is never printed).
+    pub gateway_user: Option<String>,
+}
+
+/// One gateway port in [`StackAddresses`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GatewayPortAddress {
+    /// Exit IP label.
+    pub label: String,
+    /// `127.0.0.1:PORT`.
+    pub addr: SocketAddr,
+    /// `http://127.0.0.1:PORT`.
+    pub proxy_url: String,
+}
+
+/// Entry point: `Stack::start(config)`.
+#[derive(Debug, Clone, Copy)]
+pub struct Stack;
+
+impl Stack {
+    /// Starts both malls, then the gateway allowing them.
+    pub async fn start(config: StackConfig) -> Result<StackHandle, StackError> {
+        let alpha = start_mall(&config, MallStyle::Alpha, config.alpha_listen).await?;
+        let beta = start_mall(&config, MallStyle::Beta, config.beta_listen).await?;
+        let gateway_config = config
+            .gateway
+            .clone()
+            .allow(alpha.addr())
+            .allow(beta.addr());
+        let gateway_user = gateway_config.username.clone();
+        let gateway = Gateway::start(gateway_config).await?;
+        Ok(StackHandle {
+            alpha,
+            beta,
+            gateway,
+            gateway_user,
+        })
+    }
+}
+
+async fn start_mall(
+    config: &StackConfig,
+    style: MallStyle,
+    listen: SocketAddr,
+) -> Result<MallHandle, MallError> {
+    let mall = MallConfig::new(style)
+        .with_catalog(Arc::clone(&config.catalog))
+        .with_listen(listen)
+        .with_block_after(config.block_after);
+    MallServer::start(mall).await
+}
+
+/// A running stack.
+#[derive(Debug)]
+pub struct StackHandle {
+    /// The alpha mall.
+    pub alpha: MallHandle,
+    /// The beta mall.
+    pub beta: MallHandle,
+    /// The gateway.
+    pub gateway: GatewayHandle,
+    gateway_user: Option<String>,
+}
+
+impl StackHandle {
+    /// The mall of a style.
+    pub fn mall(&self, style: MallStyle) -> &MallHandle {
+        match style {
+            MallStyle::Alpha => &self.alpha,
+            MallStyle::Beta => &self.beta,
+        }
+    }
+
+    /// Where everything listens.
+    pub fn addresses(&self) -> StackAddresses {
+        StackAddresses {
+            malls: MallStyle::ALL
+                .into_iter()
+                .map(|style| (style, self.mall(style).base_url()))
+                .collect(),
+            gateway: self
+                .gateway
+                .ports()
+                .into_iter()
+                .map(|p| GatewayPortAddress {
+                    proxy_url: p.proxy_url(),
+                    label: p.label,
+                    addr: p.addr,
+                })
+                .collect(),
+            gateway_auth: self.gateway_user.is_some(),
+            gateway_user: self.gateway_user.clone(),
+        }
+    }
+
+    /// Stops the gateway first (no new traffic), then both malls.
+    pub async fn shutdown(self) -> Result<(), MallError> {
+        self.gateway.shutdown().await;
+        let alpha = self.alpha.shutdown().await;
+        let beta = self.beta.shutdown().await;
+        alpha.and(beta)
+    }
+}
