@@ -24,7 +24,7 @@ use crate::{
     config::Config,
     db,
     dispatch::{self, DispatchConfig, Dispatcher, Registry},
-    grpc,
+    grpc, profiles,
     queue::{JobListener, Queue, QueueConfig},
     reaper,
 };
@@ -70,6 +70,24 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         },
     );
     let tokens = Arc::new(config.tokens.clone());
+    let profiles = profiles::load(config.profiles_dir.as_deref())?;
+    for mall in &config.malls {
+        if !profiles.iter().any(|p| p.wire.id == mall.as_str()) {
+            anyhow::bail!("invalid setting LPS_MALLS: no site profile for mall {mall:?}");
+        }
+    }
+    for profile in &profiles {
+        let enabled = config.malls.contains(&profile.mall());
+        queue
+            .upsert_mall(&profile.limits(enabled))
+            .await
+            .with_context(|| format!("registering mall {}", profile.wire.id))?;
+    }
+    info!(
+        profiles = profiles.len(),
+        enabled = ?config.malls.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "site profiles loaded"
+    );
     let mut tasks = JoinSet::new();
 
     let (wakeups, listener_task) = JobListener::spawn(&pool, loops.clone()).await?;
@@ -90,7 +108,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             node_grace: config.node_grace,
             claim_poll: config.claim_poll,
             drain_deadline: config.shutdown_timeout,
-            profiles: Vec::new(),
+            profiles: profiles.iter().map(|p| p.wire.clone()).collect(),
             limits: pb::Limits {
                 max_ip_burns_per_job: 3,
                 ip_request_budget: 3,

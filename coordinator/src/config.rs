@@ -100,6 +100,17 @@ pub struct ServeArgs {
     /// `text` or `json`.
     #[arg(long, env = "LPS_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
+    /// Directory of site-profile TOML files overriding or adding to the built-in ones.
+    #[arg(long, env = "LPS_PROFILES_DIR")]
+    pub profiles_dir: Option<std::path::PathBuf>,
+    /// Comma-separated ids of the malls searches may use (the others stay disabled).
+    #[arg(
+        long,
+        env = "LPS_MALLS",
+        value_delimiter = ',',
+        default_value = "naver,coupang"
+    )]
+    pub malls: Vec<String>,
 }
 
 /// A validated configuration.
@@ -122,6 +133,8 @@ pub struct Config {
     pub claim_poll: Duration,
     pub shutdown_timeout: Duration,
     pub json_logs: bool,
+    pub profiles_dir: Option<std::path::PathBuf>,
+    pub malls: Vec<lps_proto::model::MallId>,
 }
 
 /// A setting that is missing or out of range.
@@ -209,6 +222,16 @@ impl ServeArgs {
             "json" => true,
             _ => return Err(bad("LPS_LOG_FORMAT", "must be text or json")),
         };
+        let malls = self
+            .malls
+            .iter()
+            .map(|m| m.trim())
+            .filter(|m| !m.is_empty())
+            .map(|m| {
+                lps_proto::model::MallId::new(m)
+                    .map_err(|e| bad("LPS_MALLS", format!("{m:?}: {}", e.reason)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let coordinator_id = self.coordinator_id.unwrap_or_else(|| {
             let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "coordinator".into());
             format!("{host}-{}", std::process::id())
@@ -231,6 +254,8 @@ impl ServeArgs {
             claim_poll: self.claim_poll,
             shutdown_timeout: self.shutdown_timeout,
             json_logs,
+            profiles_dir: self.profiles_dir,
+            malls,
         })
     }
 }

@@ -10,5 +10,6 @@ pub mod control;
 pub mod db;
 pub mod dispatch;
 pub mod grpc;
+pub mod profiles;
 pub mod queue;
 pub mod reaper;

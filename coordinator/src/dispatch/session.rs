@@ -317,7 +317,9 @@ impl Session {
                 let seq = r.report_seq;
                 let ack = match JobResult::try_from(r) {
                     Ok(result) => {
-                        self.held.remove(&result.lease.job_id);
+                        if self.held.remove(&result.lease.job_id).is_some() {
+                            self.slot_freed();
+                        }
                         self.applied(
                             self.d
                                 .queue
@@ -333,7 +335,9 @@ impl Session {
                 let seq = f.report_seq;
                 let ack = match JobFailure::try_from(f) {
                     Ok(failure) => {
-                        self.held.remove(&failure.lease.job_id);
+                        if self.held.remove(&failure.lease.job_id).is_some() {
+                            self.slot_freed();
+                        }
                         let r = self
                             .d
                             .queue
@@ -383,6 +387,13 @@ impl Session {
             }
         }
         Ok(None)
+    }
+
+    /// A report ends one of the node's jobs: its slot is free again. Counting it now (the
+    /// node's own Credit follows) lets the next job go out with the ack instead of a round
+    /// trip later; `slots - held` still bounds what is assigned.
+    fn slot_freed(&mut self) {
+        self.announced_free = (self.announced_free + 1).min(self.slots);
     }
 
     /// Maps a transition's outcome to an ack; a database failure ends the stream (the node
