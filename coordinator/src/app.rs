@@ -146,9 +146,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
 
     // gRPC: services, health and reflection.
     let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_serving::<pb::node_service_server::NodeServiceServer<grpc::node::NodeApi>>()
-        .await;
+    set_health(&health, true).await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(lps_proto::FILE_DESCRIPTOR_SET)
         .build_v1()
@@ -158,10 +156,15 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         .with_context(|| format!("binding LPS_GRPC_ADDR {}", config.grpc_addr))?;
     let grpc_addr = grpc_listener.local_addr()?;
     let node_api = grpc::node::NodeApi::new(dispatcher.clone(), tokens.clone());
+    let search_api =
+        grpc::search::SearchApi::new(queue.clone(), tokens.clone()).with_shutdown(shutdown.clone());
+    let ops_api = grpc::ops::OpsApi::new(queue.clone(), tokens.clone());
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
         .add_service(health_service)
         .add_service(reflection)
+        .add_service(search_api.into_service())
+        .add_service(ops_api.into_service())
         .add_service(pb::node_service_server::NodeServiceServer::new(node_api));
     let grpc_stop = loops.clone();
     tasks.spawn(
@@ -211,6 +214,36 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     })
 }
 
+/// Flips every LPS service's gRPC health status.
+async fn set_health(health: &tonic_health::server::HealthReporter, serving: bool) {
+    use pb::{
+        node_service_server::NodeServiceServer, ops_service_server::OpsServiceServer,
+        search_service_server::SearchServiceServer,
+    };
+    use tonic::server::NamedService;
+    use tonic_health::ServingStatus::{NotServing, Serving};
+    let status = if serving { Serving } else { NotServing };
+    health.set_service_status("", status).await;
+    health
+        .set_service_status(
+            <NodeServiceServer<grpc::node::NodeApi> as NamedService>::NAME,
+            status,
+        )
+        .await;
+    health
+        .set_service_status(
+            <SearchServiceServer<grpc::search::SearchApi> as NamedService>::NAME,
+            status,
+        )
+        .await;
+    health
+        .set_service_status(
+            <OpsServiceServer<grpc::ops::OpsApi> as NamedService>::NAME,
+            status,
+        )
+        .await;
+}
+
 async fn readyz(State(pool): State<PgPool>) -> (StatusCode, &'static str) {
     match sqlx::query_scalar::<_, i32>("select 1")
         .fetch_one(&pool)
@@ -235,9 +268,7 @@ impl Running {
     /// Ordered, bounded shutdown (see the module doc).
     pub async fn shutdown(mut self) {
         let deadline = tokio::time::Instant::now() + self.timeout;
-        self.health
-            .set_not_serving::<pb::node_service_server::NodeServiceServer<grpc::node::NodeApi>>()
-            .await;
+        set_health(&self.health, false).await;
         info!("shutting down: draining nodes");
         self.shutdown.cancel();
         self.dispatcher.sessions.close();

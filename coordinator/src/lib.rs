@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod cli;
 pub mod config;
 pub mod control;
 pub mod db;
@@ -13,3 +14,4 @@ pub mod grpc;
 pub mod profiles;
 pub mod queue;
 pub mod reaper;
+pub mod search;

@@ -56,7 +56,13 @@ struct Session {
     announced_free: u32,
     draining: bool,
     out: Outbound,
+    /// What the node_session row last recorded, and when.
+    recorded_free: u32,
+    recorded_at: Instant,
 }
+
+/// How often a heartbeat refreshes the node_session row when nothing else changed.
+const NODE_ROW_REFRESH: Duration = Duration::from_secs(30);
 
 /// Runs a session whose Hello was already validated; returns when the stream is over.
 #[instrument(name = "dispatch.session", skip_all, fields(node.id = %hello.node_id, session.id = %session_id))]
@@ -92,6 +98,8 @@ pub async fn run(
         announced_free: 0,
         draining: false,
         out,
+        recorded_free: hello.slots,
+        recorded_at: Instant::now(),
     };
     let end = match s.welcome(&hello).await {
         Ok(()) => s.serve(&mut inbound, &mut commands).await,
@@ -438,16 +446,6 @@ impl Session {
         for job_id in &cancel {
             self.held.remove(job_id);
         }
-        sqlx::query!(
-            "update node_session set last_seen_at = now(), free_slots = $3
-             where node_id = $1 and session_id = $2",
-            self.node_id,
-            self.session_id,
-            i32::try_from(hb.free_slots).unwrap_or(i32::MAX)
-        )
-        .execute(self.d.pool())
-        .await
-        .map_err(|e| crate::grpc::status(e.into()))?;
         let ack = pb::HeartbeatAck {
             extended: renewed
                 .iter()
@@ -458,6 +456,24 @@ impl Session {
                 .collect(),
             cancel,
         };
+
+        // NB: liveness is the stream itself; the row is for ListNodes and the ops figures,
+        // so it is written when the free slots change or every 30 s, not on every heartbeat.
+        if hb.free_slots == self.recorded_free && self.recorded_at.elapsed() < NODE_ROW_REFRESH {
+            return self.send(Out::HeartbeatAck(ack)).await;
+        }
+        self.recorded_free = hb.free_slots;
+        self.recorded_at = Instant::now();
+        sqlx::query!(
+            "update node_session set last_seen_at = now(), free_slots = $3
+             where node_id = $1 and session_id = $2",
+            self.node_id,
+            self.session_id,
+            i32::try_from(hb.free_slots).unwrap_or(i32::MAX)
+        )
+        .execute(self.d.pool())
+        .await
+        .map_err(|e| crate::grpc::status(e.into()))?;
         self.send(Out::HeartbeatAck(ack)).await
     }
 

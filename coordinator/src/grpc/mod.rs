@@ -3,6 +3,8 @@
 //! becomes a status in exactly one place, [`status`].
 
 pub mod node;
+pub mod ops;
+pub mod search;
 
 use lps_proto::model::FieldError;
 use tonic::Status;

@@ -1,0 +1,570 @@
+//! `lpsctl`: the LPS command line for people and scripts. Talks to a coordinator's
+//! SearchService and OpsService; tables on stdout by default, JSON with `--json`; progress
+//! on stderr; a failure is one line on stderr (`lpsctl: <status code>: <message>`) and a
+//! nonzero exit status.
+//!
+//! ```text
+//! lpsctl search "제주 삼다수 2L x 12" --mall naver --wait
+//! lpsctl watch 42 ; lpsctl job 1234 ; lpsctl ops ; lpsctl nodes ; lpsctl ports
+//! lpsctl retry-dead --mall coupang ; lpsctl drain node-7
+//! ```
+#![forbid(unsafe_code)]
+#![allow(clippy::print_stdout)]
+
+use std::{path::PathBuf, process::ExitCode, time::Duration};
+
+use anyhow::{Context as _, anyhow, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use lps_coordinator::cli::{json, text};
+use lps_proto::{
+    model::timestamp_to_pb,
+    pb::{self, ops_service_client::OpsServiceClient, search_service_client::SearchServiceClient},
+};
+use tonic::{
+    Request, Status,
+    metadata::{AsciiMetadataValue, MetadataValue},
+    transport::{Certificate, Channel, ClientTlsConfig, Endpoint},
+};
+
+/// Watch streams that break (coordinator restart, network) are resumed this many times in a
+/// row before giving up.
+const WATCH_RESUMES: u32 = 5;
+
+/// The status of a 200-product × 20-mall search is larger than tonic's default 4 MiB.
+const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "lpsctl",
+    version,
+    about = "LPS command line: searches, jobs and operations"
+)]
+struct Cli {
+    /// Coordinator gRPC address.
+    #[arg(
+        long,
+        env = "LPS_ADDR",
+        default_value = "http://127.0.0.1:50051",
+        global = true
+    )]
+    addr: String,
+    /// Bearer token (a client token; an admin token for retry-dead and drain).
+    #[arg(long, env = "LPS_TOKEN", hide_env_values = true, global = true)]
+    token: Option<String>,
+    /// PEM file with the CA that signed the coordinator's certificate (https addresses).
+    #[arg(long, env = "LPS_CA_CERT", global = true)]
+    ca_cert: Option<PathBuf>,
+    /// Time limit of each call (not of waiting for a search), e.g. `30s`.
+    #[arg(long, env = "LPS_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration, global = true)]
+    timeout: Duration,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum PriorityArg {
+    Interactive,
+    Batch,
+    Backfill,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Ask for the lowest price of a product.
+    Search {
+        /// The product as a person would type it into a mall's search box.
+        name: String,
+        /// The product's code in your catalog (its stable identity).
+        #[arg(long)]
+        code: Option<String>,
+        /// A mall to search (repeatable); default: every enabled mall.
+        #[arg(long = "mall")]
+        malls: Vec<String>,
+        #[arg(long, value_enum, default_value_t = PriorityArg::Interactive)]
+        priority: PriorityArg,
+        /// Accept a stored result at most this old instead of crawling, e.g. `1h`.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        max_age: Option<Duration>,
+        /// Makes a retried submission return the first search.
+        #[arg(long)]
+        idempotency_key: Option<String>,
+        /// Wait until the search is final and print its result.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Follow a search until it is final.
+    Watch {
+        search_id: i64,
+        /// Only statuses newer than this version.
+        #[arg(long, default_value_t = 0)]
+        after_version: i64,
+    },
+    /// Show a search's current status.
+    Status { search_id: i64 },
+    /// Cancel a search's jobs (jobs shared with other searches keep running).
+    Cancel { search_id: i64 },
+    /// Show one job.
+    Job { job_id: i64 },
+    /// Show a product's price history.
+    History {
+        /// The product's name (or use --code).
+        name: Option<String>,
+        #[arg(long)]
+        code: Option<String>,
+        /// How far back, e.g. `7d`; default 30 days.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        since: Option<Duration>,
+        /// At most this many entries (1..=1000).
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+    /// The ops snapshot: queue, nodes, proxies, alerts.
+    Ops,
+    /// Connected crawler nodes.
+    Nodes,
+    /// Proxy ports and their state.
+    Ports,
+    /// Put dead jobs back in the queue (admin token).
+    RetryDead {
+        /// Only dead jobs of this mall.
+        #[arg(long)]
+        mall: Option<String>,
+        /// Only these jobs (repeatable).
+        #[arg(long = "job")]
+        jobs: Vec<i64>,
+        /// Only jobs that died within this long, e.g. `2h`.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        since: Option<Duration>,
+    },
+    /// Ask a node to drain: finish running jobs, take no new ones, leave (admin token).
+    Drain { node_id: String },
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let message = match e.downcast_ref::<Status>() {
+                Some(s) => format!("{:?}: {}", s.code(), s.message()),
+                None => format!("{e:#}"),
+            };
+            eprintln!("lpsctl: {}", message.replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Both service clients over one channel, with the token attached to every call.
+struct Client {
+    search: SearchServiceClient<Channel>,
+    ops: OpsServiceClient<Channel>,
+    token: Option<AsciiMetadataValue>,
+    timeout: Duration,
+}
+
+impl Client {
+    async fn connect(cli: &Cli) -> anyhow::Result<Self> {
+        let mut endpoint = Endpoint::from_shared(cli.addr.clone())
+            .with_context(|| format!("bad address {:?}", cli.addr))?
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true);
+        if cli.addr.starts_with("https://") {
+            let mut tls = ClientTlsConfig::new();
+            if let Some(path) = &cli.ca_cert {
+                let pem = std::fs::read(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                tls = tls.ca_certificate(Certificate::from_pem(pem));
+            }
+            endpoint = endpoint.tls_config(tls).context("TLS configuration")?;
+        }
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|e| anyhow!("cannot connect to {}: {}", cli.addr, source_chain(&e)))?;
+        let token = cli
+            .token
+            .as_deref()
+            .filter(|t| !t.is_empty())
+            .map(|t| MetadataValue::try_from(format!("Bearer {t}")))
+            .transpose()
+            .map_err(|_| anyhow!("the token has characters that cannot go in a header"))?;
+        Ok(Self {
+            search: SearchServiceClient::new(channel.clone())
+                .max_decoding_message_size(MAX_MESSAGE_BYTES),
+            ops: OpsServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES),
+            token,
+            timeout: cli.timeout,
+        })
+    }
+
+    /// A request with the token and caller label; `timeout` for unary calls.
+    fn request<T>(&self, msg: T, timeout: bool) -> Request<T> {
+        let mut req = Request::new(msg);
+        if let Some(token) = &self.token {
+            req.metadata_mut().insert("authorization", token.clone());
+        }
+        req.metadata_mut()
+            .insert("x-lps-caller", AsciiMetadataValue::from_static("lpsctl"));
+        if timeout {
+            req.set_timeout(self.timeout);
+        }
+        req
+    }
+
+    fn unary<T>(&self, msg: T) -> Request<T> {
+        self.request(msg, true)
+    }
+
+    /// Follows a search until its final status, resuming broken streams from the last
+    /// version seen. `on_status` gets every status. Returns the final status.
+    async fn follow(
+        &mut self,
+        search_id: i64,
+        after_version: i64,
+        mut on_status: impl FnMut(&pb::SearchStatus),
+    ) -> anyhow::Result<pb::SearchStatus> {
+        let mut last: Option<pb::SearchStatus> = None;
+        let mut version = after_version;
+        let mut resumes = 0;
+        loop {
+            let req = self.request(
+                pb::WatchSearchRequest {
+                    search_id,
+                    after_version: version,
+                },
+                false,
+            );
+            let broken = match self.search.watch_search(req).await {
+                Ok(stream) => {
+                    let mut stream = stream.into_inner();
+                    loop {
+                        match stream.message().await {
+                            Ok(Some(status)) => {
+                                resumes = 0;
+                                version = status.version;
+                                on_status(&status);
+                                let done = status.r#final;
+                                last = Some(status);
+                                if done {
+                                    break None;
+                                }
+                            }
+                            Ok(None) => break None,
+                            Err(e) => break Some(e),
+                        }
+                    }
+                }
+                Err(e) => Some(e),
+            };
+            match broken {
+                Some(e) if resumable(&e) && resumes < WATCH_RESUMES => {
+                    resumes += 1;
+                    eprintln!(
+                        "lpsctl: watch interrupted ({:?}: {}); resuming after version {version}",
+                        e.code(),
+                        e.message()
+                    );
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Some(e) => return Err(e.into()),
+                None => match last {
+                    Some(status) if status.r#final => return Ok(status),
+                    // The stream ended without a final status newer than `version` (the client
+                    // had seen it already): read it once.
+                    _ => {
+                        let status = self
+                            .search
+                            .get_search(self.unary(pb::GetSearchRequest { search_id }))
+                            .await?
+                            .into_inner();
+                        if status.r#final {
+                            return Ok(status);
+                        }
+                        last = Some(status);
+                    }
+                },
+            }
+        }
+    }
+}
+
+fn resumable(e: &Status) -> bool {
+    matches!(
+        e.code(),
+        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Internal
+    )
+}
+
+fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+fn ago(d: Duration) -> anyhow::Result<prost_types::Timestamp> {
+    let d = chrono::Duration::from_std(d).context("duration too long")?;
+    Ok(timestamp_to_pb(chrono::Utc::now() - d))
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let mut client = Client::connect(&cli).await?;
+    let as_json = cli.json;
+    match cli.command {
+        Command::Search {
+            name,
+            code,
+            malls,
+            priority,
+            max_age,
+            idempotency_key,
+            wait,
+        } => {
+            let req = pb::SearchRequest {
+                products: vec![pb::Product {
+                    code: code.unwrap_or_default(),
+                    name,
+                }],
+                malls,
+                priority_class: match priority {
+                    PriorityArg::Interactive => pb::PriorityClass::Interactive,
+                    PriorityArg::Batch => pb::PriorityClass::Batch,
+                    PriorityArg::Backfill => pb::PriorityClass::Backfill,
+                } as i32,
+                priority: None,
+                max_age: max_age.map(lps_proto::model::duration_to_pb),
+                idempotency_key: idempotency_key.unwrap_or_default(),
+            };
+            let accepted = client.search.search(client.unary(req)).await?.into_inner();
+            if !wait {
+                if as_json {
+                    print_json(&json::search_response(&accepted))?;
+                } else {
+                    print!("{}", text::accepted(&accepted));
+                }
+                return Ok(());
+            }
+            eprintln!(
+                "search {} {}; waiting",
+                accepted.search_id,
+                if accepted.replayed {
+                    "replayed"
+                } else {
+                    "accepted"
+                }
+            );
+            let status = client
+                .follow(accepted.search_id, 0, |s| {
+                    eprintln!("{}", text::progress(s))
+                })
+                .await?;
+            if as_json {
+                print_json(&json::search_status(&status))?;
+            } else {
+                print!("{}", text::search_status(&status));
+            }
+        }
+        Command::Watch {
+            search_id,
+            after_version,
+        } => {
+            let status = client
+                .follow(search_id, after_version, |s| {
+                    if as_json {
+                        // One compact JSON document per status (NDJSON).
+                        println!("{}", json::search_status(s));
+                    } else {
+                        eprintln!("{}", text::progress(s));
+                    }
+                })
+                .await?;
+            if !as_json {
+                print!("{}", text::search_status(&status));
+            }
+        }
+        Command::Status { search_id } => {
+            let status = client
+                .search
+                .get_search(client.unary(pb::GetSearchRequest { search_id }))
+                .await?
+                .into_inner();
+            if as_json {
+                print_json(&json::search_status(&status))?;
+            } else {
+                print!("{}", text::search_status(&status));
+            }
+        }
+        Command::Cancel { search_id } => {
+            let r = client
+                .search
+                .cancel_search(client.unary(pb::CancelSearchRequest { search_id }))
+                .await?
+                .into_inner();
+            if as_json {
+                print_json(&json::cancel(&r))?;
+            } else {
+                print!("{}", text::cancel(search_id, &r));
+            }
+        }
+        Command::Job { job_id } => {
+            let job = client
+                .search
+                .get_job(client.unary(pb::GetJobRequest { job_id }))
+                .await?
+                .into_inner();
+            if as_json {
+                print_json(&json::job(&job))?;
+            } else {
+                print!("{}", text::job(&job));
+            }
+        }
+        Command::History {
+            name,
+            code,
+            since,
+            limit,
+        } => {
+            if name.is_none() && code.is_none() {
+                bail!("name the product, or give --code");
+            }
+            let req = pb::GetPriceHistoryRequest {
+                product: Some(pb::Product {
+                    code: code.unwrap_or_default(),
+                    name: name.unwrap_or_default(),
+                }),
+                since: since.map(ago).transpose()?,
+                limit,
+            };
+            let h = client
+                .search
+                .get_price_history(client.unary(req))
+                .await?
+                .into_inner();
+            if as_json {
+                print_json(&json::price_history(&h))?;
+            } else {
+                print!("{}", text::price_history(&h));
+            }
+        }
+        Command::Ops => {
+            let s = client
+                .ops
+                .get_ops(client.unary(pb::GetOpsRequest {}))
+                .await?
+                .into_inner();
+            if as_json {
+                print_json(&json::ops(&s))?;
+            } else {
+                print!("{}", text::ops(&s));
+            }
+        }
+        Command::Nodes => {
+            let r = client
+                .ops
+                .list_nodes(client.unary(pb::ListNodesRequest {}))
+                .await?
+                .into_inner();
+            if as_json {
+                print_json(&json::nodes(&r))?;
+            } else {
+                print!("{}", text::nodes(&r));
+            }
+        }
+        Command::Ports => {
+            let r = client
+                .ops
+                .list_proxy_ports(client.unary(pb::ListProxyPortsRequest {}))
+                .await?
+                .into_inner();
+            if as_json {
+                print_json(&json::ports(&r))?;
+            } else {
+                print!("{}", text::ports(&r));
+            }
+        }
+        Command::RetryDead { mall, jobs, since } => {
+            let req = pb::RetryDeadRequest {
+                job_ids: jobs,
+                mall: mall.unwrap_or_default(),
+                since: since.map(ago).transpose()?,
+            };
+            let r = client.ops.retry_dead(client.unary(req)).await?.into_inner();
+            if as_json {
+                print_json(&serde_json::json!({ "requeued": r.requeued }))?;
+            } else {
+                println!("{} dead jobs requeued", r.requeued);
+            }
+        }
+        Command::Drain { node_id } => {
+            let r = client
+                .ops
+                .drain_node(client.unary(pb::DrainNodeRequest {
+                    node_id: node_id.clone(),
+                }))
+                .await?
+                .into_inner();
+            if as_json {
+                print_json(&serde_json::json!({ "node_id": node_id, "found": r.found }))?;
+            } else if r.found {
+                println!("node {node_id} is draining");
+            } else {
+                bail!("node {node_id} is not connected");
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "lpsctl",
+            "search",
+            "삼다수",
+            "--mall",
+            "naver",
+            "--mall",
+            "coupang",
+            "--max-age",
+            "1h",
+            "--wait",
+            "--json",
+        ])
+        .unwrap();
+        match cli.command {
+            Command::Search {
+                malls,
+                max_age,
+                wait,
+                ..
+            } => {
+                assert_eq!(malls, ["naver", "coupang"]);
+                assert_eq!(max_age, Some(Duration::from_secs(3600)));
+                assert!(wait);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(cli.json);
+    }
+}

@@ -1,0 +1,242 @@
+//! JSON for scripts: each `pb::` answer as a `serde_json::Value` with short lowercase enum
+//! names (`"done"`, `"not_found"`), RFC 3339 times, durations in seconds, and `null` for
+//! unset optional fields.
+
+use lps_proto::pb;
+use serde_json::{Value, json};
+
+use super::{disposition, error_class, job_state, outcome, seconds, timestamp};
+
+fn non_empty(s: &str) -> Value {
+    if s.is_empty() {
+        Value::Null
+    } else {
+        Value::String(s.to_owned())
+    }
+}
+
+fn product(p: Option<&pb::Product>) -> Value {
+    p.map_or(
+        Value::Null,
+        |p| json!({ "code": non_empty(&p.code), "name": p.name }),
+    )
+}
+
+/// An f32 as the f64 with the same shortest decimal form (`0.9`, not `0.8999999761581421`).
+fn score(x: f32) -> f64 {
+    x.to_string().parse().unwrap_or_else(|_| f64::from(x))
+}
+
+pub fn offer(o: &pb::Offer) -> Value {
+    json!({
+        "mall": o.mall,
+        "title": o.title,
+        "price": o.price,
+        "shipping_fee": o.shipping_fee,
+        "effective_price": o.effective_price,
+        "url": o.url,
+        "seller": o.seller,
+        "match_score": score(o.match_score),
+    })
+}
+
+pub fn search_response(r: &pb::SearchResponse) -> Value {
+    json!({
+        "search_id": r.search_id,
+        "version": r.version,
+        "replayed": r.replayed,
+        "items": r.items.iter().map(|i| json!({
+            "product_index": i.product_index,
+            "mall": i.mall,
+            "disposition": disposition(i.disposition),
+            "job_id": i.job_id,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+pub fn search_status(s: &pb::SearchStatus) -> Value {
+    json!({
+        "search_id": s.search_id,
+        "version": s.version,
+        "created_at": timestamp(s.created_at.as_ref()),
+        "final": s.r#final,
+        "cancelled": s.cancelled,
+        "products": s.products.iter().map(|p| json!({
+            "product": product(p.product.as_ref()),
+            "final": p.r#final,
+            "lowest": p.lowest.as_ref().map(offer),
+            "malls": p.malls.iter().map(|m| json!({
+                "mall": m.mall,
+                "job_id": m.job_id,
+                "disposition": disposition(m.disposition),
+                "state": job_state(m.state),
+                "outcome": non_empty(&outcome(m.outcome)),
+                "attempts": m.attempts,
+                "error_class": non_empty(&error_class(m.error_class)),
+                "error": non_empty(&m.error),
+                "offers": m.offers.iter().map(offer).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+pub fn cancel(r: &pb::CancelSearchResponse) -> Value {
+    json!({
+        "cancelled_queued": r.cancelled_queued,
+        "cancelling_running": r.cancelling_running,
+        "kept_shared": r.kept_shared,
+    })
+}
+
+pub fn job(j: &pb::Job) -> Value {
+    json!({
+        "job_id": j.job_id,
+        "product": product(j.product.as_ref()),
+        "mall": j.mall,
+        "state": job_state(j.state),
+        "priority": j.priority,
+        "attempts": j.attempts,
+        "max_attempts": j.max_attempts,
+        "reclaims": j.reclaims,
+        "lease_epoch": j.lease_epoch,
+        "node_id": non_empty(&j.node_id),
+        "created_at": timestamp(j.created_at.as_ref()),
+        "run_after": timestamp(j.run_after.as_ref()),
+        "run_started_at": timestamp(j.run_started_at.as_ref()),
+        "deadline_at": timestamp(j.deadline_at.as_ref()),
+        "finished_at": timestamp(j.finished_at.as_ref()),
+        "outcome": non_empty(&outcome(j.outcome)),
+        "offers": j.offers.iter().map(offer).collect::<Vec<_>>(),
+        "error_class": non_empty(&error_class(j.error_class)),
+        "last_error": non_empty(&j.last_error),
+        "rounds": j.rounds.iter().map(|r| json!({
+            "kind": r.kind,
+            "query": r.query,
+            "cards_seen": r.cards_seen,
+            "matches": r.matches,
+            "elapsed_secs": seconds(r.elapsed.as_ref()),
+        })).collect::<Vec<_>>(),
+        "bytes": j.bytes,
+        "cost_usd": j.cost_usd,
+    })
+}
+
+pub fn price_history(h: &pb::PriceHistory) -> Value {
+    json!({
+        "product": product(h.product.as_ref()),
+        "entries": h.entries.iter().map(|e| json!({
+            "at": timestamp(e.at.as_ref()),
+            "lowest_effective_price": e.lowest_effective_price,
+            "lowest_mall": e.lowest_mall,
+            "malls": e.malls.iter().map(|m| json!({
+                "mall": m.mall,
+                "price": m.price,
+                "shipping_fee": m.shipping_fee,
+                "effective_price": m.effective_price,
+                "url": m.url,
+                "title": m.title,
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+pub fn ops(s: &pb::OpsSnapshot) -> Value {
+    let jobs: serde_json::Map<String, Value> = s
+        .jobs
+        .iter()
+        .map(|c| (job_state(c.state), json!(c.count)))
+        .collect();
+    json!({
+        "at": timestamp(s.at.as_ref()),
+        "jobs": jobs,
+        "oldest_queued_age_secs": seconds(s.oldest_queued_age.as_ref()),
+        "dead_last_hour": s.dead_last_hour,
+        "stuck_running": s.stuck_running,
+        "deadline_kills_last_hour": s.deadline_kills_last_hour,
+        "cost_usd_last_hour": s.cost_usd_last_hour,
+        "blocks_last_hour": s.blocks_last_hour,
+        "proxy_ports_total": s.proxy_ports_total,
+        "proxy_ports_available": s.proxy_ports_available,
+        "proxy_ports_available_pct": s.proxy_ports_available_pct,
+        "block_ended_sessions_6h": s.block_ended_sessions_6h,
+        "nodes_connected": s.nodes_connected,
+        "free_slots": s.free_slots,
+        "malls": s.malls.iter().map(|m| json!({
+            "mall": m.mall,
+            "queued": m.queued,
+            "running": m.running,
+            "max_running": m.max_running,
+            "min_start_gap_secs": seconds(m.min_start_gap.as_ref()),
+            "blocks_last_hour": m.blocks_last_hour,
+            "ports_cooling": m.ports_cooling,
+        })).collect::<Vec<_>>(),
+        "alerts": s.alerts.iter().map(|a| json!({
+            "rule": a.rule,
+            "firing": a.firing,
+            "value": a.value,
+            "threshold": a.threshold,
+            "since": timestamp(a.since.as_ref()),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+pub fn nodes(r: &pb::ListNodesResponse) -> Value {
+    Value::Array(
+        r.nodes
+            .iter()
+            .map(|n| {
+                json!({
+                    "node_id": n.node_id,
+                    "session_id": n.session_id,
+                    "version": n.version,
+                    "slots": n.slots,
+                    "free_slots": n.free_slots,
+                    "running_jobs": n.running_jobs,
+                    "malls": n.malls,
+                    "connected_at": timestamp(n.connected_at.as_ref()),
+                    "last_seen_at": timestamp(n.last_seen_at.as_ref()),
+                    "draining": n.draining,
+                    "coordinator": n.coordinator,
+                })
+            })
+            .collect(),
+    )
+}
+
+pub fn ports(r: &pb::ListProxyPortsResponse) -> Value {
+    Value::Array(
+        r.ports
+            .iter()
+            .map(|p| {
+                json!({
+                    "host": p.host,
+                    "port": p.port,
+                    "state": p.state,
+                    "holder_node": non_empty(&p.holder_node),
+                    "leased_until": timestamp(p.leased_until.as_ref()),
+                    "rest_until": timestamp(p.rest_until.as_ref()),
+                    "cooldown_until": timestamp(p.cooldown_until.as_ref()),
+                    "cooling_malls": p.cooling_malls,
+                    "last_used_at": timestamp(p.last_used_at.as_ref()),
+                    "use_count": p.use_count,
+                    "burn_count": p.burn_count,
+                    "last_reason": non_empty(&p.last_reason),
+                })
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scores_keep_their_short_form() {
+        assert_eq!(score(0.9), 0.9);
+        assert_eq!(score(1.0), 1.0);
+        let v = search_status(&pb::SearchStatus::default());
+        assert_eq!(v["final"], false);
+        assert!(v["products"].as_array().unwrap().is_empty());
+    }
+}

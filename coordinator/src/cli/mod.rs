@@ -1,0 +1,98 @@
+//! What `lpsctl` prints: plain-text tables for people ([`text`]) and JSON for scripts
+//! ([`json`]), both built from the `pb::` answers of the coordinator. Pure functions that
+//! return strings; the binary does the printing and the calls.
+//!
+//! Everything a mall wrote (titles, sellers, URLs) is untrusted: the text renderer replaces
+//! control characters, so a crafted title cannot send escape sequences to a terminal.
+
+pub mod json;
+pub mod table;
+pub mod text;
+
+use lps_proto::pb;
+
+/// A protobuf enum value as a short lowercase name: `JOB_STATE_NOT_FOUND` → `not_found`.
+/// Unknown values read `unknown(<n>)`; the unspecified value reads as the empty string.
+fn enum_name(name: Option<&str>, prefix: &str, value: i32) -> String {
+    match name {
+        Some(n) if n.ends_with("_UNSPECIFIED") => String::new(),
+        Some(n) => n.strip_prefix(prefix).unwrap_or(n).to_ascii_lowercase(),
+        None => format!("unknown({value})"),
+    }
+}
+
+pub fn job_state(v: i32) -> String {
+    enum_name(
+        pb::JobState::try_from(v).ok().map(|e| e.as_str_name()),
+        "JOB_STATE_",
+        v,
+    )
+}
+
+pub fn outcome(v: i32) -> String {
+    enum_name(
+        pb::Outcome::try_from(v).ok().map(|e| e.as_str_name()),
+        "OUTCOME_",
+        v,
+    )
+}
+
+pub fn error_class(v: i32) -> String {
+    enum_name(
+        pb::ErrorClass::try_from(v).ok().map(|e| e.as_str_name()),
+        "ERROR_CLASS_",
+        v,
+    )
+}
+
+pub fn disposition(v: i32) -> String {
+    enum_name(
+        pb::Disposition::try_from(v).ok().map(|e| e.as_str_name()),
+        "DISPOSITION_",
+        v,
+    )
+}
+
+/// A protobuf timestamp as RFC 3339 UTC with seconds (`2026-05-01T10:00:00Z`).
+pub fn timestamp(t: Option<&prost_types::Timestamp>) -> Option<String> {
+    let t = t?;
+    let nanos = u32::try_from(t.nanos).unwrap_or(0);
+    chrono::DateTime::from_timestamp(t.seconds, nanos)
+        .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+}
+
+/// A protobuf duration in seconds.
+pub fn seconds(d: Option<&prost_types::Duration>) -> f64 {
+    d.map_or(0.0, |d| d.seconds as f64 + f64::from(d.nanos) / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enum_names_are_short() {
+        assert_eq!(job_state(pb::JobState::Queued as i32), "queued");
+        assert_eq!(outcome(pb::Outcome::NotFound as i32), "not_found");
+        assert_eq!(
+            error_class(pb::ErrorClass::PageBlocked as i32),
+            "page_blocked"
+        );
+        assert_eq!(
+            disposition(pb::Disposition::CachedNotFound as i32),
+            "cached_not_found"
+        );
+        assert_eq!(outcome(0), "");
+        assert_eq!(job_state(99), "unknown(99)");
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        let t = prost_types::Timestamp {
+            seconds: 1_777_629_600,
+            nanos: 5,
+        };
+        assert_eq!(timestamp(Some(&t)).unwrap(), "2026-05-01T10:00:00Z");
+        assert_eq!(timestamp(None), None);
+    }
+}

@@ -1,0 +1,502 @@
+//! Plain-text output for people: tables and `key: value` blocks.
+
+use std::fmt::Write as _;
+
+use lps_proto::pb;
+
+use super::{
+    disposition, error_class, job_state, outcome, seconds,
+    table::{Table, clean, money, truncate},
+    timestamp,
+};
+
+const TITLE_COLUMNS: usize = 40;
+const LINK_COLUMNS: usize = 60;
+
+fn or_dash(s: Option<String>) -> String {
+    s.filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "-".to_owned())
+}
+
+fn product_label(p: Option<&pb::Product>) -> String {
+    match p {
+        Some(p) if !p.code.is_empty() => format!("{} [{}]", p.name, p.code),
+        Some(p) => p.name.clone(),
+        None => "?".to_owned(),
+    }
+}
+
+/// What Search answered, per item.
+pub fn accepted(r: &pb::SearchResponse) -> String {
+    let mut out = format!(
+        "search {} {} (version {})\n",
+        r.search_id,
+        if r.replayed { "replayed" } else { "accepted" },
+        r.version
+    );
+    let mut t = Table::new(&["PRODUCT#", "MALL", "DISPOSITION", "JOB"]);
+    for i in &r.items {
+        t.row(vec![
+            i.product_index.to_string(),
+            i.mall.clone(),
+            disposition(i.disposition),
+            i.job_id.to_string(),
+        ]);
+    }
+    out.push_str(&t.render());
+    out
+}
+
+/// One line about where a search stands (for progress on stderr).
+pub fn progress(s: &pb::SearchStatus) -> String {
+    let mut counts = [0usize; 5];
+    let mut total = 0;
+    for m in s.products.iter().flat_map(|p| &p.malls) {
+        total += 1;
+        if let Ok(state) = pb::JobState::try_from(m.state) {
+            let i = match state {
+                pb::JobState::Queued => 0,
+                pb::JobState::Running => 1,
+                pb::JobState::Done => 2,
+                pb::JobState::Dead => 3,
+                pb::JobState::Cancelled => 4,
+                pb::JobState::Unspecified => continue,
+            };
+            counts[i] += 1;
+        }
+    }
+    let finished = counts[2] + counts[3] + counts[4];
+    let mut line = format!(
+        "search {} v{}: {finished}/{total} finished (queued {}, running {}, done {}, dead {}, cancelled {})",
+        s.search_id, s.version, counts[0], counts[1], counts[2], counts[3], counts[4]
+    );
+    if s.cancelled {
+        line.push_str(", search cancelled");
+    }
+    if s.r#final {
+        line.push_str(", final");
+    }
+    line
+}
+
+fn mall_state(m: &pb::MallStatus) -> String {
+    let state = job_state(m.state);
+    match pb::JobState::try_from(m.state) {
+        Ok(pb::JobState::Done) => format!("{state}/{}", outcome(m.outcome)),
+        Ok(pb::JobState::Dead) => format!("{state}/{}", error_class(m.error_class)),
+        Ok(pb::JobState::Queued) if m.attempts > 0 => {
+            format!("{state} (retry {})", m.attempts)
+        }
+        _ => state,
+    }
+}
+
+fn lowest_line(lowest: Option<&pb::Offer>) -> String {
+    match lowest {
+        Some(o) => format!(
+            "lowest: {} ({} + {} shipping) at {}: {} {}",
+            money(o.effective_price),
+            money(o.price),
+            money(o.shipping_fee),
+            o.mall,
+            clean(&truncate(&o.title, TITLE_COLUMNS * 2)),
+            clean(&o.url),
+        ),
+        None => "lowest: no offer found".to_owned(),
+    }
+}
+
+/// A search's status: per product a table of its malls (the cheapest offer of each) and a
+/// line with the product's lowest; the last line is the last product's lowest.
+pub fn search_status(s: &pb::SearchStatus) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "search {} (version {}{}{})",
+        s.search_id,
+        s.version,
+        if s.r#final { ", final" } else { "" },
+        if s.cancelled { ", cancelled" } else { "" }
+    );
+    for p in &s.products {
+        let _ = writeln!(
+            out,
+            "\nproduct: {}",
+            clean(&product_label(p.product.as_ref()))
+        );
+        let mut t = Table::new(&[
+            "MALL",
+            "STATE",
+            "TITLE",
+            "PRICE",
+            "SHIPPING",
+            "EFFECTIVE",
+            "LINK",
+        ]);
+        for m in &p.malls {
+            let best = m.offers.first();
+            let title = match (best, pb::JobState::try_from(m.state)) {
+                (Some(o), _) => truncate(&o.title, TITLE_COLUMNS),
+                (None, Ok(pb::JobState::Dead)) => truncate(&m.error, TITLE_COLUMNS),
+                (None, _) => "-".to_owned(),
+            };
+            t.row(vec![
+                m.mall.clone(),
+                mall_state(m),
+                title,
+                or_dash(best.map(|o| money(o.price))),
+                or_dash(best.map(|o| money(o.shipping_fee))),
+                or_dash(best.map(|o| money(o.effective_price))),
+                or_dash(best.map(|o| truncate(&o.url, LINK_COLUMNS))),
+            ]);
+        }
+        out.push_str(&t.render());
+        out.push_str(&lowest_line(p.lowest.as_ref()));
+        out.push('\n');
+    }
+    out
+}
+
+pub fn cancel(search_id: i64, r: &pb::CancelSearchResponse) -> String {
+    format!(
+        "search {search_id}: {} queued jobs cancelled, {} running jobs told to stop, {} kept for other searches\n",
+        r.cancelled_queued, r.cancelling_running, r.kept_shared
+    )
+}
+
+fn offers_table(offers: &[pb::Offer]) -> String {
+    let mut t = Table::new(&[
+        "TITLE",
+        "PRICE",
+        "SHIPPING",
+        "EFFECTIVE",
+        "SELLER",
+        "SCORE",
+        "LINK",
+    ]);
+    for o in offers {
+        t.row(vec![
+            truncate(&o.title, TITLE_COLUMNS),
+            money(o.price),
+            money(o.shipping_fee),
+            money(o.effective_price),
+            truncate(&o.seller, 20),
+            format!("{:.2}", o.match_score),
+            truncate(&o.url, LINK_COLUMNS),
+        ]);
+    }
+    t.render()
+}
+
+/// One job as `key: value` lines, then its offers and query rounds.
+pub fn job(j: &pb::Job) -> String {
+    let mut out = String::new();
+    let mut kv = |k: &str, v: String| {
+        let _ = writeln!(out, "{k:<15} {}", clean(&v));
+    };
+    kv("job:", j.job_id.to_string());
+    kv("product:", product_label(j.product.as_ref()));
+    kv("mall:", j.mall.clone());
+    let mut state = job_state(j.state);
+    if j.outcome != 0 {
+        state = format!("{state}/{}", outcome(j.outcome));
+    }
+    kv("state:", state);
+    kv("priority:", j.priority.to_string());
+    kv(
+        "attempts:",
+        format!(
+            "{}/{} (reclaims {}, lease epoch {})",
+            j.attempts, j.max_attempts, j.reclaims, j.lease_epoch
+        ),
+    );
+    kv("node:", or_dash(Some(j.node_id.clone())));
+    kv("created:", or_dash(timestamp(j.created_at.as_ref())));
+    kv("run after:", or_dash(timestamp(j.run_after.as_ref())));
+    kv("started:", or_dash(timestamp(j.run_started_at.as_ref())));
+    kv("deadline:", or_dash(timestamp(j.deadline_at.as_ref())));
+    kv("finished:", or_dash(timestamp(j.finished_at.as_ref())));
+    if j.error_class != 0 || !j.last_error.is_empty() {
+        kv(
+            "error:",
+            format!("{}: {}", error_class(j.error_class), j.last_error),
+        );
+    }
+    kv(
+        "cost:",
+        format!(
+            "{} bytes, {:.4} USD",
+            money(i64::try_from(j.bytes).unwrap_or(i64::MAX)),
+            j.cost_usd
+        ),
+    );
+    if !j.offers.is_empty() {
+        out.push_str("\noffers:\n");
+        out.push_str(&offers_table(&j.offers));
+    }
+    if !j.rounds.is_empty() {
+        out.push_str("\nrounds:\n");
+        let mut t = Table::new(&["KIND", "QUERY", "CARDS", "MATCHES", "ELAPSED"]);
+        for r in &j.rounds {
+            t.row(vec![
+                r.kind.clone(),
+                truncate(&r.query, TITLE_COLUMNS),
+                r.cards_seen.to_string(),
+                r.matches.to_string(),
+                format!("{:.1}s", seconds(r.elapsed.as_ref())),
+            ]);
+        }
+        out.push_str(&t.render());
+    }
+    out
+}
+
+pub fn price_history(h: &pb::PriceHistory) -> String {
+    let mut out = format!(
+        "price history of {}\n",
+        clean(&product_label(h.product.as_ref()))
+    );
+    let mut t = Table::new(&["AT", "LOWEST", "MALL", "MALLS"]);
+    for e in &h.entries {
+        let malls: Vec<String> = e
+            .malls
+            .iter()
+            .map(|m| format!("{} {}", m.mall, money(m.effective_price)))
+            .collect();
+        t.row(vec![
+            or_dash(timestamp(e.at.as_ref())),
+            money(e.lowest_effective_price),
+            e.lowest_mall.clone(),
+            malls.join(", "),
+        ]);
+    }
+    if t.is_empty() {
+        out.push_str("no entries\n");
+    } else {
+        out.push_str(&t.render());
+    }
+    out
+}
+
+/// The ops snapshot: the figures, then one row per mall, then the alerts.
+pub fn ops(s: &pb::OpsSnapshot) -> String {
+    let mut out = String::new();
+    let jobs: Vec<String> = s
+        .jobs
+        .iter()
+        .map(|c| format!("{} {}", job_state(c.state), c.count))
+        .collect();
+    let mut kv = |k: &str, v: String| {
+        let _ = writeln!(out, "{k:<28} {v}");
+    };
+    kv("at:", or_dash(timestamp(s.at.as_ref())));
+    kv("jobs:", jobs.join(", "));
+    kv(
+        "oldest queued:",
+        format!("{:.0}s", seconds(s.oldest_queued_age.as_ref())),
+    );
+    kv("dead in 1h:", s.dead_last_hour.to_string());
+    kv("stuck running:", s.stuck_running.to_string());
+    kv(
+        "deadline kills in 1h:",
+        s.deadline_kills_last_hour.to_string(),
+    );
+    kv("cost in 1h:", format!("{:.4} USD", s.cost_usd_last_hour));
+    kv("blocks in 1h:", s.blocks_last_hour.to_string());
+    kv(
+        "proxy ports available:",
+        format!(
+            "{}/{} ({:.0}%)",
+            s.proxy_ports_available, s.proxy_ports_total, s.proxy_ports_available_pct
+        ),
+    );
+    kv(
+        "block-ended sessions in 6h:",
+        s.block_ended_sessions_6h.to_string(),
+    );
+    kv(
+        "nodes connected:",
+        format!("{} ({} free slots)", s.nodes_connected, s.free_slots),
+    );
+    if !s.malls.is_empty() {
+        out.push('\n');
+        let mut t = Table::new(&[
+            "MALL",
+            "QUEUED",
+            "RUNNING",
+            "CAP",
+            "GAP",
+            "BLOCKS/1H",
+            "COOLING",
+        ]);
+        for m in &s.malls {
+            t.row(vec![
+                m.mall.clone(),
+                m.queued.to_string(),
+                m.running.to_string(),
+                if m.max_running == 0 {
+                    "-".to_owned()
+                } else {
+                    m.max_running.to_string()
+                },
+                format!("{:.1}s", seconds(m.min_start_gap.as_ref())),
+                m.blocks_last_hour.to_string(),
+                m.ports_cooling.to_string(),
+            ]);
+        }
+        out.push_str(&t.render());
+    }
+    if !s.alerts.is_empty() {
+        out.push('\n');
+        let mut t = Table::new(&["ALERT", "STATE", "VALUE", "THRESHOLD", "SINCE"]);
+        for a in &s.alerts {
+            t.row(vec![
+                a.rule.clone(),
+                if a.firing { "FIRING" } else { "ok" }.to_owned(),
+                format!("{:.2}", a.value),
+                format!("{:.2}", a.threshold),
+                or_dash(timestamp(a.since.as_ref())),
+            ]);
+        }
+        out.push_str(&t.render());
+    }
+    out
+}
+
+pub fn nodes(r: &pb::ListNodesResponse) -> String {
+    let mut t = Table::new(&[
+        "NODE",
+        "VERSION",
+        "SLOTS",
+        "FREE",
+        "RUNNING",
+        "MALLS",
+        "DRAINING",
+        "COORDINATOR",
+        "LAST SEEN",
+    ]);
+    for n in &r.nodes {
+        t.row(vec![
+            n.node_id.clone(),
+            or_dash(Some(n.version.clone())),
+            n.slots.to_string(),
+            n.free_slots.to_string(),
+            n.running_jobs.len().to_string(),
+            if n.malls.is_empty() {
+                "*".to_owned()
+            } else {
+                n.malls.join(",")
+            },
+            if n.draining { "yes" } else { "no" }.to_owned(),
+            n.coordinator.clone(),
+            or_dash(timestamp(n.last_seen_at.as_ref())),
+        ]);
+    }
+    if t.is_empty() {
+        "no nodes connected\n".to_owned()
+    } else {
+        t.render()
+    }
+}
+
+pub fn ports(r: &pb::ListProxyPortsResponse) -> String {
+    let mut t = Table::new(&[
+        "PORT",
+        "STATE",
+        "HOLDER",
+        "UNTIL",
+        "COOLING MALLS",
+        "USES",
+        "BURNS",
+        "LAST REASON",
+    ]);
+    for p in &r.ports {
+        let until = match p.state.as_str() {
+            "leased" => timestamp(p.leased_until.as_ref()),
+            "cooling" => timestamp(p.cooldown_until.as_ref()),
+            "resting" => timestamp(p.rest_until.as_ref()),
+            _ => None,
+        };
+        t.row(vec![
+            format!("{}:{}", p.host, p.port),
+            p.state.clone(),
+            or_dash(Some(p.holder_node.clone())),
+            or_dash(until),
+            or_dash(Some(p.cooling_malls.join(","))),
+            p.use_count.to_string(),
+            p.burn_count.to_string(),
+            or_dash(Some(p.last_reason.clone())),
+        ]);
+    }
+    if t.is_empty() {
+        "no proxy ports\n".to_owned()
+    } else {
+        t.render()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offer(mall: &str, price: i64, shipping: i64) -> pb::Offer {
+        pb::Offer {
+            mall: mall.into(),
+            title: "제주 삼다수 2L x 12".into(),
+            price,
+            shipping_fee: shipping,
+            effective_price: price + shipping,
+            url: "http://127.0.0.1/p/1".into(),
+            seller: "s".into(),
+            match_score: 0.9,
+        }
+    }
+
+    #[test]
+    fn status_table_ends_with_the_lowest() {
+        let s = pb::SearchStatus {
+            search_id: 7,
+            version: 42,
+            r#final: true,
+            products: vec![pb::ProductStatus {
+                product: Some(pb::Product {
+                    code: String::new(),
+                    name: "제주 삼다수 2L x 12".into(),
+                }),
+                malls: vec![
+                    pb::MallStatus {
+                        mall: "alpha".into(),
+                        state: pb::JobState::Done as i32,
+                        outcome: pb::Outcome::Found as i32,
+                        offers: vec![offer("alpha", 12_000, 3_000)],
+                        ..Default::default()
+                    },
+                    pb::MallStatus {
+                        mall: "beta".into(),
+                        state: pb::JobState::Dead as i32,
+                        error_class: pb::ErrorClass::Blocked as i32,
+                        error: "blocked twice".into(),
+                        attempts: 3,
+                        ..Default::default()
+                    },
+                ],
+                lowest: Some(offer("alpha", 12_000, 3_000)),
+                r#final: true,
+            }],
+            ..Default::default()
+        };
+        let out = search_status(&s);
+        assert!(out.contains("done/found"), "{out}");
+        assert!(out.contains("dead/blocked"), "{out}");
+        assert!(out.contains("15,000"), "{out}");
+        assert_eq!(
+            out.lines().last().unwrap(),
+            "lowest: 15,000 (12,000 + 3,000 shipping) at alpha: 제주 삼다수 2L x 12 http://127.0.0.1/p/1"
+        );
+        assert!(
+            progress(&s).ends_with(
+                "2/2 finished (queued 0, running 0, done 1, dead 1, cancelled 0), final"
+            )
+        );
+    }
+}

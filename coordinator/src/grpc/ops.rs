@@ -1,0 +1,230 @@
+//! OpsService adapter: the ops snapshot, nodes and proxy ports for client (or admin)
+//! tokens; RetryDead and DrainNode for admin tokens only (PERMISSION_DENIED for a client
+//! token). Figures come from [`Searches`]; the drain message from [`control`].
+
+use std::{sync::Arc, time::Duration};
+
+use lps_proto::{
+    model::{FieldError, JobState, MallId, duration_to_pb, timestamp_from_pb, timestamp_to_pb},
+    pb::{self, ops_service_server::OpsServiceServer},
+};
+use tonic::{Request, Response, Status};
+use tracing::info;
+
+use super::{invalid, status};
+use crate::{
+    auth::{Role, Tokens},
+    control,
+    queue::Queue,
+    search::{NodeInfo, OpsSnapshot, ProxyPortInfo, RetryDeadFilter, Searches},
+};
+
+/// The OpsService implementation.
+#[derive(Debug, Clone)]
+pub struct OpsApi {
+    searches: Searches,
+    tokens: Arc<Tokens>,
+}
+
+impl OpsApi {
+    pub fn new(queue: Queue, tokens: Arc<Tokens>) -> Self {
+        Self {
+            searches: Searches::new(queue),
+            tokens,
+        }
+    }
+
+    pub fn into_service(self) -> OpsServiceServer<Self> {
+        OpsServiceServer::new(self)
+    }
+}
+
+#[tonic::async_trait]
+impl pb::ops_service_server::OpsService for OpsApi {
+    async fn get_ops(
+        &self,
+        request: Request<pb::GetOpsRequest>,
+    ) -> Result<Response<pb::OpsSnapshot>, Status> {
+        self.tokens.check(request.metadata(), Role::Client)?;
+        let snapshot = self.searches.ops().await.map_err(status)?;
+        Ok(Response::new(ops_to_pb(&snapshot)))
+    }
+
+    async fn list_nodes(
+        &self,
+        request: Request<pb::ListNodesRequest>,
+    ) -> Result<Response<pb::ListNodesResponse>, Status> {
+        self.tokens.check(request.metadata(), Role::Client)?;
+        let nodes = self.searches.nodes().await.map_err(status)?;
+        Ok(Response::new(pb::ListNodesResponse {
+            nodes: nodes.iter().map(node_to_pb).collect(),
+        }))
+    }
+
+    async fn list_proxy_ports(
+        &self,
+        request: Request<pb::ListProxyPortsRequest>,
+    ) -> Result<Response<pb::ListProxyPortsResponse>, Status> {
+        self.tokens.check(request.metadata(), Role::Client)?;
+        let ports = self.searches.proxy_ports().await.map_err(status)?;
+        Ok(Response::new(pb::ListProxyPortsResponse {
+            ports: ports.iter().map(port_to_pb).collect(),
+        }))
+    }
+
+    async fn retry_dead(
+        &self,
+        request: Request<pb::RetryDeadRequest>,
+    ) -> Result<Response<pb::RetryDeadResponse>, Status> {
+        self.tokens.check(request.metadata(), Role::Admin)?;
+        let req = request.into_inner();
+        let filter = RetryDeadFilter {
+            job_ids: req.job_ids,
+            mall: match req.mall.trim() {
+                "" => None,
+                m => Some(MallId::new(m).map_err(invalid)?),
+            },
+            since: req
+                .since
+                .map(|t| timestamp_from_pb("since", t))
+                .transpose()
+                .map_err(invalid)?,
+        };
+        let requeued = self.searches.retry_dead(&filter).await.map_err(status)?;
+        info!(
+            requeued = requeued.len(),
+            mall = filter.mall.as_ref().map_or("", MallId::as_str),
+            "dead jobs requeued"
+        );
+        Ok(Response::new(pb::RetryDeadResponse {
+            requeued: u32::try_from(requeued.len()).unwrap_or(u32::MAX),
+        }))
+    }
+
+    async fn drain_node(
+        &self,
+        request: Request<pb::DrainNodeRequest>,
+    ) -> Result<Response<pb::DrainNodeResponse>, Status> {
+        self.tokens.check(request.metadata(), Role::Admin)?;
+        let node_id = request.into_inner().node_id;
+        check_node_id(&node_id).map_err(invalid)?;
+        let found = control::request_drain(self.searches.queue().pool(), &node_id)
+            .await
+            .map_err(status)?;
+        info!(node.id = %node_id, found, "drain requested");
+        Ok(Response::new(pb::DrainNodeResponse { found }))
+    }
+}
+
+/// The same rule as `Hello.node_id`: 1..=128 of `[A-Za-z0-9._-]`.
+fn check_node_id(id: &str) -> Result<(), FieldError> {
+    if id.is_empty() || id.len() > 128 {
+        return Err(FieldError::new("node_id", "must be 1..=128 characters"));
+    }
+    if !id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
+        return Err(FieldError::new(
+            "node_id",
+            "only letters, digits, '.', '_' and '-' are allowed",
+        ));
+    }
+    Ok(())
+}
+
+/// The ops snapshot on the wire. `alerts` is left empty: alert state is owned elsewhere.
+pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
+    let q = &s.queue;
+    let f = &s.fleet;
+    let count = |state: JobState, count: i64| pb::StateCount {
+        state: pb::JobState::from(state) as i32,
+        count,
+    };
+    let malls = q
+        .malls
+        .iter()
+        .map(|m| {
+            let fleet = f.malls.iter().find(|fm| fm.mall == m.mall);
+            pb::MallOps {
+                mall: m.mall.clone(),
+                queued: m.queued,
+                running: m.running,
+                max_running: m.max_running.unwrap_or(0),
+                min_start_gap: Some(duration_to_pb(m.min_start_gap)),
+                blocks_last_hour: fleet.map_or(0, |fm| fm.blocks_last_hour),
+                ports_cooling: fleet.map_or(0, |fm| fm.ports_cooling),
+            }
+        })
+        .collect();
+    pb::OpsSnapshot {
+        at: Some(timestamp_to_pb(s.at)),
+        jobs: vec![
+            count(JobState::Queued, q.queued),
+            count(JobState::Running, q.running),
+            count(JobState::Done, q.done),
+            count(JobState::Dead, q.dead),
+            count(JobState::Cancelled, q.cancelled),
+        ],
+        oldest_queued_age: Some(duration_to_pb(q.oldest_queued.unwrap_or(Duration::ZERO))),
+        dead_last_hour: q.dead_last_hour,
+        stuck_running: q.stuck_running,
+        deadline_kills_last_hour: q.deadline_kills_last_hour,
+        cost_usd_last_hour: q.cost_usd_last_hour,
+        blocks_last_hour: f.blocks_last_hour,
+        proxy_ports_total: f.ports_total,
+        proxy_ports_available: f.ports_available,
+        proxy_ports_available_pct: f.ports_available_pct(),
+        block_ended_sessions_6h: f.block_ended_sessions_6h,
+        nodes_connected: f.nodes_connected,
+        free_slots: f.free_slots,
+        malls,
+        alerts: Vec::new(),
+    }
+}
+
+fn node_to_pb(n: &NodeInfo) -> pb::NodeInfo {
+    pb::NodeInfo {
+        node_id: n.node_id.clone(),
+        session_id: n.session_id.to_string(),
+        version: n.version.clone(),
+        slots: n.slots,
+        free_slots: n.free_slots,
+        running_jobs: n.running_jobs.clone(),
+        malls: n.malls.clone(),
+        connected_at: Some(timestamp_to_pb(n.connected_at)),
+        last_seen_at: Some(timestamp_to_pb(n.last_seen_at)),
+        draining: n.draining,
+        coordinator: n.coordinator_id.clone(),
+    }
+}
+
+fn port_to_pb(p: &ProxyPortInfo) -> pb::ProxyPortInfo {
+    pb::ProxyPortInfo {
+        host: p.host.clone(),
+        port: u32::from(p.port),
+        state: p.state.as_str().to_owned(),
+        holder_node: p.holder_node.clone().unwrap_or_default(),
+        leased_until: p.leased_until.map(timestamp_to_pb),
+        rest_until: p.rest_until.map(timestamp_to_pb),
+        cooldown_until: p.cooldown_until.map(timestamp_to_pb),
+        cooling_malls: p.cooling_malls.clone(),
+        last_used_at: p.last_used_at.map(timestamp_to_pb),
+        use_count: p.use_count,
+        burn_count: p.burn_count,
+        last_reason: p.last_reason.clone().unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_ids_are_checked() {
+        assert!(check_node_id("node-1.a_b").is_ok());
+        assert_eq!(check_node_id("").unwrap_err().field, "node_id");
+        assert_eq!(check_node_id("a b").unwrap_err().field, "node_id");
+        assert!(check_node_id(&"n".repeat(129)).is_err());
+    }
+}

@@ -1,0 +1,521 @@
+//! SearchService adapter: checks the client token, validates with `lps_proto::model`,
+//! calls [`Queue::enqueue`] and [`Searches`], and translates the answers to `pb::`.
+//!
+//! WatchSearch is a task per call that polls the search's version (one cheap indexed query
+//! every `watch_poll`, default 200 ms) and reads the full status only when it moved. It
+//! ends after the final status, when the client goes away (the response stream is dropped),
+//! or on shutdown (with UNAVAILABLE: the client resumes with `after_version`).
+
+use std::{sync::Arc, time::Duration};
+
+use lps_proto::{
+    model::{FieldError, ProductSpec, SearchRequest, timestamp_from_pb, timestamp_to_pb},
+    pb::{self, search_service_server::SearchServiceServer},
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status, metadata::MetadataMap};
+use tracing::{Instrument as _, info, info_span, warn};
+
+use super::{invalid, status};
+use crate::{
+    auth::{Role, Tokens},
+    queue::{Disposition, EnqueueContext, Queue},
+    search::{self, JobInfo, MallStatus, PriceHistoryEntry, ProductStatus, SearchStatus, Searches},
+};
+
+/// Metadata a caller may set to name itself in the search record (not a secret; at most
+/// 64 printable ASCII characters are kept). Without it the peer's IP address is recorded.
+pub const CALLER_HEADER: &str = "x-lps-caller";
+
+/// How often a watcher looks for a new version by default.
+pub const DEFAULT_WATCH_POLL: Duration = Duration::from_millis(200);
+
+/// Consecutive failed version polls (transient database errors) a watcher rides out before
+/// it ends the stream with UNAVAILABLE.
+const WATCH_MAX_POLL_FAILURES: u32 = 25;
+
+/// The SearchService implementation.
+#[derive(Debug, Clone)]
+pub struct SearchApi {
+    queue: Queue,
+    searches: Searches,
+    tokens: Arc<Tokens>,
+    watch_poll: Duration,
+    shutdown: CancellationToken,
+}
+
+impl SearchApi {
+    pub fn new(queue: Queue, tokens: Arc<Tokens>) -> Self {
+        Self {
+            searches: Searches::new(queue.clone()),
+            queue,
+            tokens,
+            watch_poll: DEFAULT_WATCH_POLL,
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// How often watchers poll for a new version.
+    #[must_use]
+    pub fn with_watch_poll(mut self, poll: Duration) -> Self {
+        self.watch_poll = poll.max(Duration::from_millis(10));
+        self
+    }
+
+    /// Open WatchSearch streams end (UNAVAILABLE) when `shutdown` is cancelled, so a
+    /// graceful server shutdown does not wait for searches to finish.
+    #[must_use]
+    pub fn with_shutdown(mut self, shutdown: CancellationToken) -> Self {
+        self.shutdown = shutdown;
+        self
+    }
+
+    pub fn into_service(self) -> SearchServiceServer<Self> {
+        SearchServiceServer::new(self)
+    }
+}
+
+#[tonic::async_trait]
+impl pb::search_service_server::SearchService for SearchApi {
+    async fn search(
+        &self,
+        request: Request<pb::SearchRequest>,
+    ) -> Result<Response<pb::SearchResponse>, Status> {
+        self.tokens.check(request.metadata(), Role::Client)?;
+        let ctx = enqueue_context(&request);
+        let req = SearchRequest::try_from(request.into_inner()).map_err(invalid)?;
+        let span = info_span!(
+            "grpc.search",
+            products = req.products.len(),
+            search.id = tracing::field::Empty
+        );
+        async {
+            let accepted = self.queue.enqueue(&req, &ctx).await.map_err(status)?;
+            tracing::Span::current().record("search.id", accepted.search_id);
+            let version = self
+                .searches
+                .version(accepted.search_id)
+                .await
+                .map_err(status)?
+                .unwrap_or_default();
+            info!(
+                items = accepted.items.len(),
+                replayed = accepted.replayed,
+                caller = ctx.caller.as_deref().unwrap_or(""),
+                "search accepted"
+            );
+            Ok(Response::new(pb::SearchResponse {
+                search_id: accepted.search_id,
+                items: accepted
+                    .items
+                    .iter()
+                    .map(|i| pb::SearchItem {
+                        product_index: u32::try_from(i.product_index).unwrap_or(u32::MAX),
+                        mall: i.mall.to_string(),
+                        disposition: disposition_to_pb(i.disposition) as i32,
+                        job_id: i.job_id,
+                    })
+                    .collect(),
+                replayed: accepted.replayed,
+                version,
+            }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn get_search(
+        &self,
+        request: Request<pb::GetSearchRequest>,
+    ) -> Result<Response<pb::SearchStatus>, Status> {
+        self.tokens.check(request.metadata(), Role::Client)?;
+        let id = positive("search_id", request.into_inner().search_id)?;
+        let status = self.searches.status(id).await.map_err(status)?;
+        Ok(Response::new(status_to_pb(&status)))
+    }
+
+    type WatchSearchStream = ReceiverStream<Result<pb::SearchStatus, Status>>;
+
+    async fn watch_search(
+        &self,
+        request: Request<pb::WatchSearchRequest>,
+    ) -> Result<Response<Self::WatchSearchStream>, Status> {
+        self.tokens.check(request.metadata(), Role::Client)?;
+        let req = request.into_inner();
+        let id = positive("search_id", req.search_id)?;
+        // NB: read the first status here, so an unknown search is a plain NOT_FOUND status
+        // rather than a stream that fails.
+        let first = self.searches.status(id).await.map_err(status)?;
+        let (tx, rx) = mpsc::channel(4);
+        let watcher = Watcher {
+            searches: self.searches.clone(),
+            search_id: id,
+            poll: self.watch_poll,
+            shutdown: self.shutdown.clone(),
+            tx,
+        };
+        tokio::spawn(
+            watcher
+                .run(first, req.after_version)
+                .instrument(info_span!("search.watch", search.id = id)),
+        );
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn cancel_search(
+        &self,
+        request: Request<pb::CancelSearchRequest>,
+    ) -> Result<Response<pb::CancelSearchResponse>, Status> {
+        self.tokens.check(request.metadata(), Role::Client)?;
+        let id = positive("search_id", request.into_inner().search_id)?;
+        let report = self.searches.cancel(id).await.map_err(status)?;
+        info!(
+            search.id = id,
+            cancelled_queued = report.cancelled_queued,
+            cancelling_running = report.cancelling_running,
+            kept_shared = report.kept_shared,
+            "search cancelled"
+        );
+        Ok(Response::new(pb::CancelSearchResponse {
+            cancelled_queued: report.cancelled_queued,
+            cancelling_running: report.cancelling_running,
+            kept_shared: report.kept_shared,
+        }))
+    }
+
+    async fn get_job(
+        &self,
+        request: Request<pb::GetJobRequest>,
+    ) -> Result<Response<pb::Job>, Status> {
+        self.tokens.check(request.metadata(), Role::Client)?;
+        let id = positive("job_id", request.into_inner().job_id)?;
+        let job = self.searches.job(id).await.map_err(status)?;
+        Ok(Response::new(job_to_pb(&job)))
+    }
+
+    async fn get_price_history(
+        &self,
+        request: Request<pb::GetPriceHistoryRequest>,
+    ) -> Result<Response<pb::PriceHistory>, Status> {
+        self.tokens.check(request.metadata(), Role::Client)?;
+        let req = request.into_inner();
+        let product = history_product(req.product).map_err(invalid)?;
+        let since = req
+            .since
+            .map(|t| timestamp_from_pb("since", t))
+            .transpose()
+            .map_err(invalid)?;
+        let limit = match req.limit {
+            0 => search::DEFAULT_HISTORY_LIMIT,
+            n => n,
+        };
+        let entries = self
+            .searches
+            .price_history(&product, since, limit)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(pb::PriceHistory {
+            product: Some(pb::Product {
+                code: product.code().unwrap_or_default().to_owned(),
+                name: product.name().to_owned(),
+            }),
+            entries: entries.iter().map(history_entry_to_pb).collect(),
+        }))
+    }
+}
+
+/// One WatchSearch call.
+struct Watcher {
+    searches: Searches,
+    search_id: i64,
+    poll: Duration,
+    shutdown: CancellationToken,
+    tx: mpsc::Sender<Result<pb::SearchStatus, Status>>,
+}
+
+impl Watcher {
+    async fn run(self, mut current: SearchStatus, after_version: i64) {
+        let mut last = after_version;
+        loop {
+            let is_final = current.is_final();
+            if current.version > last {
+                last = current.version;
+                if self.tx.send(Ok(status_to_pb(&current))).await.is_err() {
+                    return;
+                }
+            }
+            // NB: a final status at or below `after_version` was seen by the client already;
+            // the stream ends without repeating it.
+            if is_final {
+                return;
+            }
+            if !self.wait_for_newer(last).await {
+                return;
+            }
+            current = match self.searches.status(self.search_id).await {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = self.tx.send(Err(status(e))).await;
+                    return;
+                }
+            };
+        }
+    }
+
+    /// Polls until the version passes `last`. `false`: the stream is over (client gone,
+    /// shutdown, or an error that was sent).
+    async fn wait_for_newer(&self, last: i64) -> bool {
+        let mut failures = 0;
+        loop {
+            tokio::select! {
+                () = self.tx.closed() => return false,
+                () = self.shutdown.cancelled() => {
+                    let _ = self
+                        .tx
+                        .send(Err(Status::unavailable(
+                            "coordinator shutting down; watch again with after_version",
+                        )))
+                        .await;
+                    return false;
+                }
+                () = tokio::time::sleep(self.poll) => {}
+            }
+            match self.searches.version(self.search_id).await {
+                Ok(Some(v)) if v > last => return true,
+                Ok(Some(_)) => failures = 0,
+                Ok(None) => {
+                    let _ = self
+                        .tx
+                        .send(Err(Status::not_found(format!(
+                            "search {} not found",
+                            self.search_id
+                        ))))
+                        .await;
+                    return false;
+                }
+                Err(e) if e.is_transient() && failures < WATCH_MAX_POLL_FAILURES => {
+                    failures += 1;
+                    warn!(error = %e, failures, "watch poll failed; retrying");
+                }
+                Err(e) => {
+                    let _ = self.tx.send(Err(status(e))).await;
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+fn positive(field: &str, id: i64) -> Result<i64, Status> {
+    if id > 0 {
+        Ok(id)
+    } else {
+        Err(invalid(FieldError::new(field, "must be positive")))
+    }
+}
+
+/// The product of a price-history lookup: its code, or when it has none its name. A code
+/// without a name is fine here (the identity is the code).
+fn history_product(product: Option<pb::Product>) -> Result<ProductSpec, FieldError> {
+    let p = product.ok_or_else(|| FieldError::new("product", "required"))?;
+    let code = p.code.trim();
+    let name = if p.name.trim().is_empty() && !code.is_empty() {
+        code
+    } else {
+        &p.name
+    };
+    ProductSpec::new(Some(code), name).map_err(|e| e.under("product"))
+}
+
+/// Who asked and the trace the jobs join, from the call's metadata. Malformed trace
+/// headers are dropped (W3C: an invalid `traceparent` is ignored), never rejected.
+fn enqueue_context<T>(request: &Request<T>) -> EnqueueContext {
+    let md = request.metadata();
+    let caller = header(md, CALLER_HEADER)
+        .map(|c| {
+            c.chars()
+                .filter(|c| c.is_ascii_graphic() || *c == ' ')
+                .take(64)
+                .collect::<String>()
+        })
+        .filter(|c| !c.is_empty())
+        .or_else(|| request.remote_addr().map(|a| a.ip().to_string()));
+    let traceparent = header(md, "traceparent")
+        .map(str::trim)
+        .filter(|t| valid_traceparent(t))
+        .map(str::to_owned);
+    let tracestate = traceparent
+        .as_ref()
+        .and_then(|_| header(md, "tracestate"))
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && s.len() <= 512 && s.bytes().all(|b| (0x20..0x7f).contains(&b)))
+        .map(str::to_owned);
+    EnqueueContext {
+        caller,
+        traceparent,
+        tracestate,
+    }
+}
+
+fn header<'a>(md: &'a MetadataMap, name: &str) -> Option<&'a str> {
+    md.get(name)?.to_str().ok()
+}
+
+/// `version-traceid-parentid-flags` in lowercase hex (2-32-16-2), not all-zero ids; later
+/// versions may append fields, so anything up to 128 characters after them is kept.
+fn valid_traceparent(t: &str) -> bool {
+    if t.len() < 55 || t.len() > 128 {
+        return false;
+    }
+    let mut parts = t.split('-');
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let (Some(version), Some(trace), Some(parent), Some(flags)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    hex(version, 2)
+        && version != "ff"
+        && hex(trace, 32)
+        && trace.bytes().any(|b| b != b'0')
+        && hex(parent, 16)
+        && parent.bytes().any(|b| b != b'0')
+        && flags.len() >= 2
+        && hex(&flags[..2], 2)
+}
+
+pub(crate) fn disposition_to_pb(d: Disposition) -> pb::Disposition {
+    match d {
+        Disposition::Queued => pb::Disposition::Queued,
+        Disposition::Joined => pb::Disposition::Joined,
+        Disposition::CachedResult => pb::Disposition::CachedResult,
+        Disposition::CachedNotFound => pb::Disposition::CachedNotFound,
+    }
+}
+
+/// A search's status on the wire.
+pub fn status_to_pb(s: &SearchStatus) -> pb::SearchStatus {
+    pb::SearchStatus {
+        search_id: s.search_id,
+        version: s.version,
+        created_at: Some(timestamp_to_pb(s.created_at)),
+        products: s.products.iter().map(product_to_pb).collect(),
+        r#final: s.is_final(),
+        cancelled: s.is_cancelled(),
+    }
+}
+
+fn product_to_pb(p: &ProductStatus) -> pb::ProductStatus {
+    pb::ProductStatus {
+        product: Some(pb::Product {
+            code: p.code.clone().unwrap_or_default(),
+            name: p.name.clone(),
+        }),
+        malls: p.malls.iter().map(mall_status_to_pb).collect(),
+        lowest: p.lowest().map(pb::Offer::from),
+        r#final: p.is_final(),
+    }
+}
+
+fn mall_status_to_pb(m: &MallStatus) -> pb::MallStatus {
+    pb::MallStatus {
+        mall: m.mall.to_string(),
+        job_id: m.job_id,
+        disposition: disposition_to_pb(m.disposition) as i32,
+        state: pb::JobState::from(m.state) as i32,
+        outcome: m.outcome.map_or(0, |o| pb::Outcome::from(o) as i32),
+        offers: m.offers.iter().map(pb::Offer::from).collect(),
+        error_class: m.error_class.map_or(0, |c| pb::ErrorClass::from(c) as i32),
+        error: m.error.clone().unwrap_or_default(),
+        attempts: m.attempts,
+    }
+}
+
+/// A job on the wire.
+pub fn job_to_pb(j: &JobInfo) -> pb::Job {
+    pb::Job {
+        job_id: j.job_id,
+        product: Some(pb::Product {
+            code: j.product_code.clone().unwrap_or_default(),
+            name: j.product_name.clone(),
+        }),
+        mall: j.mall.to_string(),
+        state: pb::JobState::from(j.state) as i32,
+        priority: u32::from(j.priority),
+        attempts: j.attempts,
+        max_attempts: j.max_attempts,
+        reclaims: j.reclaims,
+        lease_epoch: j.lease_epoch,
+        node_id: j.node_id.clone().unwrap_or_default(),
+        created_at: Some(timestamp_to_pb(j.created_at)),
+        run_after: Some(timestamp_to_pb(j.run_after)),
+        run_started_at: j.run_started_at.map(timestamp_to_pb),
+        deadline_at: j.deadline_at.map(timestamp_to_pb),
+        finished_at: j.finished_at.map(timestamp_to_pb),
+        outcome: j.outcome.map_or(0, |o| pb::Outcome::from(o) as i32),
+        offers: j.offers.iter().map(pb::Offer::from).collect(),
+        error_class: j.error_class.map_or(0, |c| pb::ErrorClass::from(c) as i32),
+        last_error: j.last_error.clone().unwrap_or_default(),
+        rounds: j.rounds.iter().map(pb::RoundReport::from).collect(),
+        bytes: j.bytes,
+        cost_usd: j.cost_usd,
+    }
+}
+
+fn history_entry_to_pb(e: &PriceHistoryEntry) -> pb::PriceHistoryEntry {
+    pb::PriceHistoryEntry {
+        at: Some(timestamp_to_pb(e.at)),
+        lowest_effective_price: e.lowest_effective_price,
+        lowest_mall: e.lowest_mall.clone(),
+        malls: e
+            .malls
+            .iter()
+            .map(|m| pb::MallPrice {
+                mall: m.mall.clone(),
+                price: m.price,
+                shipping_fee: m.shipping_fee,
+                effective_price: m.effective_price,
+                url: m.url.clone(),
+                title: m.title.clone(),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparent_is_checked() {
+        let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert!(valid_traceparent(good));
+        assert!(!valid_traceparent(
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01"
+        ));
+        assert!(!valid_traceparent(
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"
+        ));
+        assert!(!valid_traceparent("garbage"));
+        assert!(!valid_traceparent(&format!("{good}-{}", "a".repeat(80))));
+    }
+
+    #[test]
+    fn history_product_takes_a_code_alone() {
+        let p = history_product(Some(pb::Product {
+            code: "SKU-1".into(),
+            name: String::new(),
+        }))
+        .unwrap();
+        assert_eq!(p.identity(), "code:SKU-1");
+        let e = history_product(Some(pb::Product::default())).unwrap_err();
+        assert_eq!(e.field, "product.name");
+        assert_eq!(history_product(None).unwrap_err().field, "product");
+    }
+}

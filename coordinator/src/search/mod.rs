@@ -1,0 +1,468 @@
+//! The read side of searches and the operator's levers: what `SearchService` and
+//! `OpsService` show and change besides enqueueing (which is [`Queue::enqueue`]).
+//!
+//! - [`Searches::status`]: a search per product and mall (disposition, job state, outcome,
+//!   offers cheapest-first, error, attempts), the product's lowest offer, `final`, and the
+//!   `version` = max `job.change_seq` over its jobs (bumped by the `job_touch` trigger on
+//!   every state change, so it only grows and a watcher can resume from it);
+//! - [`Searches::job`], [`Searches::price_history`];
+//! - [`Searches::cancel`]: cancels the search's active jobs that no other active search
+//!   shares, then tells the nodes running them (see `sql/cancel_*.sql` for why the sharing
+//!   check is race-free against a concurrent Search joining the job);
+//! - [`Searches::retry_dead`]: dead jobs back to the queue with fresh attempts;
+//! - [`Searches::nodes`], [`Searches::proxy_ports`], [`Searches::ops`]: fleet views.
+//!
+//! NB: the version only moves with the jobs. Cancelling a search whose active jobs are all
+//! shared changes no job, so watchers see `cancelled` with the next job change.
+//!
+//! Reads are single statements (one snapshot each). Nothing here holds a transaction across
+//! anything but its own statements; the only multi-statement transaction is `cancel`. Errors
+//! are [`queue::Error`], so one mapping (`grpc::status`) serves both.
+//!
+//! Time: like the queue, every time-dependent statement takes an optional `now` (`None`:
+//! the database clock); tests pin it with [`Searches::at`].
+
+mod types;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use lps_proto::model::{
+    ErrorClass, FieldError, JobState, Lease, MallId, Outcome, ProductSpec, RoundReport,
+};
+use sqlx::types::Json;
+use tracing::{instrument, warn};
+
+pub use types::*;
+
+use crate::{
+    control,
+    queue::{self, Cancelled, Error, Queue},
+};
+
+/// Most entries one price-history call returns.
+pub const MAX_HISTORY_LIMIT: u32 = 1000;
+/// Entries a price-history call returns when the caller gives no limit.
+pub const DEFAULT_HISTORY_LIMIT: u32 = 100;
+/// How far back price history goes when the caller gives no start.
+pub const DEFAULT_HISTORY_WINDOW: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Offers per (product, mall) item a search status carries, cheapest first (GetJob shows
+/// all of a job's offers). Bounds the status of a 200 × 20 search.
+pub const STATUS_OFFERS_PER_ITEM: i64 = 20;
+/// Most job ids one RetryDead call may name.
+pub const MAX_RETRY_IDS: usize = 10_000;
+
+/// Read side of searches plus cancel, retry and fleet views. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Searches {
+    queue: Queue,
+    now: Option<DateTime<Utc>>,
+}
+
+impl Searches {
+    pub fn new(queue: Queue) -> Self {
+        Self { queue, now: None }
+    }
+
+    /// The same view with its clock (and its queue's) pinned to `now`.
+    #[must_use]
+    pub fn at(&self, now: DateTime<Utc>) -> Self {
+        Self {
+            queue: self.queue.at(now),
+            now: Some(now),
+        }
+    }
+
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
+    fn pool(&self) -> &sqlx::PgPool {
+        self.queue.pool()
+    }
+
+    /// A search's status; [`Error::NotFound`] for an unknown id.
+    #[instrument(name = "search.status", skip_all, fields(search.id = search_id), err)]
+    pub async fn status(&self, search_id: i64) -> Result<SearchStatus, Error> {
+        let rows = sqlx::query_file!(
+            "src/search/sql/status.sql",
+            search_id,
+            STATUS_OFFERS_PER_ITEM
+        )
+        .fetch_all(self.pool())
+        .await?;
+        let Some(first) = rows.first() else {
+            return Err(Error::NotFound("search", search_id));
+        };
+        let mut status = SearchStatus {
+            search_id,
+            version: 0,
+            created_at: first.created_at,
+            cancelled_at: first.cancelled_at,
+            products: Vec::new(),
+        };
+        for r in rows {
+            status.version = status.version.max(r.change_seq);
+            let index = usize::try_from(r.product_index).unwrap_or_default();
+            let mall = MallId::new(r.mall)?;
+            let offers = r
+                .offers
+                .0
+                .into_iter()
+                .map(|o| o.into_offer(&mall))
+                .collect();
+            let item = MallStatus {
+                job_id: r.job_id,
+                disposition: r.disposition.parse()?,
+                state: r.state,
+                outcome: r.outcome.filter(|_| r.state == JobState::Done),
+                offers,
+                error_class: r.error_class.filter(|_| r.state == JobState::Dead),
+                error: r.last_error.filter(|_| r.state == JobState::Dead),
+                attempts: u32::try_from(r.attempts).unwrap_or_default(),
+                mall,
+            };
+            match status.products.last_mut() {
+                Some(p) if p.index == index => p.malls.push(item),
+                _ => status.products.push(ProductStatus {
+                    index,
+                    code: r.product_code,
+                    name: r.product_name,
+                    malls: vec![item],
+                }),
+            }
+        }
+        Ok(status)
+    }
+
+    /// A search's version alone (cheap; what watchers poll). `None`: no such search.
+    pub async fn version(&self, search_id: i64) -> Result<Option<i64>, Error> {
+        Ok(sqlx::query_file!("src/search/sql/version.sql", search_id)
+            .fetch_one(self.pool())
+            .await?
+            .version)
+    }
+
+    /// One job; [`Error::NotFound`] for an unknown id.
+    #[instrument(name = "search.job", skip_all, fields(job.id = job_id), err)]
+    pub async fn job(&self, job_id: i64) -> Result<JobInfo, Error> {
+        let r = sqlx::query_file!("src/search/sql/job.sql", job_id)
+            .fetch_optional(self.pool())
+            .await?
+            .ok_or(Error::NotFound("job", job_id))?;
+        let mall = MallId::new(r.mall)?;
+        let rounds = match r.rounds {
+            None => Vec::new(),
+            Some(value) => serde_json::from_value::<Vec<RoundReport>>(value).unwrap_or_else(|e| {
+                warn!(job.id = job_id, error = %e, "stored rounds do not parse; not shown");
+                Vec::new()
+            }),
+        };
+        Ok(JobInfo {
+            job_id: r.job_id,
+            product_code: r.product_code,
+            product_name: r.product_name,
+            offers: r
+                .offers
+                .0
+                .into_iter()
+                .map(|o| o.into_offer(&mall))
+                .collect(),
+            mall,
+            state: r.state,
+            priority: u8::try_from(r.priority).unwrap_or(u8::MAX),
+            attempts: u32::try_from(r.attempts).unwrap_or_default(),
+            max_attempts: u32::try_from(r.max_attempts).unwrap_or_default(),
+            reclaims: u32::try_from(r.reclaims).unwrap_or_default(),
+            lease_epoch: r.lease_epoch,
+            node_id: r.node_id,
+            created_at: r.created_at,
+            run_after: r.run_after,
+            run_started_at: r.run_started_at,
+            deadline_at: r.deadline_at,
+            finished_at: r.finished_at,
+            outcome: r.outcome,
+            error_class: r.error_class,
+            last_error: r.last_error,
+            rounds,
+            bytes: u64::try_from(r.bytes).unwrap_or_default(),
+            cost_usd: r.cost_usd,
+        })
+    }
+
+    /// A product's recorded answers, newest first: at most `limit` (1..=1000) entries
+    /// recorded at or after `since` (default: 30 days ago).
+    #[instrument(name = "search.price_history", skip_all, err)]
+    pub async fn price_history(
+        &self,
+        product: &ProductSpec,
+        since: Option<DateTime<Utc>>,
+        limit: u32,
+    ) -> Result<Vec<PriceHistoryEntry>, Error> {
+        if !(1..=MAX_HISTORY_LIMIT).contains(&limit) {
+            return Err(FieldError::new(
+                "limit",
+                format!("must be 1..={MAX_HISTORY_LIMIT}, got {limit}"),
+            )
+            .into());
+        }
+        let since = match since {
+            Some(since) => since,
+            None => {
+                let now = self.now.unwrap_or_else(Utc::now);
+                now - chrono::Duration::from_std(DEFAULT_HISTORY_WINDOW).unwrap_or_default()
+            }
+        };
+        let key = product.identity();
+        let rows = sqlx::query_file!(
+            "src/search/sql/price_history.sql",
+            key,
+            since,
+            i64::from(limit)
+        )
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| PriceHistoryEntry {
+                at: r.recorded_at,
+                lowest_effective_price: r.lowest_effective_price,
+                lowest_mall: r.lowest_mall,
+                malls: mall_prices(r.malls),
+            })
+            .collect())
+    }
+
+    /// Cancels a search: marks it cancelled, cancels its queued and running jobs that no
+    /// other active search shares (one transaction), then tells the nodes running the
+    /// cancelled ones to stop. Repeating it is harmless.
+    ///
+    /// NB: a failure to send the node messages is logged, not returned: the jobs are already
+    /// cancelled in the database, so the node's next heartbeat is answered with the cancel.
+    #[instrument(name = "search.cancel", skip_all, fields(search.id = search_id), err)]
+    pub async fn cancel(&self, search_id: i64) -> Result<CancelReport, Error> {
+        let mut tx = self.pool().begin().await?;
+        sqlx::query_file!("src/search/sql/cancel_mark.sql", search_id, self.now)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(Error::NotFound("search", search_id))?;
+        let locked = sqlx::query_file_scalar!("src/search/sql/cancel_lock.sql", search_id)
+            .fetch_all(&mut *tx)
+            .await?;
+        let rows = sqlx::query_file!(
+            "src/search/sql/cancel_jobs.sql",
+            search_id,
+            &locked,
+            self.now
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+
+        let cancelled: Vec<Cancelled> = rows
+            .into_iter()
+            .map(|r| Cancelled {
+                lease: Lease {
+                    job_id: r.job_id,
+                    epoch: r.lease_epoch,
+                },
+                was: r.prev_state,
+                node: r.prev_node,
+            })
+            .collect();
+        let count = |state| {
+            let n = cancelled.iter().filter(|c| c.was == state).count();
+            u32::try_from(n).unwrap_or(u32::MAX)
+        };
+        let report = CancelReport {
+            cancelled_queued: count(JobState::Queued),
+            cancelling_running: count(JobState::Running),
+            kept_shared: u32::try_from(locked.len().saturating_sub(cancelled.len()))
+                .unwrap_or(u32::MAX),
+            cancelled,
+        };
+        if report.cancelling_running > 0 {
+            let reason = format!("search {search_id} cancelled");
+            if let Err(e) = control::send_cancels(self.pool(), &report.cancelled, &reason).await {
+                warn!(search.id = search_id, error = %e, "cancel messages not sent; nodes learn it at their next heartbeat");
+            }
+        }
+        Ok(report)
+    }
+
+    /// Puts dead jobs back in the queue with fresh attempts. Per product and mall only the
+    /// newest dead job is retried, and none whose key already has an active job. Returns
+    /// the ids of the requeued jobs.
+    #[instrument(name = "search.retry_dead", skip_all, err)]
+    pub async fn retry_dead(&self, filter: &RetryDeadFilter) -> Result<Vec<i64>, Error> {
+        if filter.job_ids.len() > MAX_RETRY_IDS {
+            return Err(FieldError::new(
+                "job_ids",
+                format!("at most {MAX_RETRY_IDS} ids per call"),
+            )
+            .into());
+        }
+        if let Some(i) = filter.job_ids.iter().position(|id| *id <= 0) {
+            return Err(FieldError::new(format!("job_ids[{i}]"), "must be positive").into());
+        }
+        let ids = (!filter.job_ids.is_empty()).then_some(filter.job_ids.as_slice());
+        let mall = filter.mall.as_ref().map(MallId::as_str);
+        // NB: a concurrent enqueue of the same product and mall can win the active slot
+        // between the statement's snapshot and its update (a unique violation); a fresh
+        // statement then skips that key.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let result = sqlx::query_file!(
+                "src/search/sql/retry_dead.sql",
+                ids,
+                mall,
+                filter.since,
+                self.now,
+                queue::JOB_CHANNEL,
+            )
+            .fetch_one(self.pool())
+            .await;
+            match result {
+                Ok(row) => return Ok(row.job_ids),
+                Err(sqlx::Error::Database(db)) if db.is_unique_violation() && tries < 3 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Connected nodes with the jobs they run.
+    #[instrument(name = "search.nodes", skip_all, err)]
+    pub async fn nodes(&self) -> Result<Vec<NodeInfo>, Error> {
+        let rows = sqlx::query_file!("src/search/sql/nodes.sql")
+            .fetch_all(self.pool())
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| NodeInfo {
+                node_id: r.node_id,
+                session_id: r.session_id,
+                coordinator_id: r.coordinator_id,
+                version: r.version,
+                slots: u32::try_from(r.slots).unwrap_or_default(),
+                free_slots: u32::try_from(r.free_slots).unwrap_or_default(),
+                malls: r.malls,
+                running_jobs: r.running_jobs,
+                connected_at: r.connected_at,
+                last_seen_at: r.last_seen_at,
+                draining: r.draining,
+            })
+            .collect())
+    }
+
+    /// Enabled proxy ports with their state now.
+    #[instrument(name = "search.proxy_ports", skip_all, err)]
+    pub async fn proxy_ports(&self) -> Result<Vec<ProxyPortInfo>, Error> {
+        let rows = sqlx::query_file!("src/search/sql/proxy_ports.sql", self.now)
+            .fetch_all(self.pool())
+            .await?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(ProxyPortInfo {
+                    state: PortState::parse(&r.state)
+                        .ok_or_else(|| Error::Internal(format!("port state {:?}", r.state)))?,
+                    host: r.host,
+                    port: u16::try_from(r.port).unwrap_or_default(),
+                    holder_node: r.holder_node,
+                    leased_until: r.leased_until,
+                    rest_until: r.rest_until,
+                    cooldown_until: r.cooldown_until,
+                    cooling_malls: r.cooling_malls,
+                    last_used_at: r.last_used_at,
+                    use_count: r.use_count,
+                    burn_count: i64::from(r.burn_count),
+                    last_reason: r.last_reason,
+                })
+            })
+            .collect()
+    }
+
+    /// The nodes' and proxies' figures of the ops snapshot.
+    #[instrument(name = "search.fleet_ops", skip_all, err)]
+    pub async fn fleet_ops(&self) -> Result<FleetOps, Error> {
+        let r = sqlx::query_file!("src/search/sql/fleet_ops.sql", self.now)
+            .fetch_one(self.pool())
+            .await?;
+        let malls = sqlx::query_file!("src/search/sql/mall_fleet_ops.sql", self.now)
+            .fetch_all(self.pool())
+            .await?
+            .into_iter()
+            .map(|m| MallFleetOps {
+                mall: m.mall,
+                blocks_last_hour: m.blocks_last_hour,
+                ports_cooling: m.ports_cooling,
+            })
+            .collect();
+        Ok(FleetOps {
+            nodes_connected: r.nodes_connected,
+            free_slots: r.free_slots,
+            ports_total: r.ports_total,
+            ports_available: r.ports_available,
+            blocks_last_hour: r.blocks_last_hour,
+            block_ended_sessions_6h: r.block_ended_sessions_6h,
+            malls,
+        })
+    }
+
+    /// The whole ops snapshot (DESIGN §6): the queue's figures and the fleet's.
+    pub async fn ops(&self) -> Result<OpsSnapshot, Error> {
+        let queue = self.queue.ops().await?;
+        let fleet = self.fleet_ops().await?;
+        Ok(OpsSnapshot {
+            at: self.now.unwrap_or_else(Utc::now),
+            queue,
+            fleet,
+        })
+    }
+}
+
+/// `price_history.malls` leniently: entries that are not objects are skipped, missing
+/// fields default.
+fn mall_prices(value: serde_json::Value) -> Vec<MallPrice> {
+    let serde_json::Value::Array(items) = value else {
+        return Vec::new();
+    };
+    items
+        .into_iter()
+        .filter_map(|item| serde_json::from_value::<MallPrice>(item).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mall_prices_read_leniently() {
+        let v = serde_json::json!([
+            {"mall": "naver", "price": 100, "shipping_fee": 10, "effective_price": 110,
+             "url": "u", "title": "t", "extra": true},
+            {"mall": "coupang"},
+            42
+        ]);
+        let prices = mall_prices(v);
+        assert_eq!(prices.len(), 2);
+        assert_eq!(prices[0].effective_price, 110);
+        assert_eq!(prices[1].mall, "coupang");
+        assert_eq!(prices[1].price, 0);
+        assert!(mall_prices(serde_json::json!({"not": "an array"})).is_empty());
+    }
+
+    #[test]
+    fn port_states_round_trip() {
+        for s in [
+            PortState::Leased,
+            PortState::Cooling,
+            PortState::Resting,
+            PortState::Available,
+        ] {
+            assert_eq!(PortState::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(PortState::parse("burned"), None);
+    }
+}

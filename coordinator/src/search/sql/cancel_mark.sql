@@ -1,0 +1,7 @@
+-- Step 1 of CancelSearch: mark the request cancelled (the first cancel time is kept, so a
+-- repeated cancel is harmless). From here on this search no longer keeps shared jobs alive.
+-- $1 search_id, $2 now (null: the database clock).
+update search_request
+set cancelled_at = coalesce(cancelled_at, coalesce($2::timestamptz, clock_timestamp()))
+where search_id = $1
+returning search_id

@@ -1,0 +1,18 @@
+-- One job for GetJob, with its offers cheapest-first. $1 job_id.
+select
+    j.job_id, j.product_code, j.product_name, j.mall,
+    j.state as "state!: JobState",
+    j.priority, j.attempts, j.max_attempts, j.reclaims, j.lease_epoch, j.node_id,
+    j.created_at, j.run_after, j.run_started_at, j.deadline_at, j.finished_at,
+    j.outcome as "outcome?: Outcome",
+    j.error_class as "error_class?: ErrorClass",
+    j.last_error, j.rounds, j.bytes, j.cost_usd,
+    coalesce(
+        (select jsonb_agg(jsonb_build_object(
+                    'title', o.title, 'price', o.price, 'shipping_fee', o.shipping_fee,
+                    'url', o.url, 'seller', o.seller, 'match_score', o.match_score)
+                 order by o.effective_price, o.shipping_fee, o.rank)
+           from offer o where o.job_id = j.job_id),
+        '[]'::jsonb) as "offers!: Json<Vec<OfferRow>>"
+from job j
+where j.job_id = $1

@@ -1,0 +1,12 @@
+-- Connected nodes (a closed stream in its grace period is not listed) with the jobs they
+-- run.
+select
+    n.node_id, n.session_id, n.coordinator_id, n.version, n.slots, n.free_slots, n.malls,
+    n.connected_at, n.last_seen_at, n.draining,
+    coalesce(
+        (select array_agg(j.job_id order by j.job_id)
+           from job j where j.node_id = n.node_id and j.state = 'running'),
+        '{}') as "running_jobs!: Vec<i64>"
+from node_session n
+where n.disconnected_at is null
+order by n.node_id

@@ -1,0 +1,35 @@
+-- Everything GetSearch shows, in one statement (one snapshot): the request, its items in
+-- order, each item's job, and the job's cheapest $2 offers (effective price, then shipping,
+-- then the rank the node gave; GetJob shows them all). No rows: no such search.
+-- $1 search_id, $2 offers per item.
+select
+    r.created_at,
+    r.cancelled_at,
+    si.item_no,
+    si.product_index,
+    si.mall,
+    si.job_id,
+    si.disposition::text as "disposition!",
+    j.state as "state!: JobState",
+    j.outcome as "outcome?: Outcome",
+    j.error_class as "error_class?: ErrorClass",
+    j.last_error,
+    j.attempts,
+    j.product_code,
+    j.product_name,
+    j.change_seq,
+    coalesce(
+        (select jsonb_agg(jsonb_build_object(
+                    'title', o.title, 'price', o.price, 'shipping_fee', o.shipping_fee,
+                    'url', o.url, 'seller', o.seller, 'match_score', o.match_score)
+                 order by o.effective_price, o.shipping_fee, o.rank)
+           from (select * from offer
+                  where offer.job_id = j.job_id
+                  order by offer.effective_price, offer.shipping_fee, offer.rank
+                  limit $2) o),
+        '[]'::jsonb) as "offers!: Json<Vec<OfferRow>>"
+from search_request r
+join search_item si on si.search_id = r.search_id
+join job j on j.job_id = si.job_id
+where r.search_id = $1
+order by si.product_index, si.item_no

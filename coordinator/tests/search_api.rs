@@ -1,0 +1,1424 @@
+//! SearchService and OpsService end to end: the real tonic server on 127.0.0.1:0 against a
+//! fresh migrated database per test (`#[sqlx::test]`), called with the generated clients
+//! (and, in the last test, with the built `lpsctl` binary). Jobs are finished by driving the
+//! queue directly (claim, then complete or fail), as a node would.
+
+use std::{collections::HashMap, net::SocketAddr, sync::Arc, time::Duration};
+
+use lps_coordinator::{
+    auth::{Token, Tokens},
+    control::CONTROL_CHANNEL,
+    db::MIGRATOR,
+    grpc::{ops::OpsApi, search::SearchApi},
+    queue::{ClaimedJob, EnqueueContext, Error as QueueError, MallLimits, Queue, QueueConfig},
+    search::Searches,
+};
+use lps_proto::{
+    model::{ErrorClass, JobFailure, JobResult, Lease, MallId, Offer, RoundReport, SearchRequest},
+    pb::{self, ops_service_client::OpsServiceClient, search_service_client::SearchServiceClient},
+};
+use sqlx::{PgPool, postgres::PgListener};
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+use tonic::{
+    Code, Request, Status, Streaming,
+    transport::{Channel, Endpoint, Server},
+};
+
+const CLIENT: &str = "client-secret-1";
+const ADMIN: &str = "admin-secret-1";
+const ALPHA: &str = "testmall-alpha";
+const BETA: &str = "testmall-beta";
+const WATER: &str = "제주 삼다수 2L x 12";
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+struct Harness {
+    addr: SocketAddr,
+    pool: PgPool,
+    queue: Queue,
+    search: SearchServiceClient<Channel>,
+    ops: OpsServiceClient<Channel>,
+    shutdown: CancellationToken,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn start(pool: PgPool) -> Harness {
+    let queue = Queue::new(pool.clone(), QueueConfig::default());
+    for m in [ALPHA, BETA] {
+        queue
+            .upsert_mall(&MallLimits::unlimited(MallId::new(m).unwrap()))
+            .await
+            .unwrap();
+    }
+    let tokens = Arc::new(Tokens {
+        client: vec![Token::new(CLIENT)],
+        admin: vec![Token::new(ADMIN)],
+        node: vec![Token::new("node-secret")],
+    });
+    let shutdown = CancellationToken::new();
+    let search = SearchApi::new(queue.clone(), tokens.clone())
+        .with_watch_poll(Duration::from_millis(20))
+        .with_shutdown(shutdown.clone());
+    let ops = OpsApi::new(queue.clone(), tokens);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        Server::builder()
+            .add_service(search.into_service())
+            .add_service(ops.into_service())
+            .serve_with_incoming_shutdown(
+                TcpListenerStream::new(listener),
+                shutdown.clone().cancelled_owned(),
+            ),
+    );
+    let channel = Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    Harness {
+        addr,
+        pool,
+        queue,
+        search: SearchServiceClient::new(channel.clone()),
+        ops: OpsServiceClient::new(channel),
+        shutdown,
+    }
+}
+
+fn authed<T>(msg: T, token: &str) -> Request<T> {
+    let mut req = Request::new(msg);
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    req
+}
+
+fn client<T>(msg: T) -> Request<T> {
+    authed(msg, CLIENT)
+}
+
+fn admin<T>(msg: T) -> Request<T> {
+    authed(msg, ADMIN)
+}
+
+fn product(name: &str) -> pb::Product {
+    pb::Product {
+        code: String::new(),
+        name: name.into(),
+    }
+}
+
+fn search_req(products: &[&str], malls: &[&str]) -> pb::SearchRequest {
+    pb::SearchRequest {
+        products: products.iter().map(|p| product(p)).collect(),
+        malls: malls.iter().map(|m| (*m).to_owned()).collect(),
+        priority_class: pb::PriorityClass::Interactive as i32,
+        ..Default::default()
+    }
+}
+
+fn offer(mall: &str, price: i64, shipping: i64) -> Offer {
+    Offer {
+        mall: MallId::new(mall).unwrap(),
+        title: format!("{WATER} ({price})"),
+        price,
+        shipping_fee: shipping,
+        url: format!("http://127.0.0.1/{mall}/{price}"),
+        seller: "seller".into(),
+        match_score: 0.9,
+    }
+}
+
+async fn count(pool: &PgPool, sql: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.to_owned()))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+async fn job_state(pool: &PgPool, job_id: i64) -> String {
+    sqlx::query_scalar::<_, String>("select state::text from job where job_id = $1")
+        .bind(job_id)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// Claims every claimable job (as `node`), by job id.
+async fn claim_all(queue: &Queue, node: &str) -> HashMap<i64, ClaimedJob> {
+    queue
+        .claim(node, None, 64)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| (j.lease.job_id, j))
+        .collect()
+}
+
+async fn complete(queue: &Queue, node: &str, lease: Lease, offers: Vec<Offer>) {
+    let result = if offers.is_empty() {
+        JobResult::not_found(lease)
+    } else {
+        JobResult::found(lease, offers).unwrap()
+    };
+    queue.complete_if_leased(node, &result).await.unwrap();
+}
+
+fn field_of(status: &Status) -> &str {
+    status.message().split(':').next().unwrap_or_default()
+}
+
+async fn next_status(stream: &mut Streaming<pb::SearchStatus>) -> Option<pb::SearchStatus> {
+    tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .expect("watch stalled")
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn calls_without_a_valid_token_are_rejected(pool: PgPool) {
+    let mut h = start(pool).await;
+
+    let err = h
+        .search
+        .search(Request::new(search_req(&[WATER], &[ALPHA])))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated);
+    let err = h
+        .search
+        .search(authed(search_req(&[WATER], &[ALPHA]), "not-a-token"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated);
+    assert!(!err.message().contains("not-a-token"));
+    let err = h
+        .search
+        .get_search(authed(pb::GetSearchRequest { search_id: 1 }, "node-secret"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        Code::Unauthenticated,
+        "a node token is no client token"
+    );
+    let err = h
+        .search
+        .watch_search(Request::new(pb::WatchSearchRequest {
+            search_id: 1,
+            after_version: 0,
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated);
+    let err = h
+        .ops
+        .get_ops(authed(pb::GetOpsRequest {}, "nope"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated);
+    assert_eq!(
+        count(&h.pool, "select count(*) from search_request").await,
+        0
+    );
+
+    // Writes of OpsService need an admin token.
+    let err = h
+        .ops
+        .drain_node(client(pb::DrainNodeRequest {
+            node_id: "node-1".into(),
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied);
+    let err = h
+        .ops
+        .retry_dead(client(pb::RetryDeadRequest::default()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied);
+    let drained = h
+        .ops
+        .drain_node(admin(pb::DrainNodeRequest {
+            node_id: "node-1".into(),
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!drained.found);
+    // An admin token also serves client calls.
+    h.ops.get_ops(admin(pb::GetOpsRequest {})).await.unwrap();
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn bad_input_is_rejected_naming_the_field_and_nothing_is_stored(pool: PgPool) {
+    let mut h = start(pool).await;
+    let long = "가".repeat(201);
+    let cases = [
+        (search_req(&[], &[ALPHA]), "products"),
+        (
+            search_req(&[WATER, long.as_str()], &[ALPHA]),
+            "products[1].name",
+        ),
+        (search_req(&[WATER], &[ALPHA, "nosuchmall"]), "malls[1]"),
+        (search_req(&[WATER], &["Bad Mall"]), "malls[0]"),
+        (
+            pb::SearchRequest {
+                priority: Some(100),
+                ..search_req(&[WATER], &[ALPHA])
+            },
+            "priority",
+        ),
+    ];
+    for (req, field) in cases {
+        let err = h.search.search(client(req)).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert_eq!(field_of(&err), field, "{}", err.message());
+    }
+    for table in ["search_request", "search_item", "job"] {
+        assert_eq!(
+            count(&h.pool, &format!("select count(*) from {table}")).await,
+            0,
+            "{table}"
+        );
+    }
+
+    let err = h
+        .search
+        .get_search(client(pb::GetSearchRequest { search_id: 0 }))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), field_of(&err)),
+        (Code::InvalidArgument, "search_id")
+    );
+    let err = h
+        .search
+        .get_search(client(pb::GetSearchRequest { search_id: 4242 }))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    let err = h
+        .search
+        .watch_search(client(pb::WatchSearchRequest {
+            search_id: 4242,
+            after_version: 0,
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    let err = h
+        .search
+        .get_price_history(client(pb::GetPriceHistoryRequest {
+            product: Some(product(WATER)),
+            limit: 1001,
+            ..Default::default()
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), field_of(&err)),
+        (Code::InvalidArgument, "limit")
+    );
+    let err = h
+        .search
+        .get_price_history(client(pb::GetPriceHistoryRequest::default()))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), field_of(&err)),
+        (Code::InvalidArgument, "product")
+    );
+    let err = h
+        .ops
+        .retry_dead(admin(pb::RetryDeadRequest {
+            mall: "Bad Mall".into(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), field_of(&err)),
+        (Code::InvalidArgument, "mall")
+    );
+    let err = h
+        .ops
+        .drain_node(admin(pb::DrainNodeRequest {
+            node_id: String::new(),
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), field_of(&err)),
+        (Code::InvalidArgument, "node_id")
+    );
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn search_shows_queued_then_offers_and_the_lowest_effective_price(pool: PgPool) {
+    let mut h = start(pool).await;
+    let mut req = client(search_req(&[WATER, "없는 상품"], &[ALPHA, BETA]));
+    req.metadata_mut()
+        .insert("traceparent", TRACEPARENT.parse().unwrap());
+    req.metadata_mut()
+        .insert("tracestate", "vendor=1".parse().unwrap());
+    req.metadata_mut()
+        .insert("x-lps-caller", "test-suite".parse().unwrap());
+    let accepted = h.search.search(req).await.unwrap().into_inner();
+    assert!(!accepted.replayed);
+    assert!(accepted.version > 0);
+    assert_eq!(accepted.items.len(), 4);
+    assert!(
+        accepted
+            .items
+            .iter()
+            .all(|i| i.disposition == pb::Disposition::Queued as i32)
+    );
+    let job_of = |p: u32, m: &str| {
+        accepted
+            .items
+            .iter()
+            .find(|i| i.product_index == p && i.mall == m)
+            .unwrap()
+            .job_id
+    };
+    let (caller, traceparent): (Option<String>, Option<String>) =
+        sqlx::query_as("select caller, traceparent from search_request where search_id = $1")
+            .bind(accepted.search_id)
+            .fetch_one(&h.pool)
+            .await
+            .unwrap();
+    assert_eq!(caller.as_deref(), Some("test-suite"));
+    assert_eq!(traceparent.as_deref(), Some(TRACEPARENT));
+    let tracestate: Option<String> =
+        sqlx::query_scalar("select tracestate from job where job_id = $1")
+            .bind(job_of(0, ALPHA))
+            .fetch_one(&h.pool)
+            .await
+            .unwrap();
+    assert_eq!(tracestate.as_deref(), Some("vendor=1"));
+
+    let get = pb::GetSearchRequest {
+        search_id: accepted.search_id,
+    };
+    let queued = h.search.get_search(client(get)).await.unwrap().into_inner();
+    assert_eq!(queued.version, accepted.version);
+    assert!(!queued.r#final && !queued.cancelled);
+    assert_eq!(queued.products.len(), 2);
+    assert_eq!(queued.products[0].product.as_ref().unwrap().name, WATER);
+    assert_eq!(
+        queued.products[1].product.as_ref().unwrap().name,
+        "없는 상품"
+    );
+    for p in &queued.products {
+        assert!(p.lowest.is_none() && !p.r#final);
+        let malls: Vec<_> = p.malls.iter().map(|m| m.mall.as_str()).collect();
+        assert_eq!(malls, [ALPHA, BETA]);
+        for m in &p.malls {
+            assert_eq!(m.state, pb::JobState::Queued as i32);
+            assert_eq!(m.disposition, pb::Disposition::Queued as i32);
+            assert!(m.offers.is_empty());
+        }
+    }
+
+    let claimed = claim_all(&h.queue, "node-1").await;
+    assert_eq!(claimed.len(), 4);
+    let running = h.search.get_search(client(get)).await.unwrap().into_inner();
+    assert!(running.version > queued.version);
+    assert!(
+        running.products[0]
+            .malls
+            .iter()
+            .all(|m| m.state == pb::JobState::Running as i32)
+    );
+
+    // The cheapest price (12,000) is not the cheapest buy: its shipping makes it 15,000.
+    let lease = |id| claimed[&id].lease;
+    complete(
+        &h.queue,
+        "node-1",
+        lease(job_of(0, ALPHA)),
+        vec![offer(ALPHA, 12_000, 3_000), offer(ALPHA, 14_000, 0)],
+    )
+    .await;
+    complete(
+        &h.queue,
+        "node-1",
+        lease(job_of(0, BETA)),
+        vec![offer(BETA, 13_000, 500)],
+    )
+    .await;
+    complete(&h.queue, "node-1", lease(job_of(1, ALPHA)), vec![]).await;
+    let half = h.search.get_search(client(get)).await.unwrap().into_inner();
+    assert!(half.products[0].r#final && !half.r#final);
+    h.queue
+        .fail_if_leased(
+            "node-1",
+            &JobFailure::new(
+                lease(job_of(1, BETA)),
+                ErrorClass::Permanent,
+                "no site profile",
+            ),
+        )
+        .await
+        .unwrap();
+
+    let done = h.search.get_search(client(get)).await.unwrap().into_inner();
+    assert!(done.r#final);
+    assert!(done.version > half.version);
+    let water = &done.products[0];
+    assert!(water.r#final);
+    let alpha = &water.malls[0];
+    assert_eq!(alpha.state, pb::JobState::Done as i32);
+    assert_eq!(alpha.outcome, pb::Outcome::Found as i32);
+    let effective: Vec<i64> = alpha.offers.iter().map(|o| o.effective_price).collect();
+    assert_eq!(
+        effective,
+        [14_000, 15_000],
+        "cheapest effective price first"
+    );
+    let lowest = water.lowest.as_ref().unwrap();
+    assert_eq!(
+        (
+            lowest.mall.as_str(),
+            lowest.price,
+            lowest.shipping_fee,
+            lowest.effective_price
+        ),
+        (BETA, 13_000, 500, 13_500)
+    );
+    let missing = &done.products[1];
+    assert!(missing.lowest.is_none());
+    assert_eq!(missing.malls[0].outcome, pb::Outcome::NotFound as i32);
+    let dead = &missing.malls[1];
+    assert_eq!(dead.state, pb::JobState::Dead as i32);
+    assert_eq!(dead.error_class, pb::ErrorClass::Permanent as i32);
+    assert_eq!(dead.error, "no site profile");
+    assert_eq!(dead.attempts, 1);
+
+    // A fresh stored result answers a repeat without a crawl.
+    let again = h
+        .search
+        .search(client(pb::SearchRequest {
+            max_age: Some(prost_types::Duration {
+                seconds: 3600,
+                nanos: 0,
+            }),
+            ..search_req(&[WATER], &[ALPHA])
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        again.items[0].disposition,
+        pb::Disposition::CachedResult as i32
+    );
+    let cached = h
+        .search
+        .get_search(client(pb::GetSearchRequest {
+            search_id: again.search_id,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(cached.r#final);
+    assert_eq!(
+        cached.products[0].lowest.as_ref().unwrap().effective_price,
+        14_000
+    );
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn watch_streams_increasing_versions_until_final_and_resumes(pool: PgPool) {
+    let mut h = start(pool).await;
+    let accepted = h
+        .search
+        .search(client(search_req(&[WATER], &[ALPHA, BETA])))
+        .await
+        .unwrap()
+        .into_inner();
+    let watch = |after_version| {
+        client(pb::WatchSearchRequest {
+            search_id: accepted.search_id,
+            after_version,
+        })
+    };
+    let mut stream = h.search.watch_search(watch(0)).await.unwrap().into_inner();
+    let first = next_status(&mut stream).await.unwrap();
+    assert_eq!(first.version, accepted.version);
+    assert!(!first.r#final);
+
+    // Drive the jobs while the watch is open, with pauses so the watcher sees steps.
+    let queue = h.queue.clone();
+    let driver = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let claimed = claim_all(&queue, "node-1").await;
+        let mut leases: Vec<Lease> = claimed.values().map(|j| j.lease).collect();
+        leases.sort_by_key(|l| l.job_id);
+        for (i, lease) in leases.into_iter().enumerate() {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let price = 10_000 + i64::try_from(i).unwrap() * 1_000;
+            let mall = claimed[&lease.job_id].mall.to_string();
+            complete(&queue, "node-1", lease, vec![offer(&mall, price, 0)]).await;
+        }
+    });
+    let mut seen = vec![first.clone()];
+    while let Some(status) = next_status(&mut stream).await {
+        seen.push(status);
+    }
+    driver.await.unwrap();
+    assert!(seen.len() >= 3, "saw {} statuses", seen.len());
+    for pair in seen.windows(2) {
+        assert!(pair[1].version > pair[0].version, "versions must increase");
+    }
+    let last = seen.last().unwrap();
+    assert!(last.r#final, "the stream ends after the final status");
+    assert!(seen[..seen.len() - 1].iter().all(|s| !s.r#final));
+    assert_eq!(last.products[0].lowest.as_ref().unwrap().price, 10_000);
+
+    // Resuming from the final version: nothing newer, the stream just ends.
+    let mut resumed = h
+        .search
+        .watch_search(watch(last.version))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(next_status(&mut resumed).await.is_none());
+    // Resuming from an older version: only newer statuses, ending at final.
+    let mut resumed = h
+        .search
+        .watch_search(watch(first.version))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut again = Vec::new();
+    while let Some(status) = next_status(&mut resumed).await {
+        again.push(status);
+    }
+    assert!(!again.is_empty());
+    assert!(again.iter().all(|s| s.version > first.version));
+    assert_eq!(again.last().unwrap().version, last.version);
+    assert!(again.last().unwrap().r#final);
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn watch_ends_on_shutdown(pool: PgPool) {
+    let mut h = start(pool).await;
+    let accepted = h
+        .search
+        .search(client(search_req(&[WATER], &[ALPHA])))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut stream = h
+        .search
+        .watch_search(client(pb::WatchSearchRequest {
+            search_id: accepted.search_id,
+            after_version: 0,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    next_status(&mut stream).await.unwrap();
+    h.shutdown.cancel();
+    let end = tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .expect("watch did not end on shutdown");
+    match end {
+        Err(status) => assert_eq!(status.code(), Code::Unavailable),
+        Ok(None) => {}
+        Ok(Some(s)) => panic!("unexpected status {s:?}"),
+    }
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn cancel_keeps_jobs_another_active_search_shares(pool: PgPool) {
+    let mut h = start(pool).await;
+    let a = h
+        .search
+        .search(client(search_req(
+            &["product one", "product two"],
+            &[ALPHA],
+        )))
+        .await
+        .unwrap()
+        .into_inner();
+    let b = h
+        .search
+        .search(client(search_req(&["product two"], &[ALPHA])))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(b.items[0].disposition, pb::Disposition::Joined as i32);
+    let (one, two) = (a.items[0].job_id, a.items[1].job_id);
+    assert_eq!(b.items[0].job_id, two);
+
+    let r = h
+        .search
+        .cancel_search(client(pb::CancelSearchRequest {
+            search_id: a.search_id,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (r.cancelled_queued, r.cancelling_running, r.kept_shared),
+        (1, 0, 1)
+    );
+    assert_eq!(job_state(&h.pool, one).await, "cancelled");
+    assert_eq!(job_state(&h.pool, two).await, "queued");
+    let status_a = h
+        .search
+        .get_search(client(pb::GetSearchRequest {
+            search_id: a.search_id,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(status_a.cancelled);
+    assert_eq!(
+        status_a.products[0].malls[0].state,
+        pb::JobState::Cancelled as i32
+    );
+    assert!(!status_a.r#final, "the shared job still runs");
+    // Cancelling again changes nothing.
+    let r = h
+        .search
+        .cancel_search(client(pb::CancelSearchRequest {
+            search_id: a.search_id,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (r.cancelled_queued, r.cancelling_running, r.kept_shared),
+        (0, 0, 1)
+    );
+    // Once the other search is cancelled too, nobody needs the shared job.
+    let r = h
+        .search
+        .cancel_search(client(pb::CancelSearchRequest {
+            search_id: b.search_id,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (r.cancelled_queued, r.cancelling_running, r.kept_shared),
+        (1, 0, 0)
+    );
+    assert_eq!(job_state(&h.pool, two).await, "cancelled");
+
+    // A running job: cancelled in the database, and its node is told over NOTIFY.
+    let mut listener = PgListener::connect_with(&h.pool).await.unwrap();
+    listener.listen(CONTROL_CHANNEL).await.unwrap();
+    let c = h
+        .search
+        .search(client(search_req(&["product three"], &[ALPHA])))
+        .await
+        .unwrap()
+        .into_inner();
+    let claimed = claim_all(&h.queue, "node-7").await;
+    let lease = claimed[&c.items[0].job_id].lease;
+    let r = h
+        .search
+        .cancel_search(client(pb::CancelSearchRequest {
+            search_id: c.search_id,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (r.cancelled_queued, r.cancelling_running, r.kept_shared),
+        (0, 1, 0)
+    );
+    assert_eq!(job_state(&h.pool, lease.job_id).await, "cancelled");
+    let note = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let control: serde_json::Value = serde_json::from_str(note.payload()).unwrap();
+    let cancel = &control["cancel"][0];
+    assert_eq!(cancel["job_id"], lease.job_id);
+    assert_eq!(cancel["lease_epoch"], lease.epoch);
+    assert_eq!(cancel["node_id"], "node-7");
+    assert_eq!(
+        count(
+            &h.pool,
+            "select count(*) from job_attempt where ended = 'cancelled'"
+        )
+        .await,
+        1
+    );
+    // The node's late result is stale.
+    let late = JobResult::found(lease, vec![offer(ALPHA, 1, 0)]).unwrap();
+    assert!(matches!(
+        h.queue.complete_if_leased("node-7", &late).await,
+        Err(QueueError::LeaseLost(_))
+    ));
+
+    let err = h
+        .search
+        .cancel_search(client(pb::CancelSearchRequest { search_id: 9999 }))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+}
+
+/// A Search that joins a job while another search sharing it is being cancelled must never
+/// be left relying on a cancelled job.
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn cancel_racing_a_join_never_strands_the_joining_search(pool: PgPool) {
+    let h = start(pool).await;
+    let searches = Searches::new(h.queue.clone());
+    let request = |name: &str| SearchRequest::try_from(search_req(&[name], &[ALPHA])).unwrap();
+    for i in 0..40 {
+        let name = format!("raced product {i}");
+        let a = h
+            .queue
+            .enqueue(&request(&name), &EnqueueContext::default())
+            .await
+            .unwrap();
+        let again = request(&name);
+        let ctx = EnqueueContext::default();
+        let (cancelled, b) =
+            tokio::join!(searches.cancel(a.search_id), h.queue.enqueue(&again, &ctx),);
+        let (cancelled, b) = (cancelled.unwrap(), b.unwrap());
+        let b_job = b.items[0].job_id;
+        assert_eq!(
+            job_state(&h.pool, b_job).await,
+            "queued",
+            "round {i}: search B relies on job {b_job} ({:?}), A's cancel: {cancelled:?}",
+            b.items[0].disposition
+        );
+    }
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn get_job_shows_state_offers_and_rounds(pool: PgPool) {
+    let mut h = start(pool).await;
+    let accepted = h
+        .search
+        .search(client(pb::SearchRequest {
+            products: vec![pb::Product {
+                code: "SKU-1".into(),
+                name: WATER.into(),
+            }],
+            malls: vec![ALPHA.into()],
+            priority_class: pb::PriorityClass::Batch as i32,
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let job_id = accepted.items[0].job_id;
+    let queued = h
+        .search
+        .get_job(client(pb::GetJobRequest { job_id }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(queued.state, pb::JobState::Queued as i32);
+    assert_eq!(queued.priority, 50);
+    assert_eq!(queued.max_attempts, 3);
+    assert_eq!(queued.product.as_ref().unwrap().code, "SKU-1");
+    assert!(queued.run_started_at.is_none() && queued.finished_at.is_none());
+
+    let claimed = claim_all(&h.queue, "node-1").await;
+    let running = h
+        .search
+        .get_job(client(pb::GetJobRequest { job_id }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(running.state, pb::JobState::Running as i32);
+    assert_eq!(running.node_id, "node-1");
+    assert_eq!(running.lease_epoch, 1);
+    assert!(running.deadline_at.is_some());
+
+    let mut result = JobResult::found(
+        claimed[&job_id].lease,
+        vec![offer(ALPHA, 9_000, 2_500), offer(ALPHA, 10_000, 0)],
+    )
+    .unwrap();
+    result.rounds = vec![RoundReport {
+        kind: "original".into(),
+        query: WATER.into(),
+        cards_seen: 40,
+        matches: 2,
+        elapsed_ms: 1_500,
+    }];
+    result.metrics.bytes_in = 1_000;
+    result.metrics.cost_usd = 0.25;
+    h.queue.complete_if_leased("node-1", &result).await.unwrap();
+
+    let done = h
+        .search
+        .get_job(client(pb::GetJobRequest { job_id }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(done.job_id, job_id);
+    assert_eq!(done.mall, ALPHA);
+    assert_eq!(done.state, pb::JobState::Done as i32);
+    assert_eq!(done.outcome, pb::Outcome::Found as i32);
+    assert!(done.node_id.is_empty());
+    assert!(done.finished_at.is_some());
+    let effective: Vec<i64> = done.offers.iter().map(|o| o.effective_price).collect();
+    assert_eq!(effective, [10_000, 11_500]);
+    assert_eq!(done.rounds.len(), 1);
+    assert_eq!(done.rounds[0].cards_seen, 40);
+    assert_eq!(done.rounds[0].elapsed.unwrap().seconds, 1);
+    assert_eq!(done.bytes, 1_000);
+    assert!((done.cost_usd - 0.25).abs() < 1e-9);
+
+    let err = h
+        .search
+        .get_job(client(pb::GetJobRequest { job_id: 987_654 }))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn status_caps_offers_per_mall_but_get_job_shows_all(pool: PgPool) {
+    let mut h = start(pool).await;
+    let accepted = h
+        .search
+        .search(client(search_req(&[WATER], &[ALPHA])))
+        .await
+        .unwrap()
+        .into_inner();
+    let job_id = accepted.items[0].job_id;
+    let claimed = claim_all(&h.queue, "node-1").await;
+    let offers = (0..25).rev().map(|i| offer(ALPHA, 1_000 + i, 0)).collect();
+    complete(&h.queue, "node-1", claimed[&job_id].lease, offers).await;
+
+    let status = h
+        .search
+        .get_search(client(pb::GetSearchRequest {
+            search_id: accepted.search_id,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let shown: Vec<i64> = status.products[0].malls[0]
+        .offers
+        .iter()
+        .map(|o| o.price)
+        .collect();
+    let cheapest: Vec<i64> = (1_000..1_020).collect();
+    assert_eq!(shown, cheapest);
+    let job = h
+        .search
+        .get_job(client(pb::GetJobRequest { job_id }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(job.offers.len(), 25);
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn price_history_is_newest_first_within_since_and_limit(pool: PgPool) {
+    let mut h = start(pool).await;
+    let insert = "insert into price_history (product_key, recorded_at, lowest_effective_price, lowest_mall, malls)
+                  values ($1, now() - $2::int * interval '1 day', $3, $4, $5)";
+    let malls = serde_json::json!([
+        {"mall": ALPHA, "price": 12000, "shipping_fee": 0, "effective_price": 12000,
+         "url": "http://a", "title": "water"},
+        {"mall": BETA, "price": 11000, "shipping_fee": 2500, "effective_price": 13500,
+         "url": "http://b", "title": "water"}
+    ]);
+    for (key, days, price) in [
+        ("name:제주 삼다수 2l x 12", 1, 12_000),
+        ("name:제주 삼다수 2l x 12", 3, 12_500),
+        ("name:제주 삼다수 2l x 12", 40, 13_000),
+        ("name:something else", 1, 1),
+        ("code:SKU-9", 2, 777),
+    ] {
+        sqlx::query(insert)
+            .bind(key)
+            .bind(days)
+            .bind(price)
+            .bind(ALPHA)
+            .bind(&malls)
+            .execute(&h.pool)
+            .await
+            .unwrap();
+    }
+    let history = |product: pb::Product, limit, since| {
+        client(pb::GetPriceHistoryRequest {
+            product: Some(product),
+            since,
+            limit,
+        })
+    };
+    // Spelling and case do not matter: the product's identity is normalised.
+    let h30 = h
+        .search
+        .get_price_history(history(product("제주  삼다수 2L X 12"), 0, None))
+        .await
+        .unwrap()
+        .into_inner();
+    let prices: Vec<i64> = h30
+        .entries
+        .iter()
+        .map(|e| e.lowest_effective_price)
+        .collect();
+    assert_eq!(prices, [12_000, 12_500], "newest first, 30 days by default");
+    assert_eq!(h30.entries[0].lowest_mall, ALPHA);
+    assert_eq!(h30.entries[0].malls.len(), 2);
+    assert_eq!(h30.entries[0].malls[1].effective_price, 13_500);
+    assert!(h30.entries[0].at.unwrap().seconds > h30.entries[1].at.unwrap().seconds);
+
+    let one = h
+        .search
+        .get_price_history(history(product(WATER), 1, None))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(one.entries.len(), 1);
+    let since = prost_types::Timestamp {
+        seconds: chrono::Utc::now().timestamp() - 50 * 86_400,
+        nanos: 0,
+    };
+    let all = h
+        .search
+        .get_price_history(history(product(WATER), 0, Some(since)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(all.entries.len(), 3);
+    let by_code = h
+        .search
+        .get_price_history(history(
+            pb::Product {
+                code: "SKU-9".into(),
+                name: String::new(),
+            },
+            0,
+            None,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(by_code.entries.len(), 1);
+    assert_eq!(by_code.entries[0].lowest_effective_price, 777);
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn list_nodes_shows_connected_nodes_and_their_jobs(pool: PgPool) {
+    let mut h = start(pool).await;
+    let insert = "insert into node_session (node_id, session_id, coordinator_id, version, slots, free_slots, malls, draining, disconnected_at)
+                  values ($1, gen_random_uuid(), 'coord-a', '0.1.0', $2, $3, $4, $5, $6)";
+    for (node, slots, free, malls, draining, gone) in [
+        ("node-1", 4, 3, vec![ALPHA.to_owned()], false, false),
+        ("node-2", 2, 2, vec![], true, false),
+        ("node-3", 2, 2, vec![], false, true),
+    ] {
+        sqlx::query(insert)
+            .bind(node)
+            .bind(slots)
+            .bind(free)
+            .bind(malls)
+            .bind(draining)
+            .bind(gone.then(chrono::Utc::now))
+            .execute(&h.pool)
+            .await
+            .unwrap();
+    }
+    let accepted = h
+        .search
+        .search(client(search_req(&[WATER], &[ALPHA])))
+        .await
+        .unwrap()
+        .into_inner();
+    claim_all(&h.queue, "node-1").await;
+
+    let nodes = h
+        .ops
+        .list_nodes(client(pb::ListNodesRequest {}))
+        .await
+        .unwrap()
+        .into_inner()
+        .nodes;
+    let ids: Vec<_> = nodes.iter().map(|n| n.node_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["node-1", "node-2"],
+        "a disconnected node is not listed"
+    );
+    let n1 = &nodes[0];
+    assert_eq!((n1.slots, n1.free_slots), (4, 3));
+    assert_eq!(n1.malls, [ALPHA]);
+    assert_eq!(n1.running_jobs, [accepted.items[0].job_id]);
+    assert_eq!(n1.coordinator, "coord-a");
+    assert_eq!(n1.version, "0.1.0");
+    assert!(!n1.session_id.is_empty() && n1.connected_at.is_some());
+    assert!(nodes[1].draining && nodes[1].running_jobs.is_empty());
+
+    let drained = h
+        .ops
+        .drain_node(admin(pb::DrainNodeRequest {
+            node_id: "node-1".into(),
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(drained.found);
+    assert_eq!(
+        count(
+            &h.pool,
+            "select count(*) from node_session where node_id = 'node-1' and draining"
+        )
+        .await,
+        1
+    );
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn retry_dead_requeues_dead_jobs_but_not_over_an_active_one(pool: PgPool) {
+    let mut h = start(pool).await;
+    let first = h
+        .search
+        .search(client(search_req(
+            &["product one", "product two"],
+            &[ALPHA],
+        )))
+        .await
+        .unwrap()
+        .into_inner();
+    let (one, two) = (first.items[0].job_id, first.items[1].job_id);
+    for job in claim_all(&h.queue, "node-1").await.into_values() {
+        h.queue
+            .fail_if_leased(
+                "node-1",
+                &JobFailure::new(job.lease, ErrorClass::PageBlocked, "burned 3 ports"),
+            )
+            .await
+            .unwrap();
+    }
+    assert_eq!(job_state(&h.pool, one).await, "dead");
+    assert_eq!(job_state(&h.pool, two).await, "dead");
+    // Someone asks for product two again: a new active job holds its key.
+    let again = h
+        .search
+        .search(client(search_req(&["product two"], &[ALPHA])))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_ne!(again.items[0].job_id, two);
+
+    let none = h
+        .ops
+        .retry_dead(admin(pb::RetryDeadRequest {
+            mall: BETA.into(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(none.requeued, 0, "no dead job of that mall");
+    let before = h
+        .search
+        .get_search(client(pb::GetSearchRequest {
+            search_id: first.search_id,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(before.r#final);
+    let r = h
+        .ops
+        .retry_dead(admin(pb::RetryDeadRequest::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.requeued, 1);
+    assert_eq!(job_state(&h.pool, one).await, "queued");
+    assert_eq!(
+        job_state(&h.pool, two).await,
+        "dead",
+        "its key has an active job"
+    );
+    let job = h
+        .search
+        .get_job(client(pb::GetJobRequest { job_id: one }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(job.attempts, 0);
+    assert_eq!(job.error_class, 0);
+    assert!(job.finished_at.is_none());
+    let after = h
+        .search
+        .get_search(client(pb::GetSearchRequest {
+            search_id: first.search_id,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!after.r#final && after.version > before.version);
+    // The requeued job is claimable at once.
+    let claimed = claim_all(&h.queue, "node-2").await;
+    assert!(claimed.contains_key(&one));
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn ops_snapshot_and_proxy_ports(pool: PgPool) {
+    let mut h = start(pool).await;
+    // Jobs: 3 queued → 1 running, 1 dead, 1 queued.
+    h.search
+        .search(client(search_req(&["p1", "p2", "p3"], &[ALPHA])))
+        .await
+        .unwrap();
+    let mut claimed: Vec<ClaimedJob> = h
+        .queue
+        .claim("node-1", None, 2)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    let dead = claimed.pop().unwrap();
+    h.queue
+        .fail_if_leased(
+            "node-1",
+            &JobFailure::new(dead.lease, ErrorClass::Permanent, "nope"),
+        )
+        .await
+        .unwrap();
+
+    let statements = [
+        "insert into node_session (node_id, session_id, coordinator_id, slots, free_slots, draining, disconnected_at) values
+           ('node-1', gen_random_uuid(), 'c', 4, 3, false, null),
+           ('node-2', gen_random_uuid(), 'c', 4, 4, true, null),
+           ('node-3', gen_random_uuid(), 'c', 8, 8, false, now())",
+        "insert into proxy_port (host, port, holder_node, leased_until, rest_until, cooldown_until, use_count, burn_count, last_reason) values
+           ('gw', 10001, null, null, null, null, 5, 0, 'budget'),
+           ('gw', 10002, 'node-1', now() + interval '1 minute', null, null, 1, 0, null),
+           ('gw', 10003, null, null, now() + interval '1 minute', null, 3, 0, 'budget'),
+           ('gw', 10004, null, null, null, now() + interval '10 minutes', 9, 2, 'block'),
+           ('gw', 10005, null, null, now() - interval '1 minute', now() - interval '1 minute', 2, 1, 'block')",
+        "insert into proxy_port (host, port, enabled) values ('gw', 10099, false)",
+        "insert into proxy_port_cooldown (host, port, mall, cooldown_until) values
+           ('gw', 10001, 'testmall-beta', now() + interval '5 minutes'),
+           ('gw', 10005, 'testmall-beta', now() - interval '5 minutes')",
+        "insert into bot_detection (mall, ip_request_no, detected_at) values
+           ('testmall-alpha', 1, now() - interval '5 minutes'),
+           ('testmall-alpha', 2, now() - interval '50 minutes'),
+           ('testmall-beta', 3, now() - interval '2 hours')",
+        "insert into ip_session (host, port, mall, requests, ok, blocked, elapsed_ms, end_reason, ended_at) values
+           ('gw', 10004, 'testmall-alpha', 2, 1, 1, 5000, 'block', now() - interval '1 hour'),
+           ('gw', 10004, 'testmall-alpha', 2, 1, 1, 5000, 'block', now() - interval '7 hours'),
+           ('gw', 10001, 'testmall-alpha', 3, 3, 0, 9000, 'budget', now() - interval '1 hour')",
+    ];
+    for sql in statements {
+        sqlx::query(sql).execute(&h.pool).await.unwrap();
+    }
+
+    let ops = h
+        .ops
+        .get_ops(client(pb::GetOpsRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    let jobs: HashMap<i32, i64> = ops.jobs.iter().map(|c| (c.state, c.count)).collect();
+    assert_eq!(jobs[&(pb::JobState::Queued as i32)], 1);
+    assert_eq!(jobs[&(pb::JobState::Running as i32)], 1);
+    assert_eq!(jobs[&(pb::JobState::Dead as i32)], 1);
+    assert_eq!(jobs[&(pb::JobState::Done as i32)], 0);
+    assert_eq!(ops.dead_last_hour, 1);
+    assert_eq!(ops.stuck_running, 0);
+    assert_eq!(ops.nodes_connected, 2);
+    assert_eq!(
+        ops.free_slots, 3,
+        "a draining node's slots are not capacity"
+    );
+    assert_eq!(ops.proxy_ports_total, 5, "a disabled port is not counted");
+    assert_eq!(ops.proxy_ports_available, 2);
+    assert!((ops.proxy_ports_available_pct - 40.0).abs() < 1e-9);
+    assert_eq!(ops.blocks_last_hour, 2);
+    assert_eq!(ops.block_ended_sessions_6h, 1);
+    assert!(ops.at.is_some());
+    let mall = |m: &str| ops.malls.iter().find(|x| x.mall == m).unwrap().clone();
+    let alpha = mall(ALPHA);
+    assert_eq!((alpha.queued, alpha.running), (1, 1));
+    assert_eq!(alpha.blocks_last_hour, 2);
+    assert_eq!(alpha.ports_cooling, 1);
+    let beta = mall(BETA);
+    assert_eq!(beta.blocks_last_hour, 0);
+    assert_eq!(beta.ports_cooling, 2, "every-mall cooldown plus beta's own");
+
+    let ports = h
+        .ops
+        .list_proxy_ports(client(pb::ListProxyPortsRequest {}))
+        .await
+        .unwrap()
+        .into_inner()
+        .ports;
+    let states: Vec<(u32, &str)> = ports.iter().map(|p| (p.port, p.state.as_str())).collect();
+    assert_eq!(
+        states,
+        [
+            (10001, "available"),
+            (10002, "leased"),
+            (10003, "resting"),
+            (10004, "cooling"),
+            (10005, "available"),
+        ]
+    );
+    assert_eq!(ports[0].cooling_malls, [BETA]);
+    assert!(
+        ports[4].cooling_malls.is_empty(),
+        "an expired cooldown is over"
+    );
+    assert_eq!(ports[1].holder_node, "node-1");
+    assert_eq!(ports[3].burn_count, 2);
+    assert_eq!(ports[3].last_reason, "block");
+    assert_eq!(ports[0].use_count, 5);
+
+    // No ports at all reads as 100 % available.
+    sqlx::query("delete from proxy_port")
+        .execute(&h.pool)
+        .await
+        .unwrap();
+    let ops = h
+        .ops
+        .get_ops(client(pb::GetOpsRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ops.proxy_ports_total, 0);
+    assert!((ops.proxy_ports_available_pct - 100.0).abs() < 1e-9);
+}
+
+/// Runs the built `lpsctl` against the test server.
+async fn lpsctl(addr: SocketAddr, token: &str, args: &[&str]) -> std::process::Output {
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_lpsctl"))
+        .args(args)
+        .env("LPS_ADDR", format!("http://{addr}"))
+        .env("LPS_TOKEN", token)
+        .kill_on_drop(true)
+        .output();
+    tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("lpsctl hung")
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn lpsctl_search_wait_prints_the_final_status(pool: PgPool) {
+    let h = start(pool).await;
+    let addr = h.addr;
+
+    // A node's work, done while lpsctl waits.
+    let queue = h.queue.clone();
+    let node = tokio::spawn(async move {
+        let mut done = 0;
+        while done < 2 {
+            for (_, job) in claim_all(&queue, "node-1").await {
+                let mall = job.mall.to_string();
+                let offers = if mall == ALPHA {
+                    vec![offer(ALPHA, 12_000, 3_000)]
+                } else {
+                    vec![offer(BETA, 13_000, 500)]
+                };
+                complete(&queue, "node-1", job.lease, offers).await;
+                done += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    let out = lpsctl(
+        addr,
+        CLIENT,
+        &[
+            "search", WATER, "--mall", ALPHA, "--mall", BETA, "--wait", "--json",
+        ],
+    )
+    .await;
+    node.await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "lpsctl failed: {stderr}");
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["final"], true);
+    let product = &status["products"][0];
+    assert_eq!(product["product"]["name"], WATER);
+    assert_eq!(product["malls"].as_array().unwrap().len(), 2);
+    assert_eq!(product["malls"][0]["state"], "done");
+    assert_eq!(product["malls"][0]["outcome"], "found");
+    assert_eq!(product["lowest"]["mall"], BETA);
+    assert_eq!(product["lowest"]["effective_price"], 13_500);
+    assert!(stderr.contains("2/2 finished"), "{stderr}");
+    assert!(
+        stderr.lines().last().unwrap().ends_with("final"),
+        "{stderr}"
+    );
+
+    // Answered from the store (max age), as a table.
+    let out = lpsctl(
+        addr,
+        CLIENT,
+        &[
+            "search",
+            WATER,
+            "--mall",
+            ALPHA,
+            "--mall",
+            BETA,
+            "--max-age",
+            "1h",
+            "--wait",
+        ],
+    )
+    .await;
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("done/found"), "{table}");
+    assert!(
+        table.contains("15,000") && table.contains("13,500"),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("lowest: 13,500 (13,000 + 500 shipping) at testmall-beta"),
+        "{table}"
+    );
+
+    // Reads for scripts.
+    let out = lpsctl(addr, CLIENT, &["ops", "--json"]).await;
+    assert!(out.status.success());
+    let ops: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ops["jobs"]["done"], 2);
+    let job_id = status["products"][0]["malls"][0]["job_id"]
+        .as_i64()
+        .unwrap();
+    let out = lpsctl(addr, CLIENT, &["job", &job_id.to_string()]).await;
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("done/found"));
+
+    // Failures: one line on stderr with the status code, nonzero exit.
+    let out = lpsctl(addr, "wrong-token", &["ops"]).await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("lpsctl: Unauthenticated: "), "{stderr}");
+    let out = lpsctl(addr, CLIENT, &["drain", "node-1"]).await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("lpsctl: PermissionDenied: "));
+    let out = lpsctl(addr, CLIENT, &["search", "", "--mall", ALPHA]).await;
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .starts_with("lpsctl: InvalidArgument: products[0].name: ")
+    );
+}
