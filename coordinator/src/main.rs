@@ -8,29 +8,27 @@ use lps_coordinator::{
     config::{Cli, Command},
     db,
 };
+use lps_telemetry::LogFormat;
 use tokio::signal::unix::{SignalKind, signal};
 use tracing::{error, info};
-use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let config = cli.serve.validate()?;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    if config.json_logs {
-        tracing_subscriber::fmt()
-            .json()
-            .with_env_filter(filter)
-            .init();
+    let format = if config.json_logs {
+        LogFormat::Json
     } else {
-        tracing_subscriber::fmt().with_env_filter(filter).init();
-    }
+        LogFormat::Text
+    };
+    let telemetry = lps_telemetry::init("lps-coordinator", format)?;
     if let Some(Command::Migrate) = cli.command {
         let pool = db::connect(&config.database_url, 2)
             .await
             .context("connecting to DATABASE_URL")?;
         db::migrate(&pool).await.context("applying migrations")?;
         info!("migrations applied");
+        telemetry.shutdown();
         return Ok(());
     }
     let mut running = app::start(config).await?;
@@ -42,9 +40,11 @@ async fn main() -> anyhow::Result<()> {
         e = running.wait() => {
             error!(error = %e, "a background task failed; shutting down");
             running.shutdown().await;
+            telemetry.shutdown();
             return Err(e);
         }
     }
     running.shutdown().await;
+    telemetry.shutdown();
     Ok(())
 }

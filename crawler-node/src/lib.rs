@@ -1,4 +1,33 @@
-//! LPS crawler node.
+//! LPS crawler node: connects to a coordinator over one bidirectional gRPC stream
+//! (`lps.v1.NodeService/Connect`), runs the jobs it is assigned through an [`Executor`],
+//! and reports their outcomes (DESIGN §3, §5).
+//!
+//! Start a node with [`Node::new`] + [`Node::run`]; watch it through a [`NodeHandle`].
+//! The modules, one job each:
+//! - [`config`]: settings from flags / `LPS_…` variables, validated;
+//! - [`executor`]: the trait jobs run through, and the [`ScriptedExecutor`] for tests;
+//! - [`outbox`]: reports kept until acknowledged, resent after a reconnect;
+//! - [`retry`]: which stream errors are fatal, and the reconnect backoff;
+//! - [`session`]: what a Welcome says (timing, site profiles);
+//! - `jobs`: the slot table (one task per job, deadlines, cancels);
+//! - `link`: the stream task that ties them together;
+//! - [`node`]: the public entry point and the status handle;
+//! - [`health`]: `/healthz` and `/readyz`;
+//! - [`judge`]: matching result cards to the product (used by the browser executor).
 #![forbid(unsafe_code)]
 
+pub mod config;
+pub mod executor;
+pub mod health;
+mod host;
+mod jobs;
 pub mod judge;
+mod link;
+pub mod node;
+pub mod outbox;
+pub mod retry;
+pub mod session;
+
+pub use config::Config;
+pub use executor::{Executor, Job, Outcome, Progress, ScriptedExecutor};
+pub use node::{Node, NodeError, NodeHandle, Status, StreamState};

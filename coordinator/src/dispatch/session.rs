@@ -24,7 +24,7 @@ use lps_proto::{
 };
 use tokio::{sync::mpsc, time::Instant};
 use tonic::{Status, Streaming};
-use tracing::{debug, info, instrument, warn};
+use tracing::{Instrument as _, debug, info, instrument, warn};
 use uuid::Uuid;
 
 use super::{Command, Dispatcher, Entry};
@@ -302,12 +302,29 @@ impl Session {
         for job in jobs {
             self.held.insert(job.lease.job_id, job.lease.epoch);
             self.announced_free = self.announced_free.saturating_sub(1);
-            debug!(
+            let waited = (job.run_started_at - job.created_at).num_milliseconds();
+            let span = tracing::info_span!(
+                "dispatch.assign",
                 job.id = job.lease.job_id,
                 lease.epoch = job.lease.epoch,
-                "assigning job"
+                mall = %job.mall,
+                attempt = job.attempt,
+                node.id = %self.node_id,
+                queue.wait_ms = waited,
             );
-            self.send(Out::Assign(assign(&job))).await?;
+            lps_telemetry::set_parent(
+                &span,
+                job.traceparent.as_deref().unwrap_or(""),
+                job.tracestate.as_deref().unwrap_or(""),
+            );
+            let mut message = assign(&job);
+            // The node's spans hang under this assignment when it is being traced.
+            if let Some((parent, state)) = span.in_scope(lps_telemetry::current_traceparent) {
+                message.traceparent = parent;
+                message.tracestate = state;
+            }
+            span.in_scope(|| debug!("assigning job"));
+            self.send(Out::Assign(message)).instrument(span).await?;
         }
         Ok(())
     }

@@ -84,14 +84,23 @@ impl pb::search_service_server::SearchService for SearchApi {
         request: Request<pb::SearchRequest>,
     ) -> Result<Response<pb::SearchResponse>, Status> {
         self.tokens.check(request.metadata(), Role::Client)?;
-        let ctx = enqueue_context(&request);
+        let mut ctx = enqueue_context(&request);
         let req = SearchRequest::try_from(request.into_inner()).map_err(invalid)?;
         let span = info_span!(
             "grpc.search",
             products = req.products.len(),
             search.id = tracing::field::Empty
         );
+        // One search is one trace: continue the caller's, and store this span's context
+        // with the jobs so the nodes' work hangs under it.
+        if let Some(parent) = &ctx.traceparent {
+            lps_telemetry::set_parent(&span, parent, ctx.tracestate.as_deref().unwrap_or(""));
+        }
         async {
+            if let Some((parent, state)) = lps_telemetry::current_traceparent() {
+                ctx.traceparent = Some(parent);
+                ctx.tracestate = Some(state).filter(|s| !s.is_empty());
+            }
             let accepted = self.queue.enqueue(&req, &ctx).await.map_err(status)?;
             tracing::Span::current().record("search.id", accepted.search_id);
             let version = self

@@ -1,0 +1,447 @@
+//! The node's settings: command-line flags, each also read from an `LPS_…` environment
+//! variable (the way Kubernetes sets them).
+//!
+//! [`Config`] is what clap parses; [`Config::validate`] checks what clap cannot (ranges,
+//! the node id's alphabet, the coordinator URL, TLS file pairs) and fails naming the
+//! setting, so a bad deployment stops at start-up with one clear line. The node token is a
+//! [`Secret`]: its `Debug` hides it and it is never logged or echoed in an error.
+//! Nothing here is persisted.
+
+use std::{fmt, net::SocketAddr, path::PathBuf, str::FromStr, time::Duration};
+
+use clap::{Parser, ValueEnum};
+use lps_proto::model::{MAX_SLOTS, MallId};
+
+/// `LPS_COORDINATOR_URL` default.
+pub const DEFAULT_COORDINATOR_URL: &str = "http://127.0.0.1:50051";
+/// `LPS_NODE_SLOTS` default.
+pub const DEFAULT_SLOTS: u32 = 2;
+/// `LPS_DRAIN_TIMEOUT` default.
+pub const DEFAULT_DRAIN_TIMEOUT: &str = "240s";
+/// `LPS_RECONNECT_DEADLINE` default.
+pub const DEFAULT_RECONNECT_DEADLINE: &str = "5m";
+/// `LPS_HTTP_ADDR` default.
+pub const DEFAULT_HTTP_ADDR: &str = "0.0.0.0:9090";
+/// Longest node id the coordinator accepts (`Hello.node_id`).
+pub const MAX_NODE_ID_CHARS: usize = 128;
+
+/// A secret string (the node token). `Debug` and `Display` print `***`; read it with
+/// [`Secret::expose`] only where it is put on the wire.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The secret itself. Never log it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl FromStr for Secret {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(s.to_owned()))
+    }
+}
+
+/// Log output format (`LPS_LOG_FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// Which executor runs the jobs (`LPS_EXECUTOR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExecutorKind {
+    /// [`crate::executor::ScriptedExecutor`]: the product name decides the outcome. For
+    /// tests and trials; the only executor until the browser executor lands (`browser`).
+    Scripted,
+}
+
+/// The node's settings.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "crawler-node", version, about = "LPS crawler node")]
+pub struct Config {
+    /// The coordinator's NodeService address (`http://` or `https://`).
+    #[arg(long, env = "LPS_COORDINATOR_URL", default_value = DEFAULT_COORDINATOR_URL)]
+    pub coordinator_url: String,
+
+    /// Bearer token presented to the coordinator (a secret; never logged).
+    #[arg(long, env = "LPS_NODE_TOKEN", hide_env_values = true)]
+    pub node_token: Secret,
+
+    /// Stable node name, 1..=128 chars of [A-Za-z0-9._-] (the pod name). Default: the host
+    /// name.
+    #[arg(long, env = "LPS_NODE_ID", default_value_t = default_node_id())]
+    pub node_id: String,
+
+    /// Browser slots: how many jobs run at once (1..=64).
+    #[arg(long, env = "LPS_NODE_SLOTS", default_value_t = DEFAULT_SLOTS)]
+    pub slots: u32,
+
+    /// Mall ids this node crawls, comma-separated; empty = every mall.
+    #[arg(long, env = "LPS_MALLS", default_value = "")]
+    pub malls: MallList,
+
+    /// How long a drain (SIGTERM or the coordinator's Drain) may take in total: running
+    /// jobs finish, the rest are handed back, every report is acknowledged, Goodbye.
+    #[arg(long, env = "LPS_DRAIN_TIMEOUT", default_value = DEFAULT_DRAIN_TIMEOUT, value_parser = humantime::parse_duration)]
+    pub drain_timeout: Duration,
+
+    /// How long the node keeps retrying a lost (or never reached) coordinator before it
+    /// exits non-zero.
+    #[arg(long, env = "LPS_RECONNECT_DEADLINE", default_value = DEFAULT_RECONNECT_DEADLINE, value_parser = humantime::parse_duration)]
+    pub reconnect_deadline: Duration,
+
+    /// Address of the HTTP server for `/healthz` and `/readyz`.
+    #[arg(long, env = "LPS_HTTP_ADDR", default_value = DEFAULT_HTTP_ADDR)]
+    pub http_addr: SocketAddr,
+
+    /// Log format: `text` or `json`.
+    #[arg(long, env = "LPS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Which executor runs jobs: `scripted` (the browser executor is not built yet).
+    #[arg(long, env = "LPS_EXECUTOR", value_enum, default_value_t = ExecutorKind::Scripted)]
+    pub executor: ExecutorKind,
+
+    /// PEM file of the CA that signs the coordinator's certificate (needed for `https://`).
+    #[arg(long, env = "LPS_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+
+    /// PEM certificate this node presents (mTLS); needs `LPS_TLS_KEY`.
+    #[arg(long, env = "LPS_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key of `LPS_TLS_CERT`.
+    #[arg(long, env = "LPS_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+}
+
+/// A setting that is not acceptable, named by its environment variable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{setting}: {reason}")]
+pub struct ConfigError {
+    pub setting: &'static str,
+    pub reason: String,
+}
+
+impl ConfigError {
+    fn new(setting: &'static str, reason: impl Into<String>) -> Self {
+        Self {
+            setting,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl Config {
+    /// The defaults of every setting with this coordinator and token: what tests start
+    /// in-process nodes with (no environment is read).
+    pub fn new(coordinator_url: impl Into<String>, node_token: impl Into<String>) -> Self {
+        Self {
+            coordinator_url: coordinator_url.into(),
+            node_token: Secret::new(node_token),
+            node_id: default_node_id(),
+            slots: DEFAULT_SLOTS,
+            malls: MallList::default(),
+            drain_timeout: parse_default(DEFAULT_DRAIN_TIMEOUT),
+            reconnect_deadline: parse_default(DEFAULT_RECONNECT_DEADLINE),
+            http_addr: DEFAULT_HTTP_ADDR
+                .parse()
+                .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 9090))),
+            log_format: LogFormat::Text,
+            executor: ExecutorKind::Scripted,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
+        }
+    }
+
+    /// Checks what clap cannot; the error names the setting.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let url = self.coordinator_url.trim();
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Err(ConfigError::new(
+                "LPS_COORDINATOR_URL",
+                format!("{url:?} is not a URL like http://coordinator:50051"),
+            ));
+        };
+        if !matches!(scheme, "http" | "https") || rest.is_empty() {
+            return Err(ConfigError::new(
+                "LPS_COORDINATOR_URL",
+                format!("{url:?}: the scheme must be http or https and a host is needed"),
+            ));
+        }
+        if let Err(e) = tonic::transport::Endpoint::from_shared(url.to_owned()) {
+            return Err(ConfigError::new(
+                "LPS_COORDINATOR_URL",
+                format!("{url:?}: {e}"),
+            ));
+        }
+        if scheme == "https" && self.tls_ca.is_none() {
+            return Err(ConfigError::new(
+                "LPS_TLS_CA",
+                "an https:// coordinator needs the CA certificate that signs it",
+            ));
+        }
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            let setting = if self.tls_cert.is_some() {
+                "LPS_TLS_KEY"
+            } else {
+                "LPS_TLS_CERT"
+            };
+            return Err(ConfigError::new(
+                setting,
+                "LPS_TLS_CERT and LPS_TLS_KEY go together",
+            ));
+        }
+        if self.node_token.expose().trim().is_empty() {
+            return Err(ConfigError::new("LPS_NODE_TOKEN", "must not be empty"));
+        }
+        if self
+            .node_token
+            .expose()
+            .bytes()
+            .any(|b| !(0x21..0x7f).contains(&b))
+        {
+            // NB: the reason must not echo the token.
+            return Err(ConfigError::new(
+                "LPS_NODE_TOKEN",
+                "only printable ASCII without spaces is allowed",
+            ));
+        }
+        let id = &self.node_id;
+        if id.is_empty() || id.chars().count() > MAX_NODE_ID_CHARS {
+            return Err(ConfigError::new(
+                "LPS_NODE_ID",
+                format!("must be 1..={MAX_NODE_ID_CHARS} characters, got {id:?}"),
+            ));
+        }
+        if !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        {
+            return Err(ConfigError::new(
+                "LPS_NODE_ID",
+                format!("only letters, digits, '.', '_' and '-' are allowed, got {id:?}"),
+            ));
+        }
+        if self.slots == 0 || self.slots > MAX_SLOTS {
+            return Err(ConfigError::new(
+                "LPS_NODE_SLOTS",
+                format!("must be 1..={MAX_SLOTS}, got {}", self.slots),
+            ));
+        }
+        for (i, mall) in self.malls.iter().enumerate() {
+            if self.malls[..i].contains(mall) {
+                return Err(ConfigError::new(
+                    "LPS_MALLS",
+                    format!("{mall} is listed twice"),
+                ));
+            }
+        }
+        if self.drain_timeout < Duration::from_millis(100) {
+            return Err(ConfigError::new(
+                "LPS_DRAIN_TIMEOUT",
+                format!("must be at least 100ms, got {:?}", self.drain_timeout),
+            ));
+        }
+        if self.reconnect_deadline.is_zero() {
+            return Err(ConfigError::new(
+                "LPS_RECONNECT_DEADLINE",
+                "must be more than zero",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn parse_default(text: &str) -> Duration {
+    humantime::parse_duration(text).unwrap_or(Duration::from_secs(60))
+}
+
+/// The malls of `LPS_MALLS`: a comma-separated list, white space and empty items ignored,
+/// so an empty (or unset) variable means every mall.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MallList(pub Vec<MallId>);
+
+impl MallList {
+    pub fn new(malls: impl IntoIterator<Item = MallId>) -> Self {
+        Self(malls.into_iter().collect())
+    }
+}
+
+impl std::ops::Deref for MallList {
+    type Target = [MallId];
+
+    fn deref(&self) -> &[MallId] {
+        &self.0
+    }
+}
+
+impl FromStr for MallList {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        text.split(',')
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+            .map(|item| MallId::new(item).map_err(|e| format!("{item:?}: {}", e.reason)))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Self)
+    }
+}
+
+/// The host name (`/proc/sys/kernel/hostname`, then `$HOSTNAME`), else `crawler-node`.
+pub fn default_node_id() -> String {
+    let from_proc = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
+    let from_env = std::env::var("HOSTNAME").ok();
+    from_proc
+        .into_iter()
+        .chain(from_env)
+        .map(|name| name.trim().to_owned())
+        .find(|name| !name.is_empty())
+        .unwrap_or_else(|| "crawler-node".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Config, clap::Error> {
+        let mut argv = vec!["crawler-node", "--node-token", "t0ken", "--node-id", "n1"];
+        argv.extend_from_slice(args);
+        Config::try_parse_from(argv)
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let config = parse(&[]).unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.slots, 2);
+        assert_eq!(config.drain_timeout, Duration::from_secs(240));
+        assert_eq!(config.reconnect_deadline, Duration::from_secs(300));
+        assert_eq!(config.http_addr.port(), 9090);
+        assert!(config.malls.is_empty());
+        let same = Config::new(DEFAULT_COORDINATOR_URL, "t0ken");
+        assert_eq!(same.drain_timeout, config.drain_timeout);
+        assert_eq!(same.reconnect_deadline, config.reconnect_deadline);
+        assert_eq!(same.http_addr, config.http_addr);
+        same.validate().unwrap();
+    }
+
+    #[test]
+    fn durations_and_malls_parse() {
+        let config = parse(&[
+            "--drain-timeout",
+            "30s",
+            "--reconnect-deadline",
+            "2m",
+            "--malls",
+            "naver, coupang",
+            "--log-format",
+            "json",
+        ])
+        .unwrap();
+        assert_eq!(config.drain_timeout, Duration::from_secs(30));
+        assert_eq!(config.reconnect_deadline, Duration::from_secs(120));
+        let malls: Vec<&str> = config.malls.iter().map(MallId::as_str).collect();
+        assert_eq!(malls, ["naver", "coupang"]);
+        assert_eq!(config.log_format, LogFormat::Json);
+        assert!(parse(&["--malls", "Naver"]).is_err());
+        assert!(parse(&["--malls", ""]).unwrap().malls.is_empty());
+        assert!(parse(&["--malls", " , "]).unwrap().malls.is_empty());
+        assert!(parse(&["--drain-timeout", "soon"]).is_err());
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        let good = Config::new("http://127.0.0.1:50051", "t0ken");
+        type Change = Box<dyn Fn(&mut Config)>;
+        let cases: Vec<(Change, &str)> = vec![
+            (Box::new(|c| c.slots = 0), "LPS_NODE_SLOTS"),
+            (Box::new(|c| c.slots = 65), "LPS_NODE_SLOTS"),
+            (Box::new(|c| c.node_id = "a b".into()), "LPS_NODE_ID"),
+            (Box::new(|c| c.node_id = String::new()), "LPS_NODE_ID"),
+            (Box::new(|c| c.node_id = "x".repeat(129)), "LPS_NODE_ID"),
+            (
+                Box::new(|c| c.node_token = Secret::new("")),
+                "LPS_NODE_TOKEN",
+            ),
+            (
+                Box::new(|c| c.node_token = Secret::new("has space")),
+                "LPS_NODE_TOKEN",
+            ),
+            (
+                Box::new(|c| c.coordinator_url = "127.0.0.1:50051".into()),
+                "LPS_COORDINATOR_URL",
+            ),
+            (
+                Box::new(|c| c.coordinator_url = "ftp://x".into()),
+                "LPS_COORDINATOR_URL",
+            ),
+            (
+                Box::new(|c| c.coordinator_url = "https://coordinator:50051".into()),
+                "LPS_TLS_CA",
+            ),
+            (
+                Box::new(|c| c.tls_cert = Some("/tls/tls.crt".into())),
+                "LPS_TLS_KEY",
+            ),
+            (
+                Box::new(|c| c.drain_timeout = Duration::ZERO),
+                "LPS_DRAIN_TIMEOUT",
+            ),
+            (
+                Box::new(|c| c.reconnect_deadline = Duration::ZERO),
+                "LPS_RECONNECT_DEADLINE",
+            ),
+            (
+                Box::new(|c| {
+                    c.malls = MallList::new([
+                        MallId::new("naver").unwrap(),
+                        MallId::new("naver").unwrap(),
+                    ])
+                }),
+                "LPS_MALLS",
+            ),
+        ];
+        for (change, setting) in cases {
+            let mut config = good.clone();
+            change(&mut config);
+            let err = config.validate().unwrap_err();
+            assert_eq!(err.setting, setting, "{err}");
+        }
+    }
+
+    #[test]
+    fn the_token_is_never_shown() {
+        let config = Config::new("http://127.0.0.1:50051", "s3cr3t-token");
+        assert!(!format!("{config:?}").contains("s3cr3t"));
+        assert_eq!(config.node_token.to_string(), "***");
+        let mut bad = config.clone();
+        bad.node_token = Secret::new("s3cr3t token");
+        assert!(!bad.validate().unwrap_err().to_string().contains("s3cr3t"));
+    }
+}

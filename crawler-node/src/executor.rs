@@ -1,0 +1,170 @@
+//! The seam between the node protocol and whatever runs a job: the [`Executor`] trait, the
+//! [`Job`] it is given, the [`Progress`] it reports while it runs and the [`Outcome`] it
+//! ends with.
+//!
+//! The node owns everything around a run: slots, the hard deadline, cancellation, reports.
+//! An executor only runs one job per call and returns how it ended. Rules for
+//! implementations:
+//! - `run` must return soon after `cancel` fires: the node waits at most [`STOP_GRACE`]
+//!   and then drops the future, which skips any cleanup that needs an `.await`. The slot
+//!   stays taken until then. What it returns after a cancel is ignored.
+//! - It must not enforce the job's deadline itself: the node cancels it at the deadline and
+//!   reports `DEADLINE`.
+//! - `Progress` is cheap to update (atomics); it is read for every heartbeat.
+//!
+//! The browser executor will implement this trait; [`ScriptedExecutor`] is the test one.
+
+use std::{
+    fmt,
+    sync::{
+        Arc,
+        atomic::{AtomicU32, AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use chrono::{DateTime, Utc};
+use lps_proto::{
+    model::{ErrorClass, JobMetrics, Lease, MallId, Offer, ProductSpec, RoundReport},
+    pb,
+};
+use tokio_util::sync::CancellationToken;
+
+pub mod scripted;
+
+pub use scripted::ScriptedExecutor;
+
+/// How long the node waits for [`Executor::run`] to return after cancelling it, before it
+/// drops the run and frees the slot.
+// NB: longer than the browser executor's own 60 s close timeout, so the executor, not the
+// node, decides how a browser close ends.
+pub const STOP_GRACE: Duration = Duration::from_secs(70);
+
+/// One leased job, as the coordinator assigned it (validated on receive).
+#[derive(Clone)]
+pub struct Job {
+    /// The job and the epoch of this claim; reports speak for exactly this lease.
+    pub lease: Lease,
+    pub product: ProductSpec,
+    pub mall: MallId,
+    /// 1-based number of this attempt.
+    pub attempt: u32,
+    pub max_attempts: u32,
+    /// The hard deadline (coordinator clock). The node enforces it.
+    pub deadline: DateTime<Utc>,
+    /// W3C trace context of the Search call that created the job.
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
+    /// The mall's site profile from the latest Welcome, if the coordinator sent one.
+    // NB: a wire type until lps-proto has a validated SiteProfile model.
+    pub profile: Option<Arc<pb::SiteProfile>>,
+    /// The coordinator's limits from the latest Welcome (defaults if it sent none).
+    pub limits: pb::Limits,
+}
+
+impl Job {
+    pub fn job_id(&self) -> i64 {
+        self.lease.job_id
+    }
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job")
+            .field("lease", &self.lease)
+            .field("product", &self.product)
+            .field("mall", &self.mall)
+            .field("attempt", &self.attempt)
+            .field("deadline", &self.deadline)
+            .field("profile", &self.profile.as_ref().map(|p| p.id.as_str()))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a running job is: the node copies it into every heartbeat. Cloning shares it.
+#[derive(Debug, Clone, Default)]
+pub struct Progress(Arc<ProgressCells>);
+
+#[derive(Debug, Default)]
+struct ProgressCells {
+    round: AtomicU32,
+    pages_loaded: AtomicU32,
+    bytes: AtomicU64,
+}
+
+/// A copy of [`Progress`] at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProgressSnapshot {
+    /// 1-based query round in progress (0 before the first).
+    pub round: u32,
+    pub pages_loaded: u32,
+    pub bytes: u64,
+}
+
+impl Progress {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The 1-based query round now in progress.
+    pub fn set_round(&self, round: u32) {
+        self.0.round.store(round, Ordering::Relaxed);
+    }
+
+    /// One more page loaded.
+    pub fn page_loaded(&self) {
+        self.0.pages_loaded.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Bytes moved through the job's proxy relay.
+    pub fn add_bytes(&self, bytes: u64) {
+        self.0.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> ProgressSnapshot {
+        ProgressSnapshot {
+            round: self.0.round.load(Ordering::Relaxed),
+            pages_loaded: self.0.pages_loaded.load(Ordering::Relaxed),
+            bytes: self.0.bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Offers judged to be the product. Needs at least one offer (an empty list is
+    /// reported as an `INTERNAL` failure); the cheapest 100 are kept.
+    Found {
+        offers: Vec<Offer>,
+        rounds: Vec<RoundReport>,
+        metrics: JobMetrics,
+    },
+    /// A healthy result page with no match in any round: a final answer.
+    NotFound {
+        rounds: Vec<RoundReport>,
+        metrics: JobMetrics,
+    },
+    /// The attempt failed; `class` decides retry or dead-letter.
+    Failed {
+        class: ErrorClass,
+        message: String,
+        metrics: JobMetrics,
+    },
+}
+
+/// Runs jobs. One call runs one job; calls for different jobs run concurrently (one per
+/// slot).
+#[async_trait::async_trait]
+pub trait Executor: Send + Sync + 'static {
+    /// Runs `job` to its end, or until `cancel` fires (then returns soon; the value is
+    /// ignored).
+    async fn run(&self, job: Job, progress: Progress, cancel: CancellationToken) -> Outcome;
+}
+
+#[async_trait::async_trait]
+impl<E: Executor + ?Sized> Executor for Arc<E> {
+    async fn run(&self, job: Job, progress: Progress, cancel: CancellationToken) -> Outcome {
+        (**self).run(job, progress, cancel).await
+    }
+}

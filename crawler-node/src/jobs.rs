@@ -1,0 +1,564 @@
+//! The slot table: the jobs this node runs, one task each, and what each one's end means.
+//!
+//! Owned by the link task (no locks). Invariants:
+//! - A job takes a slot from [`Jobs::start`] until its task has ended, including the time
+//!   an executor needs to stop after a cancel, so the node never runs more executors than
+//!   slots. Callers check [`Jobs::free_slots`] before starting.
+//! - Each job is in one [`Phase`]; only a `Running` job reports its own outcome. A
+//!   cancelled job (its lease is gone) reports nothing; a handed-back job and a job past its
+//!   deadline were reported when they left `Running`.
+//! - The hard deadline is enforced here, on the node's clock: [`Jobs::next_event`] fires at
+//!   the earliest deadline of a running job, cancels it and yields its `DEADLINE` failure.
+//!
+//! Cancellation safety: [`Jobs::next_event`] is cancel-safe (it only waits on the
+//! `JoinSet` and a timer; state changes happen after a wait completes), so it can sit in a
+//! `select!` loop. Dropping [`Jobs`] aborts every task still running.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use lps_proto::{
+    model::{ErrorClass, JobFailure, JobMetrics, JobResult, Lease, MAX_OFFERS_PER_RESULT, MallId},
+    pb,
+};
+use tokio::{
+    task::{JoinError, JoinSet},
+    time::{Instant, sleep_until},
+};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument as _, info, info_span, warn};
+
+use crate::{
+    executor::{Executor, Job, Outcome, Progress, STOP_GRACE},
+    outbox::Report,
+};
+
+/// At most this many query rounds are reported per job.
+const MAX_ROUNDS: usize = 8;
+
+/// Where a job is in its life on this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Running; it reports its own outcome when its executor returns.
+    Running,
+    /// Its lease is gone (Cancel, HeartbeatAck.cancel, Welcome.lost): no report.
+    Cancelled,
+    /// Handed back (drain); the hand-back is the report.
+    HandedBack,
+    /// Past its hard deadline; the `DEADLINE` failure is the report.
+    DeadlinePassed,
+}
+
+/// Something that happened to a job.
+#[derive(Debug)]
+pub enum Event {
+    /// The job's task ended and its slot is free; `report` is owed if present.
+    Exited {
+        lease: Lease,
+        report: Option<Report>,
+    },
+    /// The job reached its hard deadline and is being stopped (it keeps its slot until it
+    /// exits); `report` is its `DEADLINE` failure.
+    Deadline { lease: Lease, report: Report },
+}
+
+struct Entry {
+    mall: MallId,
+    progress: Progress,
+    cancel: CancellationToken,
+    deadline: Instant,
+    started: Instant,
+    phase: Phase,
+}
+
+/// The running jobs of one node.
+pub struct Jobs {
+    slots: u32,
+    executor: Arc<dyn Executor>,
+    node_id: Arc<str>,
+    tasks: JoinSet<Option<Outcome>>,
+    table: HashMap<Lease, Entry>,
+    by_task: HashMap<tokio::task::Id, Lease>,
+}
+
+impl std::fmt::Debug for Jobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Jobs")
+            .field("slots", &self.slots)
+            .field("taken", &self.table.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Jobs {
+    pub fn new(slots: u32, executor: Arc<dyn Executor>, node_id: Arc<str>) -> Self {
+        Self {
+            slots,
+            executor,
+            node_id,
+            tasks: JoinSet::new(),
+            table: HashMap::new(),
+            by_task: HashMap::new(),
+        }
+    }
+
+    /// Slots not taken by any job (stopping jobs still take theirs).
+    pub fn free_slots(&self) -> u32 {
+        let taken = u32::try_from(self.table.len()).unwrap_or(u32::MAX);
+        self.slots.saturating_sub(taken)
+    }
+
+    /// Slots taken, whatever the phase.
+    pub fn taken(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Jobs in `Running`.
+    pub fn running(&self) -> usize {
+        self.table
+            .values()
+            .filter(|e| e.phase == Phase::Running)
+            .count()
+    }
+
+    /// Whether this exact lease has a slot.
+    pub fn contains(&self, lease: Lease) -> bool {
+        self.table.contains_key(&lease)
+    }
+
+    /// The leases of `Running` jobs (for Hello and heartbeats).
+    pub fn held(&self) -> impl Iterator<Item = Lease> + '_ {
+        self.table
+            .iter()
+            .filter(|(_, e)| e.phase == Phase::Running)
+            .map(|(lease, _)| *lease)
+    }
+
+    /// Heartbeat progress of every `Running` job, by job id.
+    pub fn progress(&self) -> Vec<pb::JobProgress> {
+        let mut out: Vec<pb::JobProgress> = self
+            .table
+            .iter()
+            .filter(|(_, e)| e.phase == Phase::Running)
+            .map(|(lease, e)| {
+                let p = e.progress.snapshot();
+                pb::JobProgress {
+                    job_id: lease.job_id,
+                    lease_epoch: lease.epoch,
+                    round: p.round,
+                    pages_loaded: p.pages_loaded,
+                    bytes: p.bytes,
+                }
+            })
+            .collect();
+        out.sort_by_key(|p| p.job_id);
+        out
+    }
+
+    /// Starts `job` in a task of its own; it must be stopped by `deadline`.
+    ///
+    /// The caller has checked that a slot is free and that the lease is not running.
+    pub fn start(&mut self, job: Job, deadline: Instant) {
+        let lease = job.lease;
+        let progress = Progress::new();
+        let cancel = CancellationToken::new();
+        let span = info_span!(
+            "node.job",
+            job.id = lease.job_id,
+            job.lease_epoch = lease.epoch,
+            job.attempt = job.attempt,
+            mall = %job.mall,
+            node.id = %self.node_id,
+            traceparent = job.traceparent.as_deref().unwrap_or_default(),
+        );
+        let entry = Entry {
+            mall: job.mall.clone(),
+            progress: progress.clone(),
+            cancel: cancel.clone(),
+            deadline,
+            started: Instant::now(),
+            phase: Phase::Running,
+        };
+        let executor = self.executor.clone();
+        let task = async move {
+            info!(
+                product = job.product.name(),
+                deadline = %job.deadline,
+                "job started"
+            );
+            let run = executor.run(job, progress, cancel.clone());
+            tokio::pin!(run);
+            tokio::select! {
+                biased;
+                outcome = &mut run => return Some(outcome),
+                () = cancel.cancelled() => {}
+            }
+            if tokio::time::timeout(STOP_GRACE, run).await.is_err() {
+                warn!(
+                    grace = ?STOP_GRACE,
+                    "executor did not stop after the cancel; its run is dropped"
+                );
+            }
+            None
+        }
+        .instrument(span);
+        let handle = self.tasks.spawn(task);
+        self.by_task.insert(handle.id(), lease);
+        self.table.insert(lease, entry);
+    }
+
+    /// Stops the `Running` jobs with this id (and this epoch, when given) without a report:
+    /// their lease is gone. Returns the leases stopped.
+    pub fn cancel(&mut self, job_id: i64, epoch: Option<i64>) -> Vec<Lease> {
+        let mut stopped = Vec::new();
+        for (lease, entry) in &mut self.table {
+            let matches = lease.job_id == job_id && epoch.is_none_or(|e| e == lease.epoch);
+            if matches && entry.phase == Phase::Running {
+                entry.phase = Phase::Cancelled;
+                entry.cancel.cancel();
+                stopped.push(*lease);
+            }
+        }
+        stopped
+    }
+
+    /// Stops every `Running` job and returns a hand-back report for each.
+    pub fn hand_back_all(&mut self, reason: &str) -> Vec<Report> {
+        let mut reports: Vec<Report> = self
+            .table
+            .iter_mut()
+            .filter(|(_, e)| e.phase == Phase::Running)
+            .map(|(lease, entry)| {
+                entry.phase = Phase::HandedBack;
+                entry.cancel.cancel();
+                Report::HandBack {
+                    lease: *lease,
+                    reason: reason.to_owned(),
+                }
+            })
+            .collect();
+        reports.sort_by_key(|r| r.lease().job_id);
+        reports
+    }
+
+    /// The next job event. Waits forever while no job has a slot. Cancel-safe.
+    pub async fn next_event(&mut self) -> Event {
+        loop {
+            let next_deadline = self
+                .table
+                .iter()
+                .filter(|(_, e)| e.phase == Phase::Running)
+                .map(|(lease, e)| (e.deadline, *lease))
+                .min_by_key(|(deadline, _)| *deadline);
+            let far = Instant::now() + Duration::from_secs(86_400);
+            tokio::select! {
+                Some(joined) = self.tasks.join_next_with_id() => {
+                    if let Some(event) = self.on_joined(joined) {
+                        return event;
+                    }
+                }
+                () = sleep_until(next_deadline.map_or(far, |(d, _)| d)), if next_deadline.is_some() => {
+                    if let Some((_, lease)) = next_deadline {
+                        return self.on_deadline(lease);
+                    }
+                }
+                else => std::future::pending::<()>().await,
+            }
+        }
+    }
+
+    fn on_deadline(&mut self, lease: Lease) -> Event {
+        let (class, message) = (
+            ErrorClass::Deadline,
+            "the job ran past its hard deadline".to_owned(),
+        );
+        let mut failure = JobFailure::new(lease, class, message);
+        if let Some(entry) = self.table.get_mut(&lease) {
+            entry.phase = Phase::DeadlinePassed;
+            entry.cancel.cancel();
+            let p = entry.progress.snapshot();
+            failure.metrics = JobMetrics {
+                bytes_in: p.bytes,
+                elapsed: entry.started.elapsed(),
+                pages_loaded: p.pages_loaded,
+                ..JobMetrics::default()
+            };
+            warn!(
+                job.id = lease.job_id,
+                job.lease_epoch = lease.epoch,
+                mall = %entry.mall,
+                elapsed = ?entry.started.elapsed(),
+                "job reached its deadline; stopping it"
+            );
+        }
+        Event::Deadline {
+            lease,
+            report: Report::Failure(failure),
+        }
+    }
+
+    fn on_joined(
+        &mut self,
+        joined: Result<(tokio::task::Id, Option<Outcome>), JoinError>,
+    ) -> Option<Event> {
+        let (id, ended) = match joined {
+            Ok((id, outcome)) => (id, Ok(outcome)),
+            Err(err) => (err.id(), Err(err)),
+        };
+        let lease = self.by_task.remove(&id)?;
+        let entry = self.table.remove(&lease)?;
+        let elapsed = entry.started.elapsed();
+        let report = match (entry.phase, ended) {
+            (Phase::Running, Ok(Some(outcome))) => Some(report_outcome(lease, outcome, elapsed)),
+            (Phase::Running, Ok(None)) => None,
+            (Phase::Running, Err(err)) => {
+                let why = if err.is_panic() {
+                    "the executor panicked"
+                } else {
+                    "the job task was aborted"
+                };
+                warn!(job.id = lease.job_id, error = %err, "{why}");
+                let mut failure = JobFailure::new(lease, ErrorClass::Internal, why);
+                failure.metrics.elapsed = elapsed;
+                Some(Report::Failure(failure))
+            }
+            (Phase::Cancelled | Phase::HandedBack | Phase::DeadlinePassed, _) => None,
+        };
+        info!(
+            job.id = lease.job_id,
+            job.lease_epoch = lease.epoch,
+            mall = %entry.mall,
+            phase = ?entry.phase,
+            report = report.as_ref().map_or("none", Report::kind),
+            elapsed = ?elapsed,
+            "job ended"
+        );
+        Some(Event::Exited { lease, report })
+    }
+
+    /// Stops every job (no reports: the node is going away) and waits until `until` for
+    /// their tasks to end; the rest are aborted.
+    pub async fn stop_all(&mut self, until: Instant) {
+        for entry in self.table.values_mut() {
+            if entry.phase == Phase::Running {
+                entry.phase = Phase::Cancelled;
+            }
+            entry.cancel.cancel();
+        }
+        let drained = tokio::time::timeout_at(until, async {
+            while self.tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            warn!(
+                jobs = self.tasks.len(),
+                "job tasks still stopping at exit; aborting them"
+            );
+            self.tasks.abort_all();
+        }
+        self.table.clear();
+        self.by_task.clear();
+    }
+}
+
+/// The report for a run that ended on its own.
+fn report_outcome(lease: Lease, outcome: Outcome, elapsed: Duration) -> Report {
+    let fill = |mut m: JobMetrics| {
+        if m.elapsed.is_zero() {
+            m.elapsed = elapsed;
+        }
+        m
+    };
+    match outcome {
+        Outcome::Found {
+            mut offers,
+            rounds,
+            metrics,
+        } => {
+            if offers.len() > MAX_OFFERS_PER_RESULT {
+                offers.sort_by_key(|o| (o.effective_price(), o.shipping_fee));
+                offers.truncate(MAX_OFFERS_PER_RESULT);
+            }
+            match JobResult::found(lease, offers) {
+                Ok(mut result) => {
+                    result.rounds = rounds.into_iter().take(MAX_ROUNDS).collect();
+                    result.metrics = fill(metrics);
+                    Report::Result(result)
+                }
+                Err(err) => {
+                    let mut failure = JobFailure::new(
+                        lease,
+                        ErrorClass::Internal,
+                        format!("executor reported found but {err}"),
+                    );
+                    failure.metrics = fill(metrics);
+                    Report::Failure(failure)
+                }
+            }
+        }
+        Outcome::NotFound { rounds, metrics } => {
+            let mut result = JobResult::not_found(lease);
+            result.rounds = rounds.into_iter().take(MAX_ROUNDS).collect();
+            result.metrics = fill(metrics);
+            Report::Result(result)
+        }
+        Outcome::Failed {
+            class,
+            message,
+            metrics,
+        } => {
+            let mut failure = JobFailure::new(lease, class, message);
+            failure.metrics = fill(metrics);
+            Report::Failure(failure)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use lps_proto::model::{Offer, Outcome as Final, ProductSpec};
+
+    use super::*;
+    use crate::executor::ScriptedExecutor;
+
+    fn job(job_id: i64, name: &str) -> Job {
+        Job {
+            lease: Lease { job_id, epoch: 1 },
+            product: ProductSpec::new(None, name).unwrap(),
+            mall: MallId::new("testmall-alpha").unwrap(),
+            attempt: 1,
+            max_attempts: 3,
+            deadline: Utc::now(),
+            traceparent: None,
+            tracestate: None,
+            profile: None,
+            limits: pb::Limits::default(),
+        }
+    }
+
+    fn jobs(slots: u32) -> Jobs {
+        Jobs::new(slots, Arc::new(ScriptedExecutor::new()), Arc::from("n1"))
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(30)
+    }
+
+    async fn next(jobs: &mut Jobs) -> Event {
+        tokio::time::timeout(Duration::from_secs(5), jobs.next_event())
+            .await
+            .expect("a job event")
+    }
+
+    #[tokio::test]
+    async fn a_finished_job_reports_and_frees_its_slot() {
+        let mut jobs = jobs(2);
+        jobs.start(job(1, "ok:500"), soon());
+        assert_eq!(jobs.free_slots(), 1);
+        match next(&mut jobs).await {
+            Event::Exited {
+                report: Some(Report::Result(r)),
+                ..
+            } => {
+                assert_eq!(r.outcome, Final::Found);
+                assert_eq!(r.offers[0].price, 500);
+                assert!(!r.metrics.elapsed.is_zero());
+            }
+            other => panic!("want a result, got {other:?}"),
+        }
+        assert_eq!(jobs.free_slots(), 2);
+    }
+
+    #[tokio::test]
+    async fn deadline_then_exit() {
+        let mut jobs = jobs(1);
+        jobs.start(job(1, "hang"), Instant::now() + Duration::from_millis(50));
+        match next(&mut jobs).await {
+            Event::Deadline {
+                report: Report::Failure(f),
+                ..
+            } => assert_eq!(f.class, ErrorClass::Deadline),
+            other => panic!("want a deadline, got {other:?}"),
+        }
+        assert!(matches!(
+            next(&mut jobs).await,
+            Event::Exited { report: None, .. }
+        ));
+        assert_eq!(jobs.free_slots(), 1);
+    }
+
+    #[tokio::test]
+    async fn cancelled_and_handed_back_jobs_report_nothing_on_exit() {
+        let mut jobs = jobs(3);
+        jobs.start(job(1, "hang"), soon());
+        jobs.start(job(2, "hang"), soon());
+        jobs.start(job(3, "hang"), soon());
+        assert!(jobs.cancel(1, Some(2)).is_empty(), "wrong epoch");
+        assert_eq!(jobs.cancel(1, Some(1)).len(), 1);
+        assert!(jobs.cancel(1, None).is_empty(), "already cancelled");
+        let handed = jobs.hand_back_all("draining");
+        let ids: Vec<i64> = handed.iter().map(|r| r.lease().job_id).collect();
+        assert_eq!(ids, [2, 3]);
+        assert_eq!(jobs.running(), 0);
+        for _ in 0..3 {
+            assert!(matches!(
+                next(&mut jobs).await,
+                Event::Exited { report: None, .. }
+            ));
+        }
+        assert_eq!(jobs.free_slots(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_panicking_executor_is_an_internal_failure() {
+        let mut jobs = jobs(1);
+        jobs.start(job(1, "panic"), soon());
+        match next(&mut jobs).await {
+            Event::Exited {
+                report: Some(Report::Failure(f)),
+                ..
+            } => assert_eq!(f.class, ErrorClass::Internal),
+            other => panic!("want a failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn found_without_offers_is_a_failure_and_long_lists_keep_the_cheapest() {
+        let lease = Lease {
+            job_id: 1,
+            epoch: 1,
+        };
+        let empty = Outcome::Found {
+            offers: vec![],
+            rounds: vec![],
+            metrics: JobMetrics::default(),
+        };
+        assert!(matches!(
+            report_outcome(lease, empty, Duration::from_secs(1)),
+            Report::Failure(_)
+        ));
+        let offer = |price| Offer {
+            mall: MallId::new("naver").unwrap(),
+            title: "t".into(),
+            price,
+            shipping_fee: 0,
+            url: String::new(),
+            seller: String::new(),
+            match_score: 1.0,
+        };
+        let many = Outcome::Found {
+            offers: (0..150).rev().map(offer).collect(),
+            rounds: vec![],
+            metrics: JobMetrics::default(),
+        };
+        match report_outcome(lease, many, Duration::from_secs(1)) {
+            Report::Result(r) => {
+                assert_eq!(r.offers.len(), MAX_OFFERS_PER_RESULT);
+                assert_eq!(r.best_offer().unwrap().price, 0);
+                assert!(r.offers.iter().all(|o| o.price < 100));
+                assert_eq!(r.metrics.elapsed, Duration::from_secs(1));
+            }
+            other => panic!("want a result, got {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! Turning an `Assign` into a validated [`Job`]: the product, the mall, the deadline, the
+//! trace context, and the mall's site profile from the latest Welcome. Validation happens
+//! once, here, on receive (a `FieldError` names the field). Pure, no I/O.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use lps_proto::{
+    model::{FieldError, Lease, MallId, ProductSpec, timestamp_from_pb},
+    pb,
+};
+use tracing::warn;
+
+use crate::{executor::Job, session::SiteProfiles};
+
+/// A job whose Assign has no deadline gets this one (the coordinator's default).
+const DEFAULT_JOB_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Validates an Assign into a [`Job`] (the lease is checked by the caller).
+pub(super) fn job_from_assign(
+    assign: pb::Assign,
+    profiles: &SiteProfiles,
+) -> Result<Job, FieldError> {
+    let payload = assign
+        .payload
+        .ok_or_else(|| FieldError::new("payload", "missing"))?;
+    let product = payload
+        .product
+        .ok_or_else(|| FieldError::new("payload.product", "missing"))?;
+    let product = ProductSpec::new(Some(&product.code), &product.name)
+        .map_err(|e| e.under("payload.product"))?;
+    let mall = MallId::new(payload.mall).map_err(|e| e.under("payload"))?;
+    let deadline = match assign.deadline {
+        Some(t) => timestamp_from_pb("deadline", t)?,
+        None => {
+            warn!(
+                job.id = assign.job_id,
+                "assign without a deadline; using the default"
+            );
+            Utc::now()
+                + chrono::Duration::from_std(DEFAULT_JOB_DEADLINE)
+                    .unwrap_or(chrono::Duration::zero())
+        }
+    };
+    let non_empty = |s: String| Some(s).filter(|s| !s.is_empty());
+    Ok(Job {
+        lease: Lease {
+            job_id: assign.job_id,
+            epoch: assign.lease_epoch,
+        },
+        profile: profiles.get(&mall),
+        limits: *profiles.limits(),
+        product,
+        mall,
+        attempt: payload.attempt,
+        max_attempts: payload.max_attempts,
+        deadline,
+        traceparent: non_empty(assign.traceparent),
+        tracestate: non_empty(assign.tracestate),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assignments_are_validated() {
+        let good = pb::Assign {
+            job_id: 3,
+            lease_epoch: 2,
+            deadline: Some(lps_proto::model::timestamp_to_pb(Utc::now())),
+            payload: Some(pb::JobPayload {
+                product: Some(pb::Product {
+                    code: "SKU-1".into(),
+                    name: "삼다수 2L".into(),
+                }),
+                mall: "naver".into(),
+                attempt: 1,
+                max_attempts: 3,
+            }),
+            traceparent: "00-abc-def-01".into(),
+            ..Default::default()
+        };
+        let profiles = SiteProfiles::new(
+            vec![pb::SiteProfile {
+                id: "naver".into(),
+                ..Default::default()
+            }],
+            pb::Limits::default(),
+        );
+        let job = job_from_assign(good.clone(), &profiles).unwrap();
+        assert_eq!(job.product.code(), Some("SKU-1"));
+        assert_eq!(job.mall.as_str(), "naver");
+        assert!(job.profile.is_some());
+        assert_eq!(job.traceparent.as_deref(), Some("00-abc-def-01"));
+        assert_eq!(job.tracestate, None);
+
+        let mut no_payload = good.clone();
+        no_payload.payload = None;
+        assert_eq!(
+            job_from_assign(no_payload, &profiles).unwrap_err().field,
+            "payload"
+        );
+        let mut bad_mall = good.clone();
+        bad_mall.payload.as_mut().unwrap().mall = "Naver!".into();
+        assert_eq!(
+            job_from_assign(bad_mall, &profiles).unwrap_err().field,
+            "payload.mall"
+        );
+        let mut bad_name = good;
+        bad_name
+            .payload
+            .as_mut()
+            .unwrap()
+            .product
+            .as_mut()
+            .unwrap()
+            .name = " ".into();
+        assert_eq!(
+            job_from_assign(bad_name, &profiles).unwrap_err().field,
+            "payload.product.name"
+        );
+    }
+}

@@ -1,0 +1,763 @@
+//! The link: the node's one task, which owns the NodeService stream, the slot table
+//! ([`Jobs`]) and the [`Outbox`], and speaks the protocol documented at the top of
+//! `proto/lps/v1/node.proto`.
+//!
+//! # Lifecycle
+//! 1. **Connect**: a fresh channel per attempt, `authorization: Bearer <token>` metadata,
+//!    `Hello` (protocol version, node id, slots, malls, version, held jobs), then wait for
+//!    `Welcome`. Held jobs are the running ones *and* those whose final report is still in
+//!    the outbox: a coordinator releases the jobs a reconnecting node does not list, which
+//!    would make those reports stale.
+//! 2. **Welcomed**: stop and forget the `lost` jobs, publish the site profiles, send
+//!    `Credit{free_slots}`, resend every un-acked report in seq order. Then one `select!`:
+//!    shutdown/drain, inbound frames, job events (exits and deadlines), the heartbeat tick,
+//!    the drain timers.
+//! 3. **Lost**: any stream error (a status, the stream closing without our Goodbye, or no
+//!    frame for [`Session::silence_limit`]) goes through the exhaustive
+//!    [`retry::decide`]: fatal codes end `run` with an error, the rest
+//!    reconnect with [`Backoff`] until `LPS_RECONNECT_DEADLINE` has passed since the loss.
+//!    Jobs keep running meanwhile; their reports wait in the outbox.
+//! 4. **Drain** (shutdown token or `Drain`): `Credit{0}` and no new jobs (an `Assign`
+//!    that arrives anyway is handed back); running jobs may finish until the drain deadline
+//!    minus a reserve for the acks ([`ack_reserve`]); then the rest are handed back; once
+//!    nothing runs and every report is acked: `Goodbye`, half-close, wait briefly for the
+//!    coordinator to end the stream, `Ok`. At the drain deadline the node gives up and
+//!    returns [`NodeError::DrainIncomplete`].
+//!
+//! # Credits
+//! `Credit` is sent after Welcome and whenever a slot frees; heartbeats carry the free
+//! slots too. An `Assign` beyond the free slots (a credit that crossed an assignment in
+//! flight) is handed back at once, followed by a fresh `Credit` (the coordinator counted
+//! it against the old one), so the node never runs more jobs than slots. So is an `Assign`
+//! for a mall not in `LPS_MALLS`; an invalid one is failed `PERMANENT`.
+//!
+//! # Cancellation safety
+//! Every branch of the loop waits on something cancel-safe (token, `Streaming::next`, an
+//! `Interval`, the `JoinSet`, a boxed connect future kept across iterations, sleeps to
+//! absolute instants); all state changes happen in the handlers, after a wait completed.
+
+mod assign;
+mod dial;
+
+use std::{pin::Pin, sync::Arc, time::Duration};
+
+use chrono::Utc;
+use futures::StreamExt as _;
+use lps_proto::{
+    PROTOCOL_VERSION,
+    model::{ErrorClass, JobFailure, Lease, MallId, timestamp_from_pb},
+    pb::{self, coordinator_message::Body as In, node_message::Body as Out},
+};
+use tokio::{
+    sync::mpsc,
+    time::{Instant, Interval, MissedTickBehavior, interval, interval_at, sleep_until},
+};
+use tokio_util::sync::CancellationToken;
+use tonic::{
+    Status, Streaming,
+    metadata::{Ascii, MetadataValue},
+    transport::Endpoint,
+};
+use tracing::{Instrument as _, Span, debug, info, info_span, warn};
+
+use self::{
+    assign::job_from_assign,
+    dial::{Opened, endpoint, open},
+};
+use crate::{
+    config::{Config, ConfigError},
+    executor::{Executor, STOP_GRACE},
+    host,
+    jobs::{Event, Jobs},
+    node::{NodeError, Shared, StreamState},
+    outbox::{Outbox, Report},
+    retry::{self, Backoff, Decision},
+    session::{self, Session, SiteProfiles},
+};
+
+/// How often the loop proves it is alive (for `/healthz`).
+const ALIVE_TICK: Duration = Duration::from_secs(1);
+/// After Goodbye, wait at most this long for the coordinator to end the stream.
+const GOODBYE_WAIT: Duration = Duration::from_secs(5);
+/// The most of a drain kept for acks after handing jobs back.
+const MAX_ACK_RESERVE: Duration = Duration::from_secs(10);
+
+/// The part of a drain kept for handing back and acks: a quarter, at most 10 s.
+pub fn ack_reserve(drain: Duration) -> Duration {
+    (drain / 4).min(MAX_ACK_RESERVE)
+}
+
+type OpenFuture = Pin<Box<dyn Future<Output = Result<Box<Opened>, Status>> + Send>>;
+
+/// The stream's state.
+enum Stream {
+    /// Next attempt at `at`.
+    Waiting { at: Instant },
+    /// An attempt in flight.
+    Opening(OpenFuture),
+    /// Welcomed.
+    Connected(Box<Connected>),
+}
+
+struct Connected {
+    inbound: Streaming<pb::CoordinatorMessage>,
+    heartbeat: Interval,
+    last_inbound: Instant,
+    silence_limit: Duration,
+}
+
+enum StreamEvent {
+    AttemptDue,
+    Opened(Result<Box<Opened>, Status>),
+    Inbound(Option<Result<pb::CoordinatorMessage, Status>>),
+    HeartbeatDue,
+}
+
+/// Waits for the next thing the stream does. Cancel-safe.
+async fn next_stream_event(stream: &mut Stream) -> StreamEvent {
+    match stream {
+        Stream::Waiting { at } => {
+            sleep_until(*at).await;
+            StreamEvent::AttemptDue
+        }
+        Stream::Opening(attempt) => StreamEvent::Opened(attempt.as_mut().await),
+        Stream::Connected(conn) => tokio::select! {
+            msg = conn.inbound.next() => StreamEvent::Inbound(msg),
+            _ = conn.heartbeat.tick() => StreamEvent::HeartbeatDue,
+        },
+    }
+}
+
+struct Drain {
+    reason: String,
+    hand_back_at: Instant,
+    deadline: Instant,
+    handed_back: bool,
+}
+
+/// The node's task state.
+pub(crate) struct Link {
+    config: Config,
+    endpoint: Endpoint,
+    auth: MetadataValue<Ascii>,
+    shared: Arc<Shared>,
+    jobs: Jobs,
+    outbox: Outbox,
+    profiles: Arc<SiteProfiles>,
+    stream: Stream,
+    out: Option<mpsc::UnboundedSender<pb::NodeMessage>>,
+    session: Option<Session>,
+    drain: Option<Drain>,
+    backoff: Backoff,
+    /// When the coordinator was last lost (or the node started); `None` while welcomed.
+    lost_since: Option<Instant>,
+    attempts: u64,
+    connects: u64,
+}
+
+enum Exit {
+    Continue,
+    Done(Result<(), NodeError>),
+}
+
+impl Link {
+    /// Builds the endpoint and the auth header. The config is valid.
+    pub(crate) fn new(
+        config: Config,
+        executor: Arc<dyn Executor>,
+        shared: Arc<Shared>,
+    ) -> Result<Self, NodeError> {
+        let endpoint = endpoint(&config)?;
+        let mut auth: MetadataValue<Ascii> = format!("Bearer {}", config.node_token.expose())
+            .parse()
+            .map_err(|_| ConfigError {
+                setting: "LPS_NODE_TOKEN",
+                reason: "not a valid header value".into(),
+            })?;
+        auth.set_sensitive(true);
+        let jobs = Jobs::new(config.slots, executor, Arc::from(config.node_id.as_str()));
+        Ok(Self {
+            endpoint,
+            auth,
+            jobs,
+            outbox: Outbox::new(),
+            profiles: Arc::new(SiteProfiles::default()),
+            stream: Stream::Waiting { at: Instant::now() },
+            out: None,
+            session: None,
+            drain: None,
+            backoff: Backoff::default(),
+            lost_since: Some(Instant::now()),
+            attempts: 0,
+            connects: 0,
+            config,
+            shared,
+        })
+    }
+
+    /// The node's loop; see the module docs.
+    pub(crate) async fn run(mut self, shutdown: CancellationToken) -> Result<(), NodeError> {
+        let mut alive = interval(ALIVE_TICK);
+        alive.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let result = loop {
+            self.publish();
+            if self.drain_is_complete() {
+                if self.out.is_none() {
+                    info!("drained while disconnected; nothing is owed to the coordinator");
+                }
+                self.say_goodbye("drained").await;
+                break Ok(());
+            }
+            let far = Instant::now() + Duration::from_secs(86_400);
+            let hand_back_at = self
+                .drain
+                .as_ref()
+                .filter(|d| !d.handed_back)
+                .map(|d| d.hand_back_at);
+            let drain_deadline = self.drain.as_ref().map(|d| d.deadline);
+            let exit = tokio::select! {
+                biased;
+                () = shutdown.cancelled(), if self.drain.is_none() => {
+                    self.start_drain("shutdown".into(), None);
+                    Exit::Continue
+                }
+                // NB: before the busy branches, so a flood of frames cannot starve it.
+                _ = alive.tick() => {
+                    self.shared.touch();
+                    Exit::Continue
+                }
+                // NB: hand back before giving up, should both be due at once.
+                () = sleep_until(hand_back_at.unwrap_or(far)), if hand_back_at.is_some() => {
+                    self.hand_back_all();
+                    Exit::Continue
+                }
+                () = sleep_until(drain_deadline.unwrap_or(far)), if drain_deadline.is_some() => {
+                    Exit::Done(self.drain_expired().await)
+                }
+                event = self.jobs.next_event() => {
+                    self.on_job_event(event);
+                    Exit::Continue
+                }
+                event = next_stream_event(&mut self.stream) => self.on_stream_event(event),
+            };
+            if let Exit::Done(result) = exit {
+                break result;
+            }
+        };
+        // Anything still running is abandoned (its lease expires or Goodbye released it);
+        // give executors their grace to stop, bounded by the drain deadline when draining.
+        self.out = None;
+        let until = match &self.drain {
+            Some(drain) => drain.deadline.max(Instant::now() + Duration::from_secs(1)),
+            None => Instant::now() + STOP_GRACE,
+        };
+        self.jobs.stop_all(until).await;
+        self.publish();
+        result
+    }
+
+    // ------------------------------------------------------------------ stream
+
+    fn on_stream_event(&mut self, event: StreamEvent) -> Exit {
+        let lost = match event {
+            StreamEvent::AttemptDue => {
+                self.attempts += 1;
+                let span = info_span!(
+                    "node.connect",
+                    node.id = %self.config.node_id,
+                    attempt = self.attempts,
+                    coordinator = %self.config.coordinator_url,
+                );
+                let attempt = open(self.endpoint.clone(), self.auth.clone(), self.hello());
+                self.stream = Stream::Opening(Box::pin(attempt.instrument(span)));
+                return Exit::Continue;
+            }
+            StreamEvent::Opened(Ok(opened)) => match self.on_welcome(opened) {
+                Ok(()) => return Exit::Continue,
+                Err(status) => status,
+            },
+            StreamEvent::Opened(Err(status)) => status,
+            StreamEvent::Inbound(Some(Ok(msg))) => {
+                if let Stream::Connected(conn) = &mut self.stream {
+                    conn.last_inbound = Instant::now();
+                }
+                self.on_message(msg);
+                return Exit::Continue;
+            }
+            StreamEvent::Inbound(Some(Err(status))) => status,
+            StreamEvent::Inbound(None) => {
+                Status::unavailable("the coordinator closed the stream without an error")
+            }
+            StreamEvent::HeartbeatDue => {
+                if let Stream::Connected(conn) = &self.stream
+                    && conn.last_inbound.elapsed() > conn.silence_limit
+                {
+                    Status::unavailable(format!(
+                        "no frame from the coordinator for {:?}",
+                        conn.last_inbound.elapsed()
+                    ))
+                } else {
+                    self.send_heartbeat();
+                    return Exit::Continue;
+                }
+            }
+        };
+        match self.stream_lost(lost) {
+            Ok(()) => Exit::Continue,
+            Err(err) => Exit::Done(Err(err)),
+        }
+    }
+
+    /// The stream (or an attempt) ended with `status`: retry later, or give up.
+    fn stream_lost(&mut self, status: Status) -> Result<(), NodeError> {
+        let was_connected = matches!(self.stream, Stream::Connected(_));
+        self.out = None;
+        self.session = None;
+        self.stream = Stream::Waiting {
+            at: Instant::now() + Duration::from_secs(86_400),
+        };
+        let code = status.code();
+        match retry::decide(code) {
+            Decision::Fatal => {
+                return Err(NodeError::Refused {
+                    code,
+                    message: status.message().to_owned(),
+                    hint: retry::hint(code),
+                });
+            }
+            Decision::Retry => {}
+        }
+        let lost_since = *self.lost_since.get_or_insert_with(Instant::now);
+        let waited = lost_since.elapsed();
+        let deadline = self.config.reconnect_deadline;
+        // The last attempt is made at the deadline itself.
+        let delay = self
+            .backoff
+            .next_delay()
+            .min(deadline.saturating_sub(waited));
+        if waited >= deadline {
+            return Err(NodeError::CoordinatorLost {
+                waited,
+                deadline,
+                last_error: format!("{code:?}: {}", status.message()),
+            });
+        }
+        warn!(
+            code = ?code,
+            error = status.message(),
+            was_connected,
+            retry_in = ?delay,
+            running_jobs = self.jobs.taken(),
+            unacked_reports = self.outbox.len(),
+            "coordinator stream lost; reconnecting"
+        );
+        self.stream = Stream::Waiting {
+            at: Instant::now() + delay,
+        };
+        Ok(())
+    }
+
+    fn hello(&self) -> pb::Hello {
+        let mut held: Vec<Lease> = self.jobs.held().chain(self.outbox.leases()).collect();
+        held.sort_by_key(|l| (l.job_id, l.epoch));
+        held.dedup();
+        pb::Hello {
+            protocol_version: PROTOCOL_VERSION,
+            node_id: self.config.node_id.clone(),
+            slots: self.config.slots,
+            malls: self.config.malls.iter().map(MallId::to_string).collect(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            running: held
+                .into_iter()
+                .map(|l| pb::HeldJob {
+                    job_id: l.job_id,
+                    lease_epoch: l.epoch,
+                })
+                .collect(),
+            held_ports: Vec::new(),
+        }
+    }
+
+    fn on_welcome(&mut self, opened: Box<Opened>) -> Result<(), Status> {
+        let opened = *opened;
+        let (session, profiles) = session::from_welcome(opened.welcome)?;
+        for &job_id in &session.lost {
+            let stopped = self.jobs.cancel(job_id, None);
+            let dropped = self.outbox.drop_job(job_id);
+            warn!(
+                job.id = job_id,
+                stopped = stopped.len(),
+                dropped_reports = dropped,
+                "job is no longer this node's; stopped and forgotten"
+            );
+        }
+        Span::current().record("session.id", session.id.as_str());
+        info!(
+            session.id = %session.id,
+            reattached = session.reattached.len(),
+            lost = session.lost.len(),
+            heartbeat_interval = ?session.heartbeat_interval,
+            profiles = profiles.len(),
+            resend = self.outbox.len(),
+            "welcomed by the coordinator"
+        );
+        self.profiles = Arc::new(profiles);
+        self.shared.profiles.send_replace(self.profiles.clone());
+        self.out = Some(opened.out);
+        let hb = session.heartbeat_interval;
+        let mut heartbeat = interval_at(Instant::now() + hb, hb);
+        heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        self.stream = Stream::Connected(Box::new(Connected {
+            inbound: opened.inbound,
+            heartbeat,
+            last_inbound: Instant::now(),
+            silence_limit: session.silence_limit(),
+        }));
+        self.session = Some(session);
+        self.backoff.reset();
+        self.lost_since = None;
+        self.connects += 1;
+        self.send_credit();
+        let resend: Vec<pb::NodeMessage> = self
+            .outbox
+            .pending()
+            .map(|(seq, report)| report.to_message(seq))
+            .collect();
+        for msg in resend {
+            self.send(msg);
+        }
+        Ok(())
+    }
+
+    fn on_message(&mut self, msg: pb::CoordinatorMessage) {
+        let Some(body) = msg.body else {
+            debug!("empty message from the coordinator");
+            return;
+        };
+        match body {
+            In::Welcome(_) => warn!("second welcome on one stream; ignored"),
+            In::Assign(assign) => self.on_assign(assign),
+            In::HeartbeatAck(ack) => {
+                for job_id in ack.cancel {
+                    self.cancel_job(job_id, None, "lease not renewed");
+                }
+            }
+            In::Ack(ack) => {
+                self.outbox.ack(&ack);
+            }
+            In::Cancel(cancel) => {
+                let epoch = (cancel.lease_epoch > 0).then_some(cancel.lease_epoch);
+                self.cancel_job(cancel.job_id, epoch, &cancel.reason);
+            }
+            In::ProxyGrant(grant) => {
+                debug!(
+                    request_id = grant.request_id,
+                    "proxy grant ignored (no proxy use yet)"
+                );
+            }
+            In::ProxyUnavailable(none) => {
+                debug!(request_id = none.request_id, "proxy unavailable ignored");
+            }
+            In::Drain(drain) => {
+                if self.drain.is_none() {
+                    let reason = if drain.reason.is_empty() {
+                        "coordinator".to_owned()
+                    } else {
+                        format!("coordinator: {}", drain.reason)
+                    };
+                    self.start_drain(reason, drain.deadline);
+                }
+            }
+        }
+    }
+
+    fn on_assign(&mut self, assign: pb::Assign) {
+        let lease = Lease {
+            job_id: assign.job_id,
+            epoch: assign.lease_epoch,
+        };
+        if lease.job_id <= 0 || lease.epoch <= 0 {
+            warn!(
+                job.id = lease.job_id,
+                job.lease_epoch = lease.epoch,
+                "assign with an invalid lease; ignored"
+            );
+            return;
+        }
+        if self.jobs.contains(lease) {
+            debug!(job.id = lease.job_id, "duplicate assign; ignored");
+            return;
+        }
+        let job = match job_from_assign(assign, &self.profiles) {
+            Ok(job) => job,
+            Err(err) => {
+                warn!(job.id = lease.job_id, error = %err, "invalid assignment; failing it");
+                self.report(Report::Failure(JobFailure::new(
+                    lease,
+                    ErrorClass::Permanent,
+                    format!("invalid assignment: {err}"),
+                )));
+                return;
+            }
+        };
+        let refuse = if self.drain.is_some() {
+            Some("the node is draining".to_owned())
+        } else if !self.config.malls.is_empty() && !self.config.malls.contains(&job.mall) {
+            Some(format!("mall {} is not crawled by this node", job.mall))
+        } else {
+            // A newer lease of a job this node still runs supersedes the old one.
+            for old in self.jobs.cancel(lease.job_id, None) {
+                warn!(
+                    job.id = old.job_id,
+                    job.lease_epoch = old.epoch,
+                    "job reassigned with a newer lease; stopping the old run"
+                );
+            }
+            (self.jobs.free_slots() == 0).then(|| "no free slot".to_owned())
+        };
+        if let Some(reason) = refuse {
+            warn!(job.id = lease.job_id, reason = %reason, "handing back an assignment");
+            self.report(Report::HandBack { lease, reason });
+            // The coordinator counted this assignment against our credit: say again what
+            // is free.
+            self.send_credit();
+            return;
+        }
+        let remaining = (job.deadline - Utc::now()).to_std().unwrap_or_default();
+        self.jobs.start(job, Instant::now() + remaining);
+    }
+
+    fn cancel_job(&mut self, job_id: i64, epoch: Option<i64>, reason: &str) {
+        let stopped = self.jobs.cancel(job_id, epoch);
+        if stopped.is_empty() {
+            debug!(job.id = job_id, reason, "cancel for a job not running here");
+        } else {
+            info!(job.id = job_id, reason, "job cancelled by the coordinator");
+        }
+    }
+
+    // ------------------------------------------------------------------ jobs and reports
+
+    fn on_job_event(&mut self, event: Event) {
+        match event {
+            Event::Exited { lease, report } => {
+                debug!(
+                    job.id = lease.job_id,
+                    free_slots = self.jobs.free_slots(),
+                    "slot freed"
+                );
+                if let Some(report) = report {
+                    self.report(report);
+                }
+                if self.drain.is_none() {
+                    self.send_credit();
+                }
+            }
+            Event::Deadline { lease, report } => {
+                debug_assert_eq!(lease, report.lease());
+                self.report(report);
+            }
+        }
+    }
+
+    /// Keeps `report` until acked and sends it now if connected.
+    fn report(&mut self, report: Report) {
+        let (lease, kind) = (report.lease(), report.kind());
+        let seq = self.outbox.push(report);
+        debug!(
+            report.seq = seq,
+            report.kind = kind,
+            job.id = lease.job_id,
+            connected = self.out.is_some(),
+            "report queued"
+        );
+        if let Some(msg) = self.outbox.get(seq).map(|r| r.to_message(seq)) {
+            self.send(msg);
+        }
+    }
+
+    fn free_slots(&self) -> u32 {
+        if self.drain.is_some() {
+            0
+        } else {
+            self.jobs.free_slots()
+        }
+    }
+
+    fn send_credit(&mut self) {
+        let free_slots = self.free_slots();
+        self.send(pb::NodeMessage {
+            body: Some(Out::Credit(pb::Credit { free_slots })),
+        });
+    }
+
+    fn send_heartbeat(&mut self) {
+        let heartbeat = pb::Heartbeat {
+            running: self.jobs.progress(),
+            free_slots: self.free_slots(),
+            load: host::load_per_core(),
+            rss_bytes: host::rss_bytes(),
+        };
+        self.send(pb::NodeMessage {
+            body: Some(Out::Heartbeat(heartbeat)),
+        });
+    }
+
+    /// Sends on the current stream, if any. A failed send means the stream is gone; the
+    /// inbound side reports that, and reports stay in the outbox.
+    fn send(&mut self, msg: pb::NodeMessage) {
+        if let Some(out) = &self.out
+            && out.send(msg).is_err()
+        {
+            debug!("send on a closed stream");
+            self.out = None;
+        }
+    }
+
+    // ------------------------------------------------------------------ drain
+
+    fn start_drain(&mut self, reason: String, deadline: Option<prost_types::Timestamp>) {
+        let now = Instant::now();
+        let mut budget = self.config.drain_timeout;
+        if let Some(at) = deadline.and_then(|t| timestamp_from_pb("deadline", t).ok()) {
+            budget = budget.min((at - Utc::now()).to_std().unwrap_or_default());
+        }
+        let deadline = now + budget;
+        info!(
+            reason = %reason,
+            timeout = ?budget,
+            running_jobs = self.jobs.running(),
+            unacked_reports = self.outbox.len(),
+            "draining: taking no new jobs"
+        );
+        self.drain = Some(Drain {
+            reason,
+            hand_back_at: deadline - ack_reserve(budget),
+            deadline,
+            handed_back: false,
+        });
+        self.send_credit();
+    }
+
+    fn hand_back_all(&mut self) {
+        let reports = self
+            .jobs
+            .hand_back_all("drain timeout: the node is stopping");
+        if !reports.is_empty() {
+            warn!(
+                jobs = reports.len(),
+                "handing back jobs that did not finish within the drain"
+            );
+        }
+        for report in reports {
+            self.report(report);
+        }
+        if let Some(drain) = &mut self.drain {
+            drain.handed_back = true;
+        }
+    }
+
+    fn drain_is_complete(&self) -> bool {
+        self.drain.is_some() && self.jobs.running() == 0 && self.outbox.is_empty()
+    }
+
+    async fn drain_expired(&mut self) -> Result<(), NodeError> {
+        let unacked_reports = self.outbox.len();
+        let running_jobs = self.jobs.running();
+        warn!(
+            unacked_reports,
+            running_jobs, "drain deadline passed before everything was handed over"
+        );
+        self.say_goodbye("drain deadline passed").await;
+        Err(NodeError::DrainIncomplete {
+            unacked_reports,
+            running_jobs,
+        })
+    }
+
+    /// Sends Goodbye and half-closes, then waits briefly for the coordinator to end the
+    /// stream. Nothing to do when disconnected.
+    async fn say_goodbye(&mut self, why: &str) {
+        let Some(out) = self.out.take() else {
+            return;
+        };
+        let reason = match &self.drain {
+            Some(drain) => format!("{why} ({})", drain.reason),
+            None => why.to_owned(),
+        };
+        let _ = out.send(pb::NodeMessage {
+            body: Some(Out::Goodbye(pb::Goodbye {
+                reason: reason.clone(),
+            })),
+        });
+        // NB: dropping the only sender ends the request stream: that is the half-close.
+        drop(out);
+        info!(reason = %reason, "goodbye sent; stream half-closed");
+        let deadline = self.drain.as_ref().map_or(Instant::now(), |d| d.deadline);
+        let until = (Instant::now() + GOODBYE_WAIT).min(deadline.max(Instant::now()));
+        if let Stream::Connected(conn) = &mut self.stream {
+            let closed = tokio::time::timeout_at(until, async {
+                while let Some(Ok(msg)) = conn.inbound.next().await {
+                    debug!(?msg, "message after goodbye ignored");
+                }
+            })
+            .await;
+            if closed.is_err() {
+                debug!("the coordinator did not end the stream after goodbye");
+            }
+        }
+        self.stream = Stream::Waiting {
+            at: Instant::now() + Duration::from_secs(86_400),
+        };
+    }
+
+    // ------------------------------------------------------------------ status
+
+    fn publish(&self) {
+        let stream = match self.stream {
+            Stream::Connected(_) => StreamState::Connected,
+            Stream::Waiting { .. } | Stream::Opening(_) => StreamState::Connecting,
+        };
+        let session_id = self.session.as_ref().map(|s| s.id.clone());
+        let running_jobs = self.jobs.taken();
+        let free_slots = self.free_slots();
+        let unacked_reports = self.outbox.len();
+        let draining = self.drain.is_some();
+        let connects = self.connects;
+        self.shared.status.send_if_modified(|s| {
+            let next = crate::node::Status {
+                stream: if s.stream == StreamState::Stopped {
+                    StreamState::Stopped
+                } else {
+                    stream
+                },
+                draining,
+                session_id,
+                running_jobs,
+                free_slots,
+                unacked_reports,
+                connects,
+            };
+            if *s == next {
+                false
+            } else {
+                *s = next;
+                true
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ack_reserve_is_a_quarter_up_to_ten_seconds() {
+        assert_eq!(ack_reserve(Duration::from_secs(240)), MAX_ACK_RESERVE);
+        assert_eq!(
+            ack_reserve(Duration::from_secs(2)),
+            Duration::from_millis(500)
+        );
+    }
+}

@@ -1,0 +1,205 @@
+//! LPS telemetry, shared by the coordinator and the crawler node.
+//!
+//! - [`init`] installs the global `tracing` subscriber: text or JSON logs filtered by
+//!   `RUST_LOG`, plus an OpenTelemetry layer exporting spans over OTLP/gRPC when
+//!   `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set. The
+//!   standard `OTEL_*` variables configure it (`OTEL_SERVICE_NAME`, `OTEL_TRACES_SAMPLER`,
+//!   `OTEL_TRACES_SAMPLER_ARG`, `OTEL_RESOURCE_ATTRIBUTES`, …). Export is batched in the
+//!   background: a collector that is down never blocks the service, spans are dropped.
+//! - W3C trace context: [`current_traceparent`] captures the current span's context as
+//!   `traceparent`/`tracestate` strings (stored with jobs, sent in `Assign`),
+//!   [`set_parent`] continues such a context in a span, and [`parent_from_metadata`]
+//!   reads a caller's `traceparent` from gRPC metadata.
+
+use std::collections::HashMap;
+
+use opentelemetry::{
+    Context,
+    propagation::{Extractor, Injector, TextMapPropagator as _},
+    trace::TracerProvider as _,
+};
+use opentelemetry_sdk::{Resource, propagation::TraceContextPropagator, trace::SdkTracerProvider};
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing_subscriber::{EnvFilter, layer::SubscriberExt as _, util::SubscriberInitExt as _};
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Keeps the exporter alive; [`Telemetry::shutdown`] flushes it.
+#[derive(Debug)]
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Whether spans are exported.
+    pub fn exporting(&self) -> bool {
+        self.provider.is_some()
+    }
+
+    /// Flushes and stops the exporter (bounded by the SDK's own timeouts).
+    pub fn shutdown(self) {
+        if let Some(provider) = self.provider
+            && let Err(e) = provider.shutdown()
+        {
+            tracing::warn!(error = %e, "trace exporter shutdown failed");
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("OTLP exporter: {0}")]
+    Exporter(String),
+    #[error("a global tracing subscriber is already installed")]
+    AlreadyInstalled,
+}
+
+fn otlp_configured() -> bool {
+    ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|s| !s.is_empty()))
+}
+
+/// Builds the OTLP tracer provider when configured by the environment.
+pub fn tracer_provider(default_service_name: &str) -> Result<Option<SdkTracerProvider>, Error> {
+    if !otlp_configured() {
+        return Ok(None);
+    }
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_tonic()
+        .build()
+        .map_err(|e| Error::Exporter(e.to_string()))?;
+    let mut resource = Resource::builder();
+    if std::env::var("OTEL_SERVICE_NAME").is_err() {
+        resource = resource.with_service_name(default_service_name.to_owned());
+    }
+    Ok(Some(
+        SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(resource.build())
+            .build(),
+    ))
+}
+
+/// Installs logging and (when configured) trace export for `service_name`.
+pub fn init(service_name: &str, format: LogFormat) -> Result<Telemetry, Error> {
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let provider = tracer_provider(service_name)?;
+    let otel = provider
+        .as_ref()
+        .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer(service_name.to_owned())));
+    let registry = tracing_subscriber::registry().with(filter).with(otel);
+    let installed = match format {
+        LogFormat::Text => registry.with(tracing_subscriber::fmt::layer()).try_init(),
+        LogFormat::Json => registry
+            .with(tracing_subscriber::fmt::layer().json().flatten_event(true))
+            .try_init(),
+    };
+    installed.map_err(|_| Error::AlreadyInstalled)?;
+    Ok(Telemetry { provider })
+}
+
+struct Carrier(HashMap<String, String>);
+
+impl Injector for Carrier {
+    fn set(&mut self, key: &str, value: String) {
+        self.0.insert(key.to_owned(), value);
+    }
+}
+
+impl Extractor for Carrier {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
+}
+
+/// The W3C context of the current span: `(traceparent, tracestate)`, or `None` when the
+/// span is not sampled into a trace (no exporter, or not recording).
+pub fn current_traceparent() -> Option<(String, String)> {
+    let cx = tracing::Span::current().context();
+    let mut carrier = Carrier(HashMap::new());
+    TraceContextPropagator::new().inject_context(&cx, &mut carrier);
+    let parent = carrier.0.remove("traceparent")?;
+    Some((parent, carrier.0.remove("tracestate").unwrap_or_default()))
+}
+
+/// The context carried by W3C `traceparent`/`tracestate` strings (invalid ones give an
+/// empty context).
+pub fn context_from(traceparent: &str, tracestate: &str) -> Context {
+    let mut map = HashMap::new();
+    map.insert("traceparent".to_owned(), traceparent.to_owned());
+    if !tracestate.is_empty() {
+        map.insert("tracestate".to_owned(), tracestate.to_owned());
+    }
+    TraceContextPropagator::new().extract(&Carrier(map))
+}
+
+/// Makes `span` a child of the W3C context in `traceparent` (no-op when it is empty or
+/// invalid).
+pub fn set_parent(span: &tracing::Span, traceparent: &str, tracestate: &str) {
+    if traceparent.is_empty() {
+        return;
+    }
+    let _ = span.set_parent(context_from(traceparent, tracestate));
+}
+
+/// The caller's `traceparent`/`tracestate` gRPC metadata, if it sent a valid one.
+pub fn parent_from_metadata(metadata: &tonic::metadata::MetadataMap) -> Option<(String, String)> {
+    let parent = metadata.get("traceparent")?.to_str().ok()?;
+    if !valid_traceparent(parent) {
+        return None;
+    }
+    let state = metadata
+        .get("tracestate")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    Some((parent.to_owned(), state.chars().take(512).collect()))
+}
+
+/// `00-<32 hex>-<16 hex>-<2 hex>`, with non-zero ids.
+pub fn valid_traceparent(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    let hex = |p: &str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit());
+    parts.len() == 4
+        && hex(parts[0], 2)
+        && parts[0] != "ff"
+        && hex(parts[1], 32)
+        && parts[1].bytes().any(|b| b != b'0')
+        && hex(parts[2], 16)
+        && parts[2].bytes().any(|b| b != b'0')
+        && hex(parts[3], 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparent_validation() {
+        assert!(valid_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+        assert!(!valid_traceparent("00-00000000000000000000000000000000-00f067aa0ba902b7-01"));
+        assert!(!valid_traceparent("garbage"));
+        assert!(!valid_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"));
+    }
+
+    #[test]
+    fn context_round_trips_through_strings() {
+        use opentelemetry::trace::TraceContextExt as _;
+        let cx = context_from("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "k=v");
+        let sc = cx.span().span_context().clone();
+        assert_eq!(sc.trace_id().to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(sc.span_id().to_string(), "00f067aa0ba902b7");
+        assert!(sc.is_sampled());
+        assert!(!context_from("bad", "").span().span_context().is_valid());
+    }
+}
