@@ -60,9 +60,12 @@ pub enum Error {
 }
 
 fn otlp_configured() -> bool {
-    ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|s| !s.is_empty()))
+    [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ]
+    .iter()
+    .any(|v| std::env::var(v).is_ok_and(|s| !s.is_empty()))
 }
 
 /// Builds the OTLP tracer provider when configured by the environment.
@@ -186,18 +189,30 @@ mod tests {
 
     #[test]
     fn traceparent_validation() {
-        assert!(valid_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
-        assert!(!valid_traceparent("00-00000000000000000000000000000000-00f067aa0ba902b7-01"));
+        assert!(valid_traceparent(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        ));
+        assert!(!valid_traceparent(
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01"
+        ));
         assert!(!valid_traceparent("garbage"));
-        assert!(!valid_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"));
+        assert!(!valid_traceparent(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"
+        ));
     }
 
     #[test]
     fn context_round_trips_through_strings() {
         use opentelemetry::trace::TraceContextExt as _;
-        let cx = context_from("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "k=v");
+        let cx = context_from(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "k=v",
+        );
         let sc = cx.span().span_context().clone();
-        assert_eq!(sc.trace_id().to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(
+            sc.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
         assert_eq!(sc.span_id().to_string(), "00f067aa0ba902b7");
         assert!(sc.is_sampled());
         assert!(!context_from("bad", "").span().span_context().is_valid());
