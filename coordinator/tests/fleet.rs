@@ -1,0 +1,380 @@
+//! The node stream end to end: real coordinators (127.0.0.1, real PostgreSQL) and real
+//! crawler nodes (`lps_crawler_node::Node`, in process) running the scripted executor.
+//! Every count is read from the database.
+
+use std::{net::SocketAddr, time::Duration};
+
+use clap::Parser as _;
+use lps_coordinator::{
+    app::{self, Running},
+    config::Cli,
+    queue::{EnqueueContext, MallLimits},
+};
+use lps_crawler_node::{
+    config::Config as NodeConfig,
+    executor::ScriptedExecutor,
+    node::{Node, NodeError, NodeHandle},
+};
+use lps_proto::model::{MallId, Priority, ProductSpec, SearchRequest};
+use sqlx::{
+    PgPool,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const NODE_TOKEN: &str = "node-token-for-tests-0001";
+const CLIENT_TOKEN: &str = "client-token-for-tests-01";
+const MALL: &str = "testmall-alpha";
+
+async fn coordinator_at(pool: &PgPool, grpc: &str, grace: &str) -> Running {
+    let config = Cli::try_parse_from([
+        "coordinator",
+        "--database-url",
+        "postgres://unused",
+        "--grpc-addr",
+        grpc,
+        "--http-addr",
+        "127.0.0.1:0",
+        "--client-tokens",
+        CLIENT_TOKEN,
+        "--node-tokens",
+        NODE_TOKEN,
+        "--heartbeat-interval",
+        "200ms",
+        "--lease-ttl",
+        "3s",
+        "--node-grace",
+        grace,
+        "--claim-poll",
+        "500ms",
+        "--shutdown-timeout",
+        "5s",
+        "--malls",
+        MALL,
+    ])
+    .unwrap()
+    .serve
+    .validate()
+    .unwrap();
+    let running = app::start_with_pool(config, pool.clone()).await.unwrap();
+    running
+        .queue
+        .upsert_mall(&MallLimits::unlimited(MallId::new(MALL).unwrap()))
+        .await
+        .unwrap();
+    running
+}
+
+async fn coordinator(pool: &PgPool, grace: &str) -> Running {
+    coordinator_at(pool, "127.0.0.1:0", grace).await
+}
+
+struct TestNode {
+    handle: NodeHandle,
+    stop: CancellationToken,
+    task: JoinHandle<Result<(), NodeError>>,
+}
+
+fn start_node(addr: SocketAddr, id: &str, slots: u32, token: &str) -> TestNode {
+    let mut config = NodeConfig::new(format!("http://{addr}"), token);
+    config.node_id = id.into();
+    config.slots = slots;
+    config.drain_timeout = Duration::from_secs(5);
+    config.reconnect_deadline = Duration::from_secs(30);
+    let node = Node::new(config, ScriptedExecutor::new());
+    let handle = node.handle();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(node.run(stop.clone()));
+    TestNode { handle, stop, task }
+}
+
+async fn enqueue(running: &Running, names: &[String]) -> Vec<i64> {
+    let mut ids = Vec::new();
+    for chunk in names.chunks(200) {
+        let req = SearchRequest::new(
+            chunk
+                .iter()
+                .map(|n| ProductSpec::new(None, n).unwrap())
+                .collect(),
+            vec![MallId::new(MALL).unwrap()],
+            Priority::INTERACTIVE,
+            None,
+            None,
+        )
+        .unwrap();
+        let accepted = running
+            .queue
+            .enqueue(&req, &EnqueueContext::default())
+            .await
+            .unwrap();
+        ids.extend(accepted.items.iter().map(|i| i.job_id));
+    }
+    ids
+}
+
+async fn scalar(pool: &PgPool, sql: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.to_owned()))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+async fn wait_for_count(pool: &PgPool, sql: &str, want: i64, within: Duration) -> i64 {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let n = scalar(pool, sql).await;
+        if n == want || tokio::time::Instant::now() > deadline {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn pool_of(opts: PgConnectOptions, size: u32) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(size)
+        .connect_with(opts)
+        .await
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn three_nodes_drain_300_jobs_across_two_replicas_exactly_once(
+    _: PgPoolOptions,
+    opts: PgConnectOptions,
+) {
+    let (pool_a, pool_b) = (pool_of(opts.clone(), 10).await, pool_of(opts, 10).await);
+    let a = coordinator(&pool_a, "15s").await;
+    let b = coordinator(&pool_b, "15s").await;
+    let nodes = [
+        start_node(a.grpc_addr, "node-1", 2, NODE_TOKEN),
+        start_node(b.grpc_addr, "node-2", 2, NODE_TOKEN),
+        start_node(a.grpc_addr, "node-3", 2, NODE_TOKEN),
+    ];
+    // Jobs are enqueued through both replicas while the nodes work.
+    let names: Vec<String> = (0..300)
+        .map(|i| format!("sleep:{} ok:{}", i % 7, 1000 + i))
+        .collect();
+    enqueue(&a, &names[..150]).await;
+    enqueue(&b, &names[150..]).await;
+
+    let done = wait_for_count(
+        &pool_a,
+        "select count(*) from job where state = 'done'",
+        300,
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(done, 300);
+    assert_eq!(
+        scalar(&pool_a, "select count(*) from job where lease_epoch <> 1").await,
+        0,
+        "a job ran twice"
+    );
+    assert_eq!(
+        scalar(
+            &pool_a,
+            "select count(*) from job_attempt where ended = 'done'"
+        )
+        .await,
+        300
+    );
+    assert_eq!(scalar(&pool_a, "select count(*) from offer").await, 300);
+    assert_eq!(
+        scalar(&pool_a, "select count(*) from stale_report").await,
+        0
+    );
+    let per_node = scalar(&pool_a, "select count(distinct node_id) from job_attempt").await;
+    assert_eq!(per_node, 3, "every node took part");
+    for n in nodes {
+        n.stop.cancel();
+        n.task.await.unwrap().unwrap();
+    }
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_lost_node_job_goes_to_another_node_after_the_grace_period(pool: PgPool) {
+    let c = coordinator(&pool, "1s").await;
+    let lost = start_node(c.grpc_addr, "node-lost", 1, NODE_TOKEN);
+    lost.handle
+        .wait_for(|s| s.running_jobs == 0 && s.session_id.is_some())
+        .await;
+    let job = enqueue(&c, &["hang".to_owned()]).await[0];
+    lost.handle.wait_for(|s| s.running_jobs == 1).await;
+    // The node process dies without a goodbye.
+    lost.task.abort();
+    let _ = lost.task.await;
+    let started = tokio::time::Instant::now();
+
+    // After the grace period (not before) the job is queued again, as a reclaim.
+    let n = wait_for_count(
+        &pool,
+        "select count(*) from job where state = 'queued' and reclaims = 1",
+        1,
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(n, 1, "the job was not taken back");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "released before the grace period"
+    );
+    let (epoch, attempts): (i64, i16) =
+        sqlx::query_as("select lease_epoch, attempts from job where job_id = $1")
+            .bind(job)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!((epoch, attempts), (1, 0), "a reclaim is not an attempt");
+
+    // Another node picks it up (epoch 2); cancelling the search's job stops it there.
+    let other = start_node(c.grpc_addr, "node-other", 1, NODE_TOKEN);
+    other.handle.wait_for(|s| s.running_jobs == 1).await;
+    let lease_epoch: i64 = sqlx::query_scalar("select lease_epoch from job where job_id = $1")
+        .bind(job)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(lease_epoch, 2);
+    let cancelled = c.queue.cancel(&[job]).await.unwrap();
+    lps_coordinator::control::send_cancels(&pool, &cancelled, "test")
+        .await
+        .unwrap();
+    other.handle.wait_for(|s| s.running_jobs == 0).await;
+    other.stop.cancel();
+    other.task.await.unwrap().unwrap();
+    c.shutdown().await;
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_restarted_coordinator_reattaches_running_jobs_and_loses_no_report(
+    _: PgPoolOptions,
+    opts: PgConnectOptions,
+) {
+    let pool = pool_of(opts, 10).await;
+    let first = coordinator(&pool, "15s").await;
+    let addr = first.grpc_addr;
+    let nodes = [
+        start_node(addr, "node-1", 2, NODE_TOKEN),
+        start_node(addr, "node-2", 2, NODE_TOKEN),
+    ];
+    let names: Vec<String> = (0..40)
+        .map(|i| format!("sleep:{} ok", 300 + i * 10))
+        .collect();
+    enqueue(&first, &names).await;
+    for n in &nodes {
+        n.handle.wait_for(|s| s.running_jobs > 0).await;
+    }
+    // Crash: no drain, no goodbye. Start a new coordinator on the same address.
+    first.abort().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = coordinator_at(&pool, &addr.to_string(), "15s").await;
+
+    let done = wait_for_count(
+        &pool,
+        "select count(*) from job where state = 'done'",
+        40,
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(done, 40, "not every job finished after the restart");
+    assert_eq!(
+        scalar(&pool, "select count(*) from job where lease_epoch <> 1").await,
+        0,
+        "a running job was re-run instead of re-attached"
+    );
+    assert_eq!(
+        scalar(
+            &pool,
+            "select count(*) from job_attempt where ended = 'done'"
+        )
+        .await,
+        40,
+        "a job completed twice"
+    );
+    assert_eq!(
+        scalar(&pool, "select count(*) from offer").await,
+        40,
+        "a report was lost"
+    );
+    assert!(
+        nodes.iter().all(|n| n.handle.status().connects >= 2),
+        "the nodes did not reconnect"
+    );
+    for n in nodes {
+        n.stop.cancel();
+        n.task.await.unwrap().unwrap();
+    }
+    second.shutdown().await;
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn drain_finishes_the_running_job_and_takes_no_new_one(pool: PgPool) {
+    let c = coordinator(&pool, "15s").await;
+    let node = start_node(c.grpc_addr, "node-d", 1, NODE_TOKEN);
+    node.handle.wait_for(|s| s.session_id.is_some()).await;
+    let first = enqueue(&c, &["sleep:800 ok:5000".to_owned()]).await[0];
+    node.handle.wait_for(|s| s.running_jobs == 1).await;
+    let later = enqueue(&c, &["ok:6000".to_owned()]).await[0];
+    assert!(
+        lps_coordinator::control::request_drain(&pool, "node-d")
+            .await
+            .unwrap()
+    );
+    // The node finishes its job, hands nothing back, says goodbye and returns Ok.
+    tokio::time::timeout(Duration::from_secs(10), node.task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let state = |id: i64| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, String>("select state::text from job where job_id = $1")
+                .bind(id)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(state(first).await, "done");
+    assert_eq!(
+        state(later).await,
+        "queued",
+        "a draining node took a new job"
+    );
+    assert_eq!(
+        scalar(
+            &pool,
+            "select count(*) from node_session where disconnected_at is null"
+        )
+        .await,
+        0
+    );
+    c.shutdown().await;
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_node_with_a_bad_token_is_refused(pool: PgPool) {
+    let c = coordinator(&pool, "15s").await;
+    let node = start_node(c.grpc_addr, "node-x", 1, "not-the-node-token-000000");
+    let err = tokio::time::timeout(Duration::from_secs(10), node.task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            NodeError::Refused {
+                code: tonic::Code::Unauthenticated,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    c.shutdown().await;
+}
