@@ -1113,3 +1113,61 @@ async fn ops_snapshot_counts_what_the_queue_holds(pool: PgPool) {
         .collect();
     assert_eq!(per_mall[MALL], (1, 1));
 }
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn a_product_gets_one_price_history_entry_when_its_last_mall_finishes(pool: PgPool) {
+    let queue = queue(&pool).await;
+    let accepted = queue
+        .enqueue(
+            &search(
+                &["삼다수 2L x 12", "없는 상품"],
+                &[MALL, "testmall-beta"],
+                Priority::INTERACTIVE,
+            ),
+            &EnqueueContext::default(),
+        )
+        .await
+        .unwrap();
+    let jobs = queue.claim("node", None, 10).await.unwrap();
+    assert_eq!(jobs.len(), 4);
+    let mut beta_offer = offer(11_500, 3_000);
+    beta_offer.mall = mall("testmall-beta");
+    for job in &jobs {
+        let result = match (job.product_name.as_str(), job.mall.as_str()) {
+            ("삼다수 2L x 12", MALL) => {
+                JobResult::found(job.lease, vec![offer(12_900, 0), offer(13_500, 0)]).unwrap()
+            }
+            ("삼다수 2L x 12", _) => {
+                JobResult::found(job.lease, vec![beta_offer.clone()]).unwrap()
+            }
+            _ => JobResult::not_found(job.lease),
+        };
+        queue.complete_if_leased("node", &result).await.unwrap();
+        let written = queue.record_price_history(job.lease.job_id).await.unwrap();
+        let other_mall_done = jobs
+            .iter()
+            .filter(|j| j.product_name == job.product_name && j.lease != job.lease)
+            .all(|j| j.lease.job_id < job.lease.job_id);
+        let expect = usize::from(job.product_name == "삼다수 2L x 12" && other_mall_done);
+        assert_eq!(written, expect, "{} on {}", job.product_name, job.mall);
+    }
+    let row = sqlx::query!(
+        "select product_key, search_id, lowest_effective_price, lowest_mall, malls from price_history"
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(row.search_id, Some(accepted.search_id));
+    assert_eq!(
+        (row.lowest_effective_price, row.lowest_mall.as_str()),
+        (12_900, MALL)
+    );
+    let malls = row.malls.as_array().unwrap();
+    assert_eq!(malls.len(), 2, "{}", row.malls);
+    assert_eq!(malls[1]["effective_price"], 14_500);
+    assert_eq!(
+        count(&pool, "select count(*) from price_history").await,
+        1,
+        "a not-found product has no price"
+    );
+}

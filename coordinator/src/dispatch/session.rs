@@ -19,7 +19,7 @@ use std::{collections::HashMap, time::Duration};
 
 use chrono::Utc;
 use lps_proto::{
-    model::{self, Hello, JobFailure, JobResult, Lease},
+    model::{self, Hello, JobFailure, JobResult, JobState, Lease},
     pb::{self, coordinator_message::Body as Out, node_message::Body as In},
 };
 use tokio::{sync::mpsc, time::Instant};
@@ -345,12 +345,15 @@ impl Session {
                         if self.held.remove(&result.lease.job_id).is_some() {
                             self.slot_freed();
                         }
-                        self.applied(
-                            self.d
-                                .queue
-                                .complete_if_leased(&self.node_id, &result)
-                                .await,
-                        )?
+                        let r = self
+                            .d
+                            .queue
+                            .complete_if_leased(&self.node_id, &result)
+                            .await;
+                        if r.is_ok() {
+                            self.record_history(result.lease.job_id).await;
+                        }
+                        self.applied(r)?
                     }
                     Err(e) => rejected(&e),
                 };
@@ -363,13 +366,11 @@ impl Session {
                         if self.held.remove(&failure.lease.job_id).is_some() {
                             self.slot_freed();
                         }
-                        let r = self
-                            .d
-                            .queue
-                            .fail_if_leased(&self.node_id, &failure)
-                            .await
-                            .map(|_| ());
-                        self.applied(r)?
+                        let r = self.d.queue.fail_if_leased(&self.node_id, &failure).await;
+                        if matches!(&r, Ok(f) if f.state == JobState::Dead) {
+                            self.record_history(failure.lease.job_id).await;
+                        }
+                        self.applied(r.map(|_| ()))?
                     }
                     Err(e) => rejected(&e),
                 };
@@ -412,6 +413,14 @@ impl Session {
             }
         }
         Ok(None)
+    }
+
+    /// Writes price history for the searches this job finished. A failure is logged, not
+    /// fatal: the result itself is committed.
+    async fn record_history(&self, job_id: i64) {
+        if let Err(e) = self.d.queue.record_price_history(job_id).await {
+            warn!(job.id = job_id, error = %e, "recording price history failed");
+        }
     }
 
     /// A report ends one of the node's jobs: its slot is free again. Counting it now (the

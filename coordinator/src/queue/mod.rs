@@ -498,6 +498,30 @@ impl Queue {
             .collect())
     }
 
+    /// Records a price-history entry for every product of a search that job `job_id` made
+    /// final (its last mall finished). Returns how many entries were written.
+    #[instrument(name = "queue.record_price_history", skip_all, fields(job.id = job_id), err)]
+    pub async fn record_price_history(&self, job_id: i64) -> Result<usize, Error> {
+        let mut tx = self.pool.begin().await?;
+        // NB: lock the job's searches first, in a statement of its own: the insert below then
+        // runs with a snapshot taken after any concurrent finisher of the same search
+        // committed, so one of them always sees the product final.
+        sqlx::query!(
+            "select sr.search_id from search_request sr
+             where sr.search_id in (select search_id from search_item where job_id = $1)
+             order by sr.search_id for update",
+            job_id
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        let written = sqlx::query_file!("src/queue/sql/record_price_history.sql", job_id)
+            .fetch_all(&mut *tx)
+            .await?
+            .len();
+        tx.commit().await?;
+        Ok(written)
+    }
+
     /// Which of `leases` (listed by a reconnecting node) are still `node`'s current leases.
     #[instrument(name = "queue.still_leased", skip_all, fields(node.id = %node), err)]
     pub async fn still_leased(&self, node: &str, leases: &[Lease]) -> Result<Vec<Lease>, Error> {
