@@ -13,5 +13,6 @@ for f in migrations/*.sql; do psql "$url" -v ON_ERROR_STOP=1 -q -f "$f"; done
 rm -rf .sqlx && mkdir -p .sqlx
 # Touch the sources so every query macro runs again.
 find coordinator bench -name '*.rs' -exec touch {} +
-SQLX_OFFLINE=false DATABASE_URL=$url SQLX_OFFLINE_DIR=$PWD/.sqlx cargo check --workspace --all-targets --quiet
+# Only the crates with query macros.
+SQLX_OFFLINE=false DATABASE_URL=$url SQLX_OFFLINE_DIR=$PWD/.sqlx cargo check -p lps-coordinator -p lps-bench --all-targets --quiet
 echo "sqlx-prepare: $(ls .sqlx | wc -l) queries saved in .sqlx/"

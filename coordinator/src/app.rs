@@ -21,12 +21,16 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::{Instrument as _, error, info, info_span, warn};
 
 use crate::{
+    alerts,
     config::Config,
     db,
     dispatch::{self, DispatchConfig, Dispatcher, Registry},
-    grpc, profiles,
+    grpc,
+    metrics::Metrics,
+    profiles,
     queue::{JobListener, Queue, QueueConfig},
     reaper,
+    search::Searches,
 };
 
 /// A started coordinator.
@@ -98,6 +102,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         )
     });
 
+    let metrics = Arc::new(Metrics::new());
     let registry = Registry::spawn();
     let dispatcher = Dispatcher {
         queue: queue.clone(),
@@ -120,6 +125,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         wakeups,
         shutdown: shutdown.clone(),
         hard_stop: CancellationToken::new(),
+        metrics: metrics.clone(),
         sessions: TaskTracker::new(),
     };
 
@@ -141,6 +147,23 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
                 ("reaper", Ok(()))
             }
             .instrument(info_span!("reaper")),
+        );
+    }
+
+    {
+        let (pool, searches, metrics, alerts, cancel) = (
+            pool.clone(),
+            Searches::new(queue.clone()),
+            metrics.clone(),
+            config.alerts.clone(),
+            loops.clone(),
+        );
+        tasks.spawn(
+            async move {
+                alerts::run(pool, searches, metrics, alerts, cancel).await;
+                ("alerts", Ok(()))
+            }
+            .instrument(info_span!("alerts")),
         );
     }
 
@@ -188,7 +211,13 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     let app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .with_state(pool.clone());
+        .route("/metrics", get(metrics_text))
+        .route("/ops", get(ops_json))
+        .with_state(HttpState {
+            pool: pool.clone(),
+            metrics: metrics.clone(),
+            searches: Searches::new(queue.clone()),
+        });
     let http_stop = loops.clone();
     tasks.spawn(
         async move {
@@ -244,9 +273,37 @@ async fn set_health(health: &tonic_health::server::HealthReporter, serving: bool
         .await;
 }
 
-async fn readyz(State(pool): State<PgPool>) -> (StatusCode, &'static str) {
+#[derive(Debug, Clone)]
+struct HttpState {
+    pool: PgPool,
+    metrics: Arc<Metrics>,
+    searches: Searches,
+}
+
+async fn metrics_text(State(s): State<HttpState>) -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        s.metrics.encode(),
+    )
+}
+
+async fn ops_json(State(s): State<HttpState>) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    match s.searches.ops().await {
+        Ok(ops) => axum::Json(ops).into_response(),
+        Err(e) => {
+            warn!(error = %e, "ops snapshot failed");
+            (StatusCode::SERVICE_UNAVAILABLE, "ops snapshot unavailable").into_response()
+        }
+    }
+}
+
+async fn readyz(State(s): State<HttpState>) -> (StatusCode, &'static str) {
     match sqlx::query_scalar::<_, i32>("select 1")
-        .fetch_one(&pool)
+        .fetch_one(&s.pool)
         .await
     {
         Ok(_) => (StatusCode::OK, "ready"),

@@ -103,6 +103,29 @@ pub struct ServeArgs {
     /// Directory of site-profile TOML files overriding or adding to the built-in ones.
     #[arg(long, env = "LPS_PROFILES_DIR")]
     pub profiles_dir: Option<std::path::PathBuf>,
+    /// Slack-compatible incoming webhook for alerts (secret).
+    #[arg(long, env = "LPS_ALERT_WEBHOOK_URL", hide_env_values = true)]
+    pub alert_webhook_url: Option<String>,
+    /// How often metrics are refreshed and alert rules evaluated.
+    #[arg(long, env = "LPS_ALERT_INTERVAL", default_value = "15s", value_parser = duration)]
+    pub alert_interval: Duration,
+    #[arg(long, env = "LPS_ALERT_DEAD_1H", default_value_t = 1.0)]
+    pub alert_dead_1h: f64,
+    #[arg(long, env = "LPS_ALERT_BLOCKS_1H", default_value_t = 80.0)]
+    pub alert_blocks_1h: f64,
+    #[arg(long, env = "LPS_ALERT_OLDEST_QUEUED", default_value = "600s", value_parser = duration)]
+    pub alert_oldest_queued: Duration,
+    #[arg(long, env = "LPS_ALERT_STUCK", default_value_t = 1.0)]
+    pub alert_stuck: f64,
+    #[arg(long, env = "LPS_ALERT_DEADLINE_KILLS_1H", default_value_t = 5.0)]
+    pub alert_deadline_kills_1h: f64,
+    #[arg(long, env = "LPS_ALERT_COST_1H_USD", default_value_t = 1.0)]
+    pub alert_cost_1h_usd: f64,
+    /// Fires when available proxy ports fall to this percentage or below.
+    #[arg(long, env = "LPS_ALERT_PORTS_AVAILABLE_PCT", default_value_t = 30.0)]
+    pub alert_ports_available_pct: f64,
+    #[arg(long, env = "LPS_ALERT_BLOCK_SESSIONS_6H", default_value_t = 1.0)]
+    pub alert_block_sessions_6h: f64,
     /// Comma-separated ids of the malls searches may use (the others stay disabled).
     #[arg(
         long,
@@ -113,8 +136,8 @@ pub struct ServeArgs {
     pub malls: Vec<String>,
 }
 
-/// A validated configuration.
-#[derive(Debug, Clone)]
+/// A validated configuration. `Debug` leaves out the secrets.
+#[derive(Clone)]
 pub struct Config {
     pub database_url: String,
     pub db_max_connections: u32,
@@ -135,6 +158,24 @@ pub struct Config {
     pub json_logs: bool,
     pub profiles_dir: Option<std::path::PathBuf>,
     pub malls: Vec<lps_proto::model::MallId>,
+    pub alerts: crate::alerts::AlertConfig,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("database_url", &"***")
+            .field("grpc_addr", &self.grpc_addr)
+            .field("http_addr", &self.http_addr)
+            .field("coordinator_id", &self.coordinator_id)
+            .field("heartbeat_interval", &self.heartbeat_interval)
+            .field("lease_ttl", &self.lease_ttl)
+            .field("node_grace", &self.node_grace)
+            .field("job_deadline", &self.job_deadline)
+            .field("malls", &self.malls)
+            .field("alerts", &self.alerts)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A setting that is missing or out of range.
@@ -232,6 +273,44 @@ impl ServeArgs {
                     .map_err(|e| bad("LPS_MALLS", format!("{m:?}: {}", e.reason)))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        for (setting, value) in [
+            ("LPS_ALERT_DEAD_1H", self.alert_dead_1h),
+            ("LPS_ALERT_BLOCKS_1H", self.alert_blocks_1h),
+            ("LPS_ALERT_STUCK", self.alert_stuck),
+            ("LPS_ALERT_DEADLINE_KILLS_1H", self.alert_deadline_kills_1h),
+            ("LPS_ALERT_COST_1H_USD", self.alert_cost_1h_usd),
+            (
+                "LPS_ALERT_PORTS_AVAILABLE_PCT",
+                self.alert_ports_available_pct,
+            ),
+            ("LPS_ALERT_BLOCK_SESSIONS_6H", self.alert_block_sessions_6h),
+        ] {
+            if !value.is_finite() || value < 0.0 {
+                return Err(bad(setting, "must be a non-negative number"));
+            }
+        }
+        if let Some(url) = &self.alert_webhook_url
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            return Err(bad("LPS_ALERT_WEBHOOK_URL", "must be an http(s) URL"));
+        }
+        if self.alert_interval < Duration::from_millis(100) {
+            return Err(bad("LPS_ALERT_INTERVAL", "must be at least 100ms"));
+        }
+        let alerts = crate::alerts::AlertConfig {
+            thresholds: crate::alerts::Thresholds {
+                dead_last_hour: self.alert_dead_1h,
+                blocks_last_hour: self.alert_blocks_1h,
+                oldest_queued: self.alert_oldest_queued,
+                stuck_running: self.alert_stuck,
+                deadline_kills_last_hour: self.alert_deadline_kills_1h,
+                cost_usd_last_hour: self.alert_cost_1h_usd,
+                ports_available_pct: self.alert_ports_available_pct,
+                block_ended_sessions_6h: self.alert_block_sessions_6h,
+            },
+            interval: self.alert_interval,
+            webhook_url: self.alert_webhook_url.filter(|u| !u.is_empty()),
+        };
         let coordinator_id = self.coordinator_id.unwrap_or_else(|| {
             let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "coordinator".into());
             format!("{host}-{}", std::process::id())
@@ -256,6 +335,7 @@ impl ServeArgs {
             json_logs,
             profiles_dir: self.profiles_dir,
             malls,
+            alerts,
         })
     }
 }

@@ -3,6 +3,7 @@
 //! start the same pieces.
 #![forbid(unsafe_code)]
 
+pub mod alerts;
 pub mod app;
 pub mod auth;
 pub mod cli;
@@ -11,6 +12,7 @@ pub mod control;
 pub mod db;
 pub mod dispatch;
 pub mod grpc;
+pub mod metrics;
 pub mod profiles;
 pub mod queue;
 pub mod reaper;

@@ -210,6 +210,7 @@ pub struct Dispatcher {
     pub shutdown: CancellationToken,
     /// Cancelled when the shutdown deadline is reached: sessions end at once.
     pub hard_stop: CancellationToken,
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// Tracks session tasks so shutdown can wait for them.
     pub sessions: tokio_util::task::TaskTracker,
 }

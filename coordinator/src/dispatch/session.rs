@@ -44,6 +44,14 @@ enum End {
     Lost,
 }
 
+/// A lease the node holds, as this coordinator knows it.
+#[derive(Debug, Clone)]
+struct Held {
+    epoch: i64,
+    /// Empty for leases re-attached from a Hello (the mall is only for metrics).
+    mall: String,
+}
+
 struct Session {
     d: Dispatcher,
     node_id: String,
@@ -51,7 +59,7 @@ struct Session {
     slots: u32,
     malls: Option<Vec<model::MallId>>,
     /// Leases this node holds, as far as this coordinator knows.
-    held: HashMap<i64, i64>,
+    held: HashMap<i64, Held>,
     /// Free slots the node last announced, minus assignments since.
     announced_free: u32,
     draining: bool,
@@ -179,7 +187,13 @@ impl Session {
             .map(|l| l.job_id)
             .collect();
         for lease in &reattached {
-            self.held.insert(lease.job_id, lease.epoch);
+            self.held.insert(
+                lease.job_id,
+                Held {
+                    epoch: lease.epoch,
+                    mall: String::new(),
+                },
+            );
         }
         self.announced_free = self
             .slots
@@ -256,7 +270,7 @@ impl Session {
                 }
                 Some(command) = commands.recv() => match command {
                     Command::Cancel { job_id, lease_epoch, reason } => {
-                        if self.held.get(&job_id) == Some(&lease_epoch) {
+                        if self.held.get(&job_id).is_some_and(|h| h.epoch == lease_epoch) {
                             self.held.remove(&job_id);
                             let cancel = pb::Cancel { job_id, lease_epoch, reason };
                             if self.send(Out::Cancel(cancel)).await.is_err() {
@@ -300,7 +314,20 @@ impl Session {
             .await
             .map_err(crate::grpc::status)?;
         for job in jobs {
-            self.held.insert(job.lease.job_id, job.lease.epoch);
+            self.held.insert(
+                job.lease.job_id,
+                Held {
+                    epoch: job.lease.epoch,
+                    mall: job.mall.to_string(),
+                },
+            );
+            self.d.metrics.claims.inc();
+            if job.attempt == 1 && job.reclaims == 0 {
+                let pickup = (job.run_started_at - job.created_at)
+                    .to_std()
+                    .unwrap_or_default();
+                self.d.metrics.pickup_latency.observe(pickup.as_secs_f64());
+            }
             self.announced_free = self.announced_free.saturating_sub(1);
             let waited = (job.run_started_at - job.created_at).num_milliseconds();
             let span = tracing::info_span!(
@@ -342,8 +369,13 @@ impl Session {
                 let seq = r.report_seq;
                 let ack = match JobResult::try_from(r) {
                     Ok(result) => {
-                        if self.held.remove(&result.lease.job_id).is_some() {
+                        if let Some(held) = self.held.remove(&result.lease.job_id) {
                             self.slot_freed();
+                            self.observe_finished(
+                                &held,
+                                outcome_label(result.outcome),
+                                &result.metrics,
+                            );
                         }
                         let r = self
                             .d
@@ -363,8 +395,9 @@ impl Session {
                 let seq = f.report_seq;
                 let ack = match JobFailure::try_from(f) {
                     Ok(failure) => {
-                        if self.held.remove(&failure.lease.job_id).is_some() {
+                        if let Some(held) = self.held.remove(&failure.lease.job_id) {
                             self.slot_freed();
+                            self.observe_finished(&held, failure.class.as_str(), &failure.metrics);
                         }
                         let r = self.d.queue.fail_if_leased(&self.node_id, &failure).await;
                         if matches!(&r, Ok(f) if f.state == JobState::Dead) {
@@ -413,6 +446,19 @@ impl Session {
             }
         }
         Ok(None)
+    }
+
+    fn observe_finished(&self, held: &Held, outcome: &str, metrics: &model::JobMetrics) {
+        let m = &self.d.metrics;
+        m.bytes.inc_by(metrics.bytes());
+        m.cost_usd.inc_by(metrics.cost_usd);
+        let labels = crate::metrics::MallOutcomeLabels {
+            mall: held.mall.clone(),
+            outcome: outcome.to_owned(),
+        };
+        m.job_duration
+            .get_or_create(&labels)
+            .observe(metrics.elapsed.as_secs_f64());
     }
 
     /// Writes price history for the searches this job finished. A failure is logged, not
@@ -523,6 +569,11 @@ impl Session {
         report_seq: u64,
         (status, error): (pb::AckStatus, String),
     ) -> Result<(), Status> {
+        let labels = crate::metrics::ReportLabels {
+            kind: "report".into(),
+            status: status.as_str_name().to_ascii_lowercase(),
+        };
+        self.d.metrics.reports.get_or_create(&labels).inc();
         self.send(Out::Ack(pb::Ack {
             report_seq,
             status: status as i32,
@@ -536,6 +587,13 @@ impl Session {
             .send(Ok(pb::CoordinatorMessage { body: Some(body) }))
             .await
             .map_err(|_| Status::cancelled("node stream closed"))
+    }
+}
+
+fn outcome_label(outcome: model::Outcome) -> &'static str {
+    match outcome {
+        model::Outcome::Found => "found",
+        model::Outcome::NotFound => "not_found",
     }
 }
 

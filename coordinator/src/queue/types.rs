@@ -142,7 +142,7 @@ impl MallLimits {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MallQueueOps {
     pub mall: String,
     pub queued: i64,
@@ -152,7 +152,7 @@ pub struct MallQueueOps {
 }
 
 /// The queue's figures of the ops snapshot (DESIGN §6).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct QueueOps {
     pub queued: i64,
     pub running: i64,

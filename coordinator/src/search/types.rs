@@ -260,7 +260,7 @@ pub struct ProxyPortInfo {
 }
 
 /// The nodes' and proxies' figures of the ops snapshot (DESIGN §6).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct FleetOps {
     pub nodes_connected: i64,
     /// Free slots of connected nodes that are not draining.
@@ -283,7 +283,7 @@ impl FleetOps {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct MallFleetOps {
     pub mall: String,
     pub blocks_last_hour: i64,
@@ -291,7 +291,7 @@ pub struct MallFleetOps {
 }
 
 /// The whole ops snapshot: the queue's figures and the fleet's.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct OpsSnapshot {
     pub at: DateTime<Utc>,
     pub queue: QueueOps,

@@ -1,0 +1,175 @@
+//! Operations surface of a real coordinator: /healthz, /readyz, /metrics, /ops, and alert
+//! rules announced once per transition to a local Slack-compatible webhook receiver, with
+//! two replicas evaluating the same database.
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use axum::{Json, Router, extract::State, routing::post};
+use clap::Parser as _;
+use lps_coordinator::{
+    app::{self, Running},
+    config::Cli,
+    queue::{EnqueueContext, MallLimits},
+};
+use lps_proto::model::{MallId, Priority, ProductSpec, SearchRequest};
+use sqlx::{
+    PgPool,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
+
+const MALL: &str = "testmall-alpha";
+
+type Posts = Arc<Mutex<Vec<String>>>;
+
+async fn webhook() -> (SocketAddr, Posts) {
+    let posts: Posts = Arc::default();
+    let app = Router::new()
+        .route(
+            "/hook",
+            post(
+                |State(posts): State<Posts>, Json(body): Json<serde_json::Value>| async move {
+                    posts
+                        .lock()
+                        .unwrap()
+                        .push(body["text"].as_str().unwrap_or_default().to_owned());
+                    "ok"
+                },
+            ),
+        )
+        .with_state(posts.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (addr, posts)
+}
+
+async fn coordinator(pool: PgPool, hook: SocketAddr) -> Running {
+    let hook = format!("http://{hook}/hook");
+    let config = Cli::try_parse_from([
+        "coordinator",
+        "--database-url",
+        "postgres://unused",
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--http-addr",
+        "127.0.0.1:0",
+        "--client-tokens",
+        "client-token-for-tests-01",
+        "--node-tokens",
+        "node-token-for-tests-0001",
+        "--alert-interval",
+        "200ms",
+        "--alert-oldest-queued",
+        "1s",
+        "--alert-webhook-url",
+        &hook,
+        "--malls",
+        MALL,
+    ])
+    .unwrap()
+    .serve
+    .validate()
+    .unwrap();
+    let running = app::start_with_pool(config, pool).await.unwrap();
+    running
+        .queue
+        .upsert_mall(&MallLimits::unlimited(MallId::new(MALL).unwrap()))
+        .await
+        .unwrap();
+    running
+}
+
+async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let r = reqwest::get(format!("http://{addr}{path}")).await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+async fn wait_for_posts(posts: &Posts, n: usize) -> Vec<String> {
+    for _ in 0..100 {
+        if posts.lock().unwrap().len() >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    posts.lock().unwrap().clone()
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn health_metrics_ops_and_alerts_once_per_transition(
+    _: PgPoolOptions,
+    opts: PgConnectOptions,
+) {
+    let pool = || {
+        PgPoolOptions::new()
+            .max_connections(8)
+            .connect_with(opts.clone())
+    };
+    let (hook, posts) = webhook().await;
+    let a = coordinator(pool().await.unwrap(), hook).await;
+    let b = coordinator(pool().await.unwrap(), hook).await;
+
+    assert_eq!(get(a.http_addr, "/healthz").await.0, 200);
+    assert_eq!(get(a.http_addr, "/readyz").await.0, 200);
+
+    // A job nobody claims: after 1 s the oldest-queued rule fires.
+    let req = SearchRequest::new(
+        vec![ProductSpec::new(None, "아무도 안 가져가는 상품").unwrap()],
+        vec![MallId::new(MALL).unwrap()],
+        Priority::BATCH,
+        None,
+        None,
+    )
+    .unwrap();
+    let job = a
+        .queue
+        .enqueue(&req, &EnqueueContext::default())
+        .await
+        .unwrap()
+        .items[0]
+        .job_id;
+    let fired = wait_for_posts(&posts, 1).await;
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert!(
+        fired[0].contains("oldest_queued_seconds firing"),
+        "{fired:?}"
+    );
+
+    // More evaluations by both replicas: no repeat while it keeps firing.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        posts.lock().unwrap().len(),
+        1,
+        "announced more than once: {:?}",
+        posts.lock().unwrap()
+    );
+
+    let (status, metrics) = get(b.http_addr, "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("lps_jobs{state=\"queued\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("lps_alert_firing{rule=\"oldest_queued_seconds\"} 1"),
+        "{metrics}"
+    );
+    let (status, ops) = get(a.http_addr, "/ops").await;
+    assert_eq!(status, 200);
+    let ops: serde_json::Value = serde_json::from_str(&ops).unwrap();
+    assert_eq!(ops["queue"]["queued"], 1, "{ops}");
+
+    // The job goes away: the rule resolves, announced once.
+    a.queue.cancel(&[job]).await.unwrap();
+    let all = wait_for_posts(&posts, 2).await;
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all[1].contains("oldest_queued_seconds resolved"), "{all:?}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(posts.lock().unwrap().len(), 2);
+
+    a.shutdown().await;
+    b.shutdown().await;
+}
