@@ -22,6 +22,10 @@ pub const DEFAULT_DRAIN_TIMEOUT: &str = "240s";
 pub const DEFAULT_RECONNECT_DEADLINE: &str = "5m";
 /// `LPS_HTTP_ADDR` default.
 pub const DEFAULT_HTTP_ADDR: &str = "0.0.0.0:9090";
+/// `LPS_CHROMEDRIVER_PATH` default.
+pub const DEFAULT_CHROMEDRIVER_PATH: &str = "/usr/bin/chromedriver";
+/// `LPS_CHROMIUM_PATH` default.
+pub const DEFAULT_CHROMIUM_PATH: &str = "/usr/bin/chromium";
 /// Longest node id the coordinator accepts (`Hello.node_id`).
 pub const MAX_NODE_ID_CHARS: usize = 128;
 
@@ -73,9 +77,21 @@ pub enum LogFormat {
 /// Which executor runs the jobs (`LPS_EXECUTOR`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ExecutorKind {
-    /// [`crate::executor::ScriptedExecutor`]: the product name decides the outcome. For
-    /// tests and trials; the only executor until the browser executor lands (`browser`).
+    /// Real headless Chromium (`BrowserExecutor`; the default).
+    Browser,
+    /// The product name decides the outcome (`ScriptedExecutor`): for tests and trials
+    /// without a browser.
     Scripted,
+}
+
+/// Where the browser's traffic goes (`LPS_PROXY_MODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProxyMode {
+    /// Through proxy ports leased from the coordinator's ledger, via a local relay per
+    /// browser (the production setting).
+    Coordinator,
+    /// Straight to the malls, no proxy (development; bytes are not metered).
+    Direct,
 }
 
 /// The node's settings.
@@ -121,9 +137,45 @@ pub struct Config {
     #[arg(long, env = "LPS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
-    /// Which executor runs jobs: `scripted` (the browser executor is not built yet).
-    #[arg(long, env = "LPS_EXECUTOR", value_enum, default_value_t = ExecutorKind::Scripted)]
+    /// Which executor runs jobs: `browser` (headless Chromium) or `scripted` (tests).
+    #[arg(long, env = "LPS_EXECUTOR", value_enum, default_value_t = ExecutorKind::Browser)]
     pub executor: ExecutorKind,
+
+    /// chromedriver binary the node starts and supervises (unless LPS_WEBDRIVER_URL).
+    #[arg(long, env = "LPS_CHROMEDRIVER_PATH", default_value = DEFAULT_CHROMEDRIVER_PATH)]
+    pub chromedriver_path: PathBuf,
+
+    /// A WebDriver server to use instead of starting chromedriver (`http://host:port`).
+    #[arg(long, env = "LPS_WEBDRIVER_URL")]
+    pub webdriver_url: Option<String>,
+
+    /// Chromium binary (one browser per slot).
+    #[arg(long, env = "LPS_CHROMIUM_PATH", default_value = DEFAULT_CHROMIUM_PATH)]
+    pub chromium_path: PathBuf,
+
+    /// Directory of the browser profile slots (user-data-dirs, one file lock each; kept
+    /// across restarts so warm cookies survive). Default: `<tmp>/lps-profiles`.
+    #[arg(long, env = "LPS_PROFILE_ROOT", default_value_os_t = default_profile_root())]
+    pub profile_root: PathBuf,
+
+    /// Proxy use: `coordinator` (ports leased from the coordinator, through a local relay)
+    /// or `direct` (no proxy; development).
+    #[arg(long, env = "LPS_PROXY_MODE", value_enum, default_value_t = ProxyMode::Coordinator)]
+    pub proxy_mode: ProxyMode,
+
+    /// Block images, fonts and media in the browser (CDP Network.setBlockedURLs).
+    #[arg(long, env = "LPS_BLOCK_RESOURCES", default_value_t = true, action = clap::ArgAction::Set)]
+    pub block_resources: bool,
+
+    /// More Chromium flags, space-separated (after the built-in quiet headless ones).
+    #[arg(
+        long,
+        env = "LPS_CHROMIUM_ARGS",
+        value_delimiter = ' ',
+        num_args = 1,
+        allow_hyphen_values = true
+    )]
+    pub chromium_args: Vec<String>,
 
     /// PEM file of the CA that signs the coordinator's certificate (needed for `https://`).
     #[arg(long, env = "LPS_TLS_CA")]
@@ -171,7 +223,14 @@ impl Config {
                 .parse()
                 .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 9090))),
             log_format: LogFormat::Text,
-            executor: ExecutorKind::Scripted,
+            executor: ExecutorKind::Browser,
+            chromedriver_path: PathBuf::from(DEFAULT_CHROMEDRIVER_PATH),
+            webdriver_url: None,
+            chromium_path: PathBuf::from(DEFAULT_CHROMIUM_PATH),
+            profile_root: default_profile_root(),
+            proxy_mode: ProxyMode::Coordinator,
+            block_resources: true,
+            chromium_args: Vec::new(),
             tls_ca: None,
             tls_cert: None,
             tls_key: None,
@@ -273,8 +332,49 @@ impl Config {
                 "must be more than zero",
             ));
         }
+        if let Some(url) = &self.webdriver_url {
+            let ok = url
+                .strip_prefix("http://")
+                .is_some_and(|rest| !rest.trim_matches('/').is_empty());
+            if !ok {
+                return Err(ConfigError::new(
+                    "LPS_WEBDRIVER_URL",
+                    format!("{url:?} is not a URL like http://127.0.0.1:9515"),
+                ));
+            }
+        }
+        if self.profile_root.as_os_str().is_empty() {
+            return Err(ConfigError::new("LPS_PROFILE_ROOT", "must not be empty"));
+        }
         Ok(())
     }
+
+    /// What the browser executor needs on this host: the Chromium binary and (without
+    /// `LPS_WEBDRIVER_URL`) the chromedriver binary. Checked at start-up by the binary
+    /// only, so tests that run other executors need neither.
+    pub fn check_browser_host(&self) -> Result<(), ConfigError> {
+        if self.webdriver_url.is_none() && !self.chromedriver_path.is_file() {
+            return Err(ConfigError::new(
+                "LPS_CHROMEDRIVER_PATH",
+                format!(
+                    "{} does not exist (install chromium-driver, or set LPS_WEBDRIVER_URL)",
+                    self.chromedriver_path.display()
+                ),
+            ));
+        }
+        if self.webdriver_url.is_none() && !self.chromium_path.is_file() {
+            return Err(ConfigError::new(
+                "LPS_CHROMIUM_PATH",
+                format!("{} does not exist", self.chromium_path.display()),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `LPS_PROFILE_ROOT` default: `lps-profiles` in the temporary directory.
+pub fn default_profile_root() -> PathBuf {
+    std::env::temp_dir().join("lps-profiles")
 }
 
 fn parse_default(text: &str) -> Duration {
@@ -376,6 +476,52 @@ mod tests {
     }
 
     #[test]
+    fn browser_settings_parse() {
+        let config = parse(&[]).unwrap();
+        assert_eq!(config.executor, ExecutorKind::Browser);
+        assert_eq!(config.proxy_mode, ProxyMode::Coordinator);
+        assert!(config.block_resources);
+        assert!(config.chromium_args.is_empty());
+        let config = parse(&[
+            "--executor",
+            "scripted",
+            "--proxy-mode",
+            "direct",
+            "--block-resources",
+            "false",
+            "--chromium-args",
+            "--lang=en-US --window-size=800,600",
+            "--webdriver-url",
+            "http://127.0.0.1:9515",
+        ])
+        .unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.executor, ExecutorKind::Scripted);
+        assert_eq!(config.proxy_mode, ProxyMode::Direct);
+        assert!(!config.block_resources);
+        assert_eq!(
+            config.chromium_args,
+            ["--lang=en-US", "--window-size=800,600"]
+        );
+        let missing = Config {
+            chromedriver_path: "/nonexistent/chromedriver".into(),
+            ..config.clone()
+        };
+        assert!(
+            missing.check_browser_host().is_ok(),
+            "an external WebDriver URL is used"
+        );
+        let missing = Config {
+            webdriver_url: None,
+            ..missing
+        };
+        assert_eq!(
+            missing.check_browser_host().unwrap_err().setting,
+            "LPS_CHROMEDRIVER_PATH"
+        );
+    }
+
+    #[test]
     fn bad_settings_are_named() {
         let good = Config::new("http://127.0.0.1:50051", "t0ken");
         type Change = Box<dyn Fn(&mut Config)>;
@@ -416,6 +562,14 @@ mod tests {
             (
                 Box::new(|c| c.reconnect_deadline = Duration::ZERO),
                 "LPS_RECONNECT_DEADLINE",
+            ),
+            (
+                Box::new(|c| c.webdriver_url = Some("127.0.0.1:9515".into())),
+                "LPS_WEBDRIVER_URL",
+            ),
+            (
+                Box::new(|c| c.profile_root = PathBuf::new()),
+                "LPS_PROFILE_ROOT",
             ),
             (
                 Box::new(|c| {

@@ -9,10 +9,11 @@
 //!   and then drops the future, which skips any cleanup that needs an `.await`. The slot
 //!   stays taken until then. What it returns after a cancel is ignored.
 //! - It must not enforce the job's deadline itself: the node cancels it at the deadline and
-//!   reports `DEADLINE`.
+//!   reports `DEADLINE`. (An executor may use the deadline to decide, e.g. whether there is
+//!   time to rotate an IP, and may stop shortly *after* it as a backstop.)
 //! - `Progress` is cheap to update (atomics); it is read for every heartbeat.
 //!
-//! The browser executor will implement this trait; [`ScriptedExecutor`] is the test one.
+//! [`BrowserExecutor`] drives headless Chromium; [`ScriptedExecutor`] is the test one.
 
 use std::{
     fmt,
@@ -30,8 +31,10 @@ use lps_proto::{
 };
 use tokio_util::sync::CancellationToken;
 
+pub mod browser;
 pub mod scripted;
 
+pub use browser::BrowserExecutor;
 pub use scripted::ScriptedExecutor;
 
 /// How long the node waits for [`Executor::run`] to return after cancelling it, before it
@@ -160,11 +163,20 @@ pub trait Executor: Send + Sync + 'static {
     /// Runs `job` to its end, or until `cancel` fires (then returns soon; the value is
     /// ignored).
     async fn run(&self, job: Job, progress: Progress, cancel: CancellationToken) -> Outcome;
+
+    /// The node is draining and no job runs any more: give back what is held between jobs
+    /// (the browser executor ends its IP sessions, whose releases are then acked before
+    /// Goodbye). Called at most once per node run; the default does nothing.
+    async fn drain(&self) {}
 }
 
 #[async_trait::async_trait]
 impl<E: Executor + ?Sized> Executor for Arc<E> {
     async fn run(&self, job: Job, progress: Progress, cancel: CancellationToken) -> Outcome {
         (**self).run(job, progress, cancel).await
+    }
+
+    async fn drain(&self) {
+        (**self).drain().await;
     }
 }

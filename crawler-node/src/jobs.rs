@@ -170,6 +170,10 @@ impl Jobs {
             node.id = %self.node_id,
             traceparent = job.traceparent.as_deref().unwrap_or_default(),
         );
+        // One search is one trace: the job continues the Search call's context.
+        if let Some(parent) = job.traceparent.as_deref() {
+            lps_telemetry::set_parent(&span, parent, job.tracestate.as_deref().unwrap_or_default());
+        }
         let entry = Entry {
             mall: job.mall.clone(),
             progress: progress.clone(),
@@ -236,7 +240,7 @@ impl Jobs {
                 }
             })
             .collect();
-        reports.sort_by_key(|r| r.lease().job_id);
+        reports.sort_by_key(Report::job_id);
         reports
     }
 
@@ -497,7 +501,7 @@ mod tests {
         assert_eq!(jobs.cancel(1, Some(1)).len(), 1);
         assert!(jobs.cancel(1, None).is_empty(), "already cancelled");
         let handed = jobs.hand_back_all("draining");
-        let ids: Vec<i64> = handed.iter().map(|r| r.lease().job_id).collect();
+        let ids: Vec<i64> = handed.iter().map(Report::job_id).collect();
         assert_eq!(ids, [2, 3]);
         assert_eq!(jobs.running(), 0);
         for _ in 0..3 {

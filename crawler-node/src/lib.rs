@@ -5,7 +5,11 @@
 //! Start a node with [`Node::new`] + [`Node::run`]; watch it through a [`NodeHandle`].
 //! The modules, one job each:
 //! - [`config`]: settings from flags / `LPS_…` variables, validated;
-//! - [`executor`]: the trait jobs run through, and the [`ScriptedExecutor`] for tests;
+//! - [`executor`]: the trait jobs run through, the [`BrowserExecutor`] (headless Chromium)
+//!   and the [`ScriptedExecutor`] for tests;
+//! - [`browser`]: chromedriver, Chromium sessions, profile slots, the proxy relay, page
+//!   reading;
+//! - [`proxy`]: proxy ports and block reports as the executor sees them, over the stream;
 //! - [`outbox`]: reports kept until acknowledged, resent after a reconnect;
 //! - [`retry`]: which stream errors are fatal, and the reconnect backoff;
 //! - [`session`]: what a Welcome says (timing, site profiles);
@@ -16,6 +20,7 @@
 //! - [`judge`]: matching result cards to the product (used by the browser executor).
 #![forbid(unsafe_code)]
 
+pub mod browser;
 pub mod config;
 pub mod executor;
 pub mod health;
@@ -25,9 +30,10 @@ pub mod judge;
 mod link;
 pub mod node;
 pub mod outbox;
+pub mod proxy;
 pub mod retry;
 pub mod session;
 
 pub use config::Config;
-pub use executor::{Executor, Job, Outcome, Progress, ScriptedExecutor};
+pub use executor::{BrowserExecutor, Executor, Job, Outcome, Progress, ScriptedExecutor};
 pub use node::{Node, NodeError, NodeHandle, Status, StreamState};

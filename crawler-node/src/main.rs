@@ -1,29 +1,51 @@
-//! `crawler-node`: parse the settings, start logging and the HTTP probes, run the node
-//! until it has drained. SIGTERM or SIGINT starts the drain; a second one exits at once.
-//! Exit code 0 after a clean drain, 1 when the node failed, 2 for bad settings.
+//! `crawler-node`: parse the settings, start logging/tracing and the HTTP probes, run the
+//! node until it has drained, then close the browsers. SIGTERM or SIGINT starts the drain;
+//! a second one exits at once. Exit code 0 after a clean drain, 1 when the node failed, 2
+//! for bad settings.
 
-use std::process::ExitCode;
+use std::{process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use clap::Parser as _;
 use lps_crawler_node::{
-    Node, NodeError, ScriptedExecutor,
-    config::{Config, ExecutorKind, LogFormat},
+    BrowserExecutor, Node, NodeError, ScriptedExecutor,
+    config::{Config, ExecutorKind, LogFormat, ProxyMode},
+    executor::browser::BrowserSettings,
     health,
+    proxy::NodeLink,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, error, info, info_span, warn};
-use tracing_subscriber::EnvFilter;
+
+/// Closing every browser and chromedriver after the node stopped takes at most this (each
+/// browser has its own 60 s close timeout; they close in parallel).
+const BROWSER_SHUTDOWN: Duration = Duration::from_secs(90);
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let config = Config::parse();
-    init_tracing(config.log_format);
-    if let Err(err) = config.validate() {
+    let format = match config.log_format {
+        LogFormat::Text => lps_telemetry::LogFormat::Text,
+        LogFormat::Json => lps_telemetry::LogFormat::Json,
+    };
+    let telemetry = match lps_telemetry::init("lps-crawler-node", format) {
+        Ok(telemetry) => telemetry,
+        Err(err) => {
+            // NB: no logger yet.
+            eprintln!("crawler-node: cannot start telemetry: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let checked = config.validate().and_then(|()| match config.executor {
+        ExecutorKind::Browser => config.check_browser_host(),
+        ExecutorKind::Scripted => Ok(()),
+    });
+    if let Err(err) = checked {
         error!(setting = err.setting, error = %err, "invalid configuration");
+        telemetry.shutdown();
         return ExitCode::from(2);
     }
-    match run(config).await {
+    let code = match run(config).await {
         Ok(()) => {
             info!("crawler node drained; exiting");
             ExitCode::SUCCESS
@@ -36,18 +58,35 @@ async fn main() -> ExitCode {
             info!(exit_code = 1, "crawler node exiting");
             ExitCode::FAILURE
         }
-    }
+    };
+    telemetry.shutdown();
+    code
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {
+    let mut browsers = None;
     let node = match config.executor {
         ExecutorKind::Scripted => Node::new(config.clone(), ScriptedExecutor::new()),
+        ExecutorKind::Browser => {
+            let (link, inbox) = NodeLink::channel();
+            let mut executor = BrowserExecutor::new(BrowserSettings::from_config(&config))
+                .with_events(Arc::new(link.clone()));
+            match config.proxy_mode {
+                ProxyMode::Coordinator => executor = executor.with_proxies(Arc::new(link)),
+                ProxyMode::Direct => {
+                    warn!("LPS_PROXY_MODE=direct: browsers go to the malls without a proxy")
+                }
+            }
+            browsers = Some(executor.clone());
+            Node::new(config.clone(), executor).with_link(inbox)
+        }
     };
     info!(
         node.id = node.node_id(),
         coordinator = %config.coordinator_url,
         slots = config.slots,
         executor = ?config.executor,
+        proxy_mode = ?config.proxy_mode,
         "crawler node starting"
     );
     let listener = tokio::net::TcpListener::bind(config.http_addr)
@@ -60,7 +99,9 @@ async fn run(config: Config) -> anyhow::Result<()> {
     );
 
     let shutdown = CancellationToken::new();
-    tokio::spawn(watch_signals(shutdown.clone()).instrument(info_span!("node.signals")));
+    tokio::spawn(
+        watch_signals(shutdown.clone(), browsers.clone()).instrument(info_span!("node.signals")),
+    );
 
     let run = node.run(shutdown.clone());
     tokio::pin!(run);
@@ -80,12 +121,22 @@ async fn run(config: Config) -> anyhow::Result<()> {
         }
     };
     stop_http.cancel();
+    // NB: after the node: running jobs ended (or were handed back) and IP sessions were
+    // released before Goodbye; now no Chromium may outlive the process.
+    if let Some(browsers) = browsers
+        && tokio::time::timeout(BROWSER_SHUTDOWN, browsers.shutdown())
+            .await
+            .is_err()
+    {
+        warn!(timeout = ?BROWSER_SHUTDOWN, "closing the browsers timed out");
+    }
     result
 }
 
-/// Cancels `shutdown` on the first SIGTERM/SIGINT; exits at once on a second one.
+/// Cancels `shutdown` on the first SIGTERM/SIGINT; exits at once on a second one, killing
+/// the browsers first so none outlives the process.
 #[cfg(unix)]
-async fn watch_signals(shutdown: CancellationToken) {
+async fn watch_signals(shutdown: CancellationToken, browsers: Option<BrowserExecutor>) {
     use tokio::signal::unix::{SignalKind, signal};
     let (mut term, mut int) = match (
         signal(SignalKind::terminate()),
@@ -109,27 +160,18 @@ async fn watch_signals(shutdown: CancellationToken) {
             first = false;
         } else {
             warn!(signal, "second signal; exiting without draining");
+            if let Some(browsers) = &browsers {
+                browsers.kill_now();
+            }
             std::process::exit(130);
         }
     }
 }
 
 #[cfg(not(unix))]
-async fn watch_signals(shutdown: CancellationToken) {
+async fn watch_signals(shutdown: CancellationToken, _browsers: Option<BrowserExecutor>) {
     if tokio::signal::ctrl_c().await.is_ok() {
         info!("drain requested");
         shutdown.cancel();
-    }
-}
-
-fn init_tracing(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
     }
 }

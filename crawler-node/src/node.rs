@@ -26,6 +26,7 @@ use crate::{
     config::{Config, ConfigError},
     executor::Executor,
     link::Link,
+    proxy::LinkInbox,
     session::SiteProfiles,
 };
 
@@ -178,6 +179,7 @@ pub struct Node {
     config: Config,
     executor: Arc<dyn Executor>,
     shared: Arc<Shared>,
+    inbox: Option<LinkInbox>,
 }
 
 impl std::fmt::Debug for Node {
@@ -204,7 +206,16 @@ impl Node {
             config,
             executor: Arc::new(executor),
             shared,
+            inbox: None,
         }
+    }
+
+    /// Serves `inbox`: the proxy requests and port reports of the executor's
+    /// [`NodeLink`](crate::proxy::NodeLink) (made with [`NodeLink::channel`](crate::proxy::NodeLink::channel)).
+    #[must_use]
+    pub fn with_link(mut self, inbox: LinkInbox) -> Self {
+        self.inbox = Some(inbox);
+        self
     }
 
     pub fn node_id(&self) -> &str {
@@ -232,7 +243,7 @@ impl Node {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), NodeError> {
         let shared = self.shared.clone();
         let result = match self.config.validate() {
-            Ok(()) => match Link::new(self.config, self.executor, self.shared) {
+            Ok(()) => match Link::new(self.config, self.executor, self.shared, self.inbox) {
                 Ok(link) => link.run(shutdown).await,
                 Err(err) => Err(err),
             },

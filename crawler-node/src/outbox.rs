@@ -1,12 +1,13 @@
 //! The outbox: every report the node owes the coordinator, kept until it is acknowledged.
 //!
-//! A report (job result, failure, hand-back; later proxy release, session end, block event)
-//! gets a `report_seq` when it is pushed: monotonic per [`Outbox`], starting at 1, never
+//! A report (job result, failure, hand-back, proxy release with its IP session's end, block
+//! event) gets a `report_seq` when it is pushed: monotonic per [`Outbox`], starting at 1, never
 //! reused. The outbox lives as long as the node process (across reconnects), so a seq
 //! names one report for the whole process. Invariants:
 //! - a report leaves only on an `Ack` with its seq (any status: `APPLIED`, or `STALE` /
 //!   `REJECTED`, which are logged at WARN because resending cannot help), or when the
-//!   coordinator says its job is `lost` after a reconnect ([`Outbox::drop_job`]);
+//!   coordinator says its job is `lost` after a reconnect ([`Outbox::drop_job`]; proxy
+//!   releases and block events are about ports, not leases, and stay);
 //! - [`Outbox::pending`] yields reports in seq order, which is the order they are resent in
 //!   after a reconnect's Welcome.
 //!
@@ -22,6 +23,8 @@ use lps_proto::{
 };
 use tracing::{debug, warn};
 
+use crate::proxy::{BlockEvent, SessionEnd};
+
 /// Something the node reports and the coordinator acknowledges.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Report {
@@ -31,24 +34,43 @@ pub enum Report {
     Failure(JobFailure),
     /// The node gives the job back unfinished (draining, or it could not take it).
     HandBack { lease: Lease, reason: String },
+    /// A proxy port goes back to the ledger; `session` is its IP session's end.
+    ProxyRelease { port: u16, session: SessionEnd },
+    /// A mall blocked a page.
+    Block(BlockEvent),
 }
 
 impl Report {
-    /// The lease the report speaks for.
-    pub fn lease(&self) -> Lease {
+    /// The lease the report speaks for (`None` for reports about ports).
+    pub fn lease(&self) -> Option<Lease> {
         match self {
-            Self::Result(r) => r.lease,
-            Self::Failure(f) => f.lease,
-            Self::HandBack { lease, .. } => *lease,
+            Self::Result(r) => Some(r.lease),
+            Self::Failure(f) => Some(f.lease),
+            Self::HandBack { lease, .. } => Some(*lease),
+            Self::ProxyRelease { .. } | Self::Block(_) => None,
         }
     }
 
-    /// A short name for logs: `result`, `failure`, `hand_back`.
+    /// The job the report is about, if any (for logs).
+    pub fn job_id(&self) -> i64 {
+        match self {
+            Self::Result(r) => r.lease.job_id,
+            Self::Failure(f) => f.lease.job_id,
+            Self::HandBack { lease, .. } => lease.job_id,
+            Self::ProxyRelease { session, .. } => session.job_id,
+            Self::Block(event) => event.job_id,
+        }
+    }
+
+    /// A short name for logs: `result`, `failure`, `hand_back`, `proxy_release`,
+    /// `block_event`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Result(_) => "result",
             Self::Failure(_) => "failure",
             Self::HandBack { .. } => "hand_back",
+            Self::ProxyRelease { .. } => "proxy_release",
+            Self::Block(_) => "block_event",
         }
     }
 
@@ -79,6 +101,13 @@ impl Report {
                 lease_epoch: lease.epoch,
                 reason: reason.clone(),
             }),
+            Self::ProxyRelease { port, session } => Body::ProxyRelease(pb::ProxyRelease {
+                report_seq: seq,
+                port: u32::from(*port),
+                reason: pb::SessionEndReason::from(session.reason) as i32,
+                session: Some(session.to_pb(seq)),
+            }),
+            Self::Block(event) => Body::BlockEvent(event.to_pb(seq)),
         };
         pb::NodeMessage { body: Some(body) }
     }
@@ -134,13 +163,13 @@ impl Outbox {
             debug!(report.seq = ack.report_seq, "ack for no pending report");
             return AckOutcome::Unknown;
         };
-        let lease = report.lease();
+        let job_id = report.job_id();
         match pb::AckStatus::try_from(ack.status) {
             Ok(pb::AckStatus::Applied) => {
                 debug!(
                     report.seq = ack.report_seq,
                     report.kind = report.kind(),
-                    job.id = lease.job_id,
+                    job.id = job_id,
                     "report acked"
                 );
                 AckOutcome::Applied
@@ -149,8 +178,7 @@ impl Outbox {
                 warn!(
                     report.seq = ack.report_seq,
                     report.kind = report.kind(),
-                    job.id = lease.job_id,
-                    job.lease_epoch = lease.epoch,
+                    job.id = job_id,
                     reason = %ack.error,
                     "report was stale: the lease is no longer this node's"
                 );
@@ -160,7 +188,7 @@ impl Outbox {
                 warn!(
                     report.seq = ack.report_seq,
                     report.kind = report.kind(),
-                    job.id = lease.job_id,
+                    job.id = job_id,
                     reason = %ack.error,
                     "report rejected by the coordinator"
                 );
@@ -170,7 +198,7 @@ impl Outbox {
                 warn!(
                     report.seq = ack.report_seq,
                     report.kind = report.kind(),
-                    job.id = lease.job_id,
+                    job.id = job_id,
                     status = ack.status,
                     reason = %ack.error,
                     "ack with an unknown status; report dropped"
@@ -180,11 +208,12 @@ impl Outbox {
         }
     }
 
-    /// Drops every report about `job_id` (the coordinator said the job is no longer this
-    /// node's); returns how many.
+    /// Drops every report speaking for a lease of `job_id` (the coordinator said the job
+    /// is no longer this node's); returns how many. Port reports stay.
     pub fn drop_job(&mut self, job_id: i64) -> usize {
         let before = self.pending.len();
-        self.pending.retain(|_, r| r.lease().job_id != job_id);
+        self.pending
+            .retain(|_, r| r.lease().is_none_or(|l| l.job_id != job_id));
         before - self.pending.len()
     }
 
@@ -195,7 +224,7 @@ impl Outbox {
 
     /// The leases that pending reports speak for.
     pub fn leases(&self) -> impl Iterator<Item = Lease> + '_ {
-        self.pending.values().map(Report::lease)
+        self.pending.values().filter_map(Report::lease)
     }
 
     pub fn len(&self) -> usize {
@@ -264,7 +293,7 @@ mod tests {
             AckOutcome::Applied
         );
         assert_eq!(seqs(&outbox), [1, 3, 5]);
-        let jobs: Vec<i64> = outbox.pending().map(|(_, r)| r.lease().job_id).collect();
+        let jobs: Vec<i64> = outbox.pending().map(|(_, r)| r.job_id()).collect();
         assert_eq!(jobs, [1, 3, 5]);
         // Resending does not consume anything: the same reports come out again.
         assert_eq!(seqs(&outbox), [1, 3, 5]);

@@ -19,10 +19,19 @@
 //!    Jobs keep running meanwhile; their reports wait in the outbox.
 //! 4. **Drain** (shutdown token or `Drain`): `Credit{0}` and no new jobs (an `Assign`
 //!    that arrives anyway is handed back); running jobs may finish until the drain deadline
-//!    minus a reserve for the acks ([`ack_reserve`]); then the rest are handed back; once
+//!    minus a reserve for the acks (`drain::ack_reserve`); then the rest are handed back; once
 //!    nothing runs and every report is acked: `Goodbye`, half-close, wait briefly for the
-//!    coordinator to end the stream, `Ok`. At the drain deadline the node gives up and
-//!    returns [`NodeError::DrainIncomplete`].
+//!    coordinator to end the stream, `Ok`. Before Goodbye, once no job runs, the executor
+//!    gets its [`Executor::drain`] (the browser executor ends its IP sessions there, so
+//!    their `ProxyRelease` reports are acked before Goodbye). At the drain deadline the
+//!    node gives up and returns [`NodeError::DrainIncomplete`].
+//!
+//! # Proxies
+//! The executor asks for proxy ports and reports port events through a
+//! [`NodeLink`](crate::proxy::NodeLink), whose requests arrive here on a channel: an
+//! acquire becomes a `ProxyAcquire` whose answer (`ProxyGrant` / `ProxyUnavailable`) is
+//! routed back by `request_id` (the `proxy` module's desk); releases and block events are
+//! reports like any other. `Hello.held_ports` lists the ports granted and not released.
 //!
 //! # Credits
 //! `Credit` is sent after Welcome and whenever a slot frees; heartbeats carry the free
@@ -38,6 +47,8 @@
 
 mod assign;
 mod dial;
+mod drain;
+mod proxy;
 
 use std::{pin::Pin, sync::Arc, time::Duration};
 
@@ -45,7 +56,7 @@ use chrono::Utc;
 use futures::StreamExt as _;
 use lps_proto::{
     PROTOCOL_VERSION,
-    model::{ErrorClass, JobFailure, Lease, MallId, timestamp_from_pb},
+    model::{ErrorClass, JobFailure, Lease, MallId},
     pb::{self, coordinator_message::Body as In, node_message::Body as Out},
 };
 use tokio::{
@@ -63,6 +74,8 @@ use tracing::{Instrument as _, Span, debug, info, info_span, warn};
 use self::{
     assign::job_from_assign,
     dial::{Opened, endpoint, open},
+    drain::{Drain, ExecutorDrain, executor_drained},
+    proxy::ProxyDesk,
 };
 use crate::{
     config::{Config, ConfigError},
@@ -71,20 +84,26 @@ use crate::{
     jobs::{Event, Jobs},
     node::{NodeError, Shared, StreamState},
     outbox::{Outbox, Report},
+    proxy::{LinkInbox, LinkRequest},
     retry::{self, Backoff, Decision},
     session::{self, Session, SiteProfiles},
 };
 
 /// How often the loop proves it is alive (for `/healthz`).
 const ALIVE_TICK: Duration = Duration::from_secs(1);
-/// After Goodbye, wait at most this long for the coordinator to end the stream.
-const GOODBYE_WAIT: Duration = Duration::from_secs(5);
-/// The most of a drain kept for acks after handing jobs back.
-const MAX_ACK_RESERVE: Duration = Duration::from_secs(10);
 
-/// The part of a drain kept for handing back and acks: a quarter, at most 10 s.
-pub fn ack_reserve(drain: Duration) -> Duration {
-    (drain / 4).min(MAX_ACK_RESERVE)
+/// The next request of the executor's link; pending forever without one. Cancel-safe.
+async fn recv(inbox: &mut Option<mpsc::UnboundedReceiver<LinkRequest>>) -> Option<LinkRequest> {
+    match inbox {
+        Some(rx) => match rx.recv().await {
+            Some(request) => Some(request),
+            None => {
+                *inbox = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
+    }
 }
 
 type OpenFuture = Pin<Box<dyn Future<Output = Result<Box<Opened>, Status>> + Send>>;
@@ -128,13 +147,6 @@ async fn next_stream_event(stream: &mut Stream) -> StreamEvent {
     }
 }
 
-struct Drain {
-    reason: String,
-    hand_back_at: Instant,
-    deadline: Instant,
-    handed_back: bool,
-}
-
 /// The node's task state.
 pub(crate) struct Link {
     config: Config,
@@ -153,6 +165,12 @@ pub(crate) struct Link {
     lost_since: Option<Instant>,
     attempts: u64,
     connects: u64,
+    /// Requests of the executor's `NodeLink` (`None`: no link, or it was dropped).
+    inbox: Option<mpsc::UnboundedReceiver<LinkRequest>>,
+    desk: ProxyDesk,
+    executor: Arc<dyn Executor>,
+    /// The executor's drain: `None` before it started, then running, then done.
+    executor_drain: ExecutorDrain,
 }
 
 enum Exit {
@@ -166,6 +184,7 @@ impl Link {
         config: Config,
         executor: Arc<dyn Executor>,
         shared: Arc<Shared>,
+        inbox: Option<LinkInbox>,
     ) -> Result<Self, NodeError> {
         let endpoint = endpoint(&config)?;
         let mut auth: MetadataValue<Ascii> = format!("Bearer {}", config.node_token.expose())
@@ -175,7 +194,11 @@ impl Link {
                 reason: "not a valid header value".into(),
             })?;
         auth.set_sensitive(true);
-        let jobs = Jobs::new(config.slots, executor, Arc::from(config.node_id.as_str()));
+        let jobs = Jobs::new(
+            config.slots,
+            executor.clone(),
+            Arc::from(config.node_id.as_str()),
+        );
         Ok(Self {
             endpoint,
             auth,
@@ -190,6 +213,10 @@ impl Link {
             lost_since: Some(Instant::now()),
             attempts: 0,
             connects: 0,
+            inbox: inbox.map(|i| i.0),
+            desk: ProxyDesk::default(),
+            executor,
+            executor_drain: ExecutorDrain::NotStarted,
             config,
             shared,
         })
@@ -201,6 +228,7 @@ impl Link {
         alive.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let result = loop {
             self.publish();
+            self.maybe_drain_executor();
             if self.drain_is_complete() {
                 if self.out.is_none() {
                     info!("drained while disconnected; nothing is owed to the coordinator");
@@ -239,6 +267,18 @@ impl Link {
                     Exit::Continue
                 }
                 event = next_stream_event(&mut self.stream) => self.on_stream_event(event),
+                Some(request) = recv(&mut self.inbox) => {
+                    self.on_link_request(request);
+                    Exit::Continue
+                }
+                () = executor_drained(&mut self.executor_drain) => {
+                    // NB: what the drain sent is in the channel already; take it before
+                    // judging the drain complete.
+                    while let Some(request) = self.inbox.as_mut().and_then(|i| i.try_recv().ok()) {
+                        self.on_link_request(request);
+                    }
+                    Exit::Continue
+                }
             };
             if let Exit::Done(result) = exit {
                 break result;
@@ -252,8 +292,27 @@ impl Link {
             None => Instant::now() + STOP_GRACE,
         };
         self.jobs.stop_all(until).await;
+        self.desk.stream_lost();
         self.publish();
         result
+    }
+
+    // ------------------------------------------------------------------ proxies
+
+    fn on_link_request(&mut self, request: LinkRequest) {
+        match request {
+            LinkRequest::Acquire {
+                mall,
+                job_id,
+                reply,
+            } => {
+                let connected = self.out.is_some();
+                if let Some(msg) = self.desk.acquire(mall, job_id, reply, connected) {
+                    self.send(msg);
+                }
+            }
+            LinkRequest::Report(report) => self.report(report),
+        }
     }
 
     // ------------------------------------------------------------------ stream
@@ -312,6 +371,7 @@ impl Link {
     fn stream_lost(&mut self, status: Status) -> Result<(), NodeError> {
         let was_connected = matches!(self.stream, Stream::Connected(_));
         self.out = None;
+        self.desk.stream_lost();
         self.session = None;
         self.stream = Stream::Waiting {
             at: Instant::now() + Duration::from_secs(86_400),
@@ -374,7 +434,7 @@ impl Link {
                     lease_epoch: l.epoch,
                 })
                 .collect(),
-            held_ports: Vec::new(),
+            held_ports: self.desk.held_ports(),
         }
     }
 
@@ -450,14 +510,11 @@ impl Link {
                 self.cancel_job(cancel.job_id, epoch, &cancel.reason);
             }
             In::ProxyGrant(grant) => {
-                debug!(
-                    request_id = grant.request_id,
-                    "proxy grant ignored (no proxy use yet)"
-                );
+                if let Some(release) = self.desk.on_grant(grant) {
+                    self.report(release);
+                }
             }
-            In::ProxyUnavailable(none) => {
-                debug!(request_id = none.request_id, "proxy unavailable ignored");
-            }
+            In::ProxyUnavailable(none) => self.desk.on_unavailable(none),
             In::Drain(drain) => {
                 if self.drain.is_none() {
                     let reason = if drain.reason.is_empty() {
@@ -554,7 +611,7 @@ impl Link {
                 }
             }
             Event::Deadline { lease, report } => {
-                debug_assert_eq!(lease, report.lease());
+                debug_assert_eq!(Some(lease), report.lease());
                 self.report(report);
             }
         }
@@ -562,12 +619,15 @@ impl Link {
 
     /// Keeps `report` until acked and sends it now if connected.
     fn report(&mut self, report: Report) {
-        let (lease, kind) = (report.lease(), report.kind());
+        if let Report::ProxyRelease { port, .. } = &report {
+            self.desk.on_release(*port);
+        }
+        let (job_id, kind) = (report.job_id(), report.kind());
         let seq = self.outbox.push(report);
         debug!(
             report.seq = seq,
             report.kind = kind,
-            job.id = lease.job_id,
+            job.id = job_id,
             connected = self.out.is_some(),
             "report queued"
         );
@@ -614,103 +674,6 @@ impl Link {
         }
     }
 
-    // ------------------------------------------------------------------ drain
-
-    fn start_drain(&mut self, reason: String, deadline: Option<prost_types::Timestamp>) {
-        let now = Instant::now();
-        let mut budget = self.config.drain_timeout;
-        if let Some(at) = deadline.and_then(|t| timestamp_from_pb("deadline", t).ok()) {
-            budget = budget.min((at - Utc::now()).to_std().unwrap_or_default());
-        }
-        let deadline = now + budget;
-        info!(
-            reason = %reason,
-            timeout = ?budget,
-            running_jobs = self.jobs.running(),
-            unacked_reports = self.outbox.len(),
-            "draining: taking no new jobs"
-        );
-        self.drain = Some(Drain {
-            reason,
-            hand_back_at: deadline - ack_reserve(budget),
-            deadline,
-            handed_back: false,
-        });
-        self.send_credit();
-    }
-
-    fn hand_back_all(&mut self) {
-        let reports = self
-            .jobs
-            .hand_back_all("drain timeout: the node is stopping");
-        if !reports.is_empty() {
-            warn!(
-                jobs = reports.len(),
-                "handing back jobs that did not finish within the drain"
-            );
-        }
-        for report in reports {
-            self.report(report);
-        }
-        if let Some(drain) = &mut self.drain {
-            drain.handed_back = true;
-        }
-    }
-
-    fn drain_is_complete(&self) -> bool {
-        self.drain.is_some() && self.jobs.running() == 0 && self.outbox.is_empty()
-    }
-
-    async fn drain_expired(&mut self) -> Result<(), NodeError> {
-        let unacked_reports = self.outbox.len();
-        let running_jobs = self.jobs.running();
-        warn!(
-            unacked_reports,
-            running_jobs, "drain deadline passed before everything was handed over"
-        );
-        self.say_goodbye("drain deadline passed").await;
-        Err(NodeError::DrainIncomplete {
-            unacked_reports,
-            running_jobs,
-        })
-    }
-
-    /// Sends Goodbye and half-closes, then waits briefly for the coordinator to end the
-    /// stream. Nothing to do when disconnected.
-    async fn say_goodbye(&mut self, why: &str) {
-        let Some(out) = self.out.take() else {
-            return;
-        };
-        let reason = match &self.drain {
-            Some(drain) => format!("{why} ({})", drain.reason),
-            None => why.to_owned(),
-        };
-        let _ = out.send(pb::NodeMessage {
-            body: Some(Out::Goodbye(pb::Goodbye {
-                reason: reason.clone(),
-            })),
-        });
-        // NB: dropping the only sender ends the request stream: that is the half-close.
-        drop(out);
-        info!(reason = %reason, "goodbye sent; stream half-closed");
-        let deadline = self.drain.as_ref().map_or(Instant::now(), |d| d.deadline);
-        let until = (Instant::now() + GOODBYE_WAIT).min(deadline.max(Instant::now()));
-        if let Stream::Connected(conn) = &mut self.stream {
-            let closed = tokio::time::timeout_at(until, async {
-                while let Some(Ok(msg)) = conn.inbound.next().await {
-                    debug!(?msg, "message after goodbye ignored");
-                }
-            })
-            .await;
-            if closed.is_err() {
-                debug!("the coordinator did not end the stream after goodbye");
-            }
-        }
-        self.stream = Stream::Waiting {
-            at: Instant::now() + Duration::from_secs(86_400),
-        };
-    }
-
     // ------------------------------------------------------------------ status
 
     fn publish(&self) {
@@ -745,19 +708,5 @@ impl Link {
                 true
             }
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_ack_reserve_is_a_quarter_up_to_ten_seconds() {
-        assert_eq!(ack_reserve(Duration::from_secs(240)), MAX_ACK_RESERVE);
-        assert_eq!(
-            ack_reserve(Duration::from_secs(2)),
-            Duration::from_millis(500)
-        );
     }
 }

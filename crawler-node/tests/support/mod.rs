@@ -9,7 +9,10 @@
 
 use std::{
     net::SocketAddr,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -61,6 +64,20 @@ pub struct Behaviour {
     pub lost: Vec<i64>,
     pub heartbeat_interval: Duration,
     pub lease_ttl: Duration,
+    /// The site profiles of the Welcome (default: a bare profile of [`MALL`]).
+    pub profiles: Vec<pb::SiteProfile>,
+    /// How `ProxyAcquire` is answered: grants from this plan, or `ProxyUnavailable`.
+    pub grants: Option<GrantPlan>,
+}
+
+/// Proxy ports the fake coordinator hands out in turn.
+#[derive(Debug, Clone)]
+pub struct GrantPlan {
+    pub host: String,
+    pub ports: Vec<u32>,
+    pub username: String,
+    pub password: String,
+    pub request_budget: u32,
 }
 
 impl Default for Behaviour {
@@ -73,6 +90,12 @@ impl Default for Behaviour {
             lost: Vec::new(),
             heartbeat_interval: Duration::from_millis(100),
             lease_ttl: Duration::from_secs(2),
+            profiles: vec![pb::SiteProfile {
+                id: MALL.into(),
+                display_name: "Test mall".into(),
+                ..Default::default()
+            }],
+            grants: None,
         }
     }
 }
@@ -81,6 +104,7 @@ type Tx = mpsc::UnboundedSender<Result<pb::CoordinatorMessage, Status>>;
 
 struct State {
     token: String,
+    grants_made: AtomicUsize,
     seen: watch::Sender<Vec<Seen>>,
     streams: Mutex<Vec<Option<Tx>>>,
     behaviour: Mutex<Behaviour>,
@@ -128,14 +152,11 @@ impl State {
                         session_id: format!("session-{stream}"),
                         heartbeat_interval: Some(duration_to_pb(b.heartbeat_interval)),
                         lease_ttl: Some(duration_to_pb(b.lease_ttl)),
-                        profiles: vec![pb::SiteProfile {
-                            id: MALL.into(),
-                            display_name: "Test mall".into(),
-                            ..Default::default()
-                        }],
+                        profiles: b.profiles.clone(),
                         limits: Some(pb::Limits {
                             max_ip_burns_per_job: 3,
                             ip_request_budget: 3,
+                            proxy_usd_per_gb: 3.0,
                             ..Default::default()
                         }),
                         reattached,
@@ -147,6 +168,32 @@ impl State {
             Out::Heartbeat(_) if b.auto_heartbeat_ack => {
                 self.send(stream, In::HeartbeatAck(pb::HeartbeatAck::default()));
             }
+            Out::ProxyAcquire(a) => match &b.grants {
+                Some(plan) => {
+                    let n = self.grants_made.fetch_add(1, Ordering::Relaxed);
+                    self.send(
+                        stream,
+                        In::ProxyGrant(pb::ProxyGrant {
+                            request_id: a.request_id,
+                            host: plan.host.clone(),
+                            port: plan.ports[n % plan.ports.len()],
+                            username: plan.username.clone(),
+                            password: plan.password.clone(),
+                            lease_until: None,
+                            request_budget: plan.request_budget,
+                        }),
+                    );
+                }
+                None => {
+                    self.send(
+                        stream,
+                        In::ProxyUnavailable(pb::ProxyUnavailable {
+                            request_id: a.request_id,
+                            next_free_at: None,
+                        }),
+                    );
+                }
+            },
             body if b.auto_ack => {
                 if let Some(seq) = report_seq(body) {
                     self.send(stream, ack(seq, pb::AckStatus::Applied));
@@ -246,6 +293,7 @@ impl FakeCoordinator {
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(State {
             token: TOKEN.into(),
+            grants_made: AtomicUsize::new(0),
             seen: watch::channel(Vec::new()).0,
             streams: Mutex::new(Vec::new()),
             behaviour: Mutex::new(behaviour),

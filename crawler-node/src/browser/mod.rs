@@ -1,0 +1,70 @@
+//! The browser half of the node: everything that touches chromedriver and Chromium
+//! (DESIGN §5). The executor (`executor/browser/`) composes these parts into jobs.
+//!
+//! - [`chromedriver`]: the WebDriver server, started and supervised by the node (or an
+//!   external `LPS_WEBDRIVER_URL`);
+//! - [`profile`]: user-data-dir slots under `LPS_PROFILE_ROOT`, one exclusive file lock each;
+//! - [`session`]: one Chromium session: launch flags, CDP resource blocking, bounded calls,
+//!   close with its own timeout, kill;
+//! - [`relay`]: the local proxy relay per browser (credentials and byte metering);
+//! - [`page`]: reading a search-result page with a site profile (block first);
+//! - [`parse`]: prices, shipping, search URLs;
+//! - [`process`]: finding and killing a slot's browser processes;
+//! - `http`: the small loopback HTTP client thirtyfour talks WebDriver through.
+//!
+//! Errors are one [`BrowserError`]; [`BrowserError::is_gone`] says whether the browser must
+//! be replaced.
+
+pub mod chromedriver;
+mod http;
+pub mod page;
+pub mod parse;
+pub mod process;
+pub mod profile;
+pub mod relay;
+pub mod session;
+
+use std::time::Duration;
+
+pub use chromedriver::ChromeDriver;
+pub use http::WebDriverHttp;
+pub use page::{PageRead, RawCard};
+pub use profile::ProfileSlot;
+pub use relay::{Relay, RelayCounters, Upstream};
+pub use session::{Browser, LaunchOptions, default_blocked_patterns};
+
+/// What went wrong with a browser.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BrowserError {
+    /// The WebDriver server could not be started or reached.
+    #[error("chromedriver: {0}")]
+    Driver(String),
+    /// Chromium did not start.
+    #[error("the browser did not start: {0}")]
+    Launch(String),
+    /// The session or the browser is gone (crashed, killed, chromedriver lost).
+    #[error("the browser is gone: {0}")]
+    Gone(String),
+    /// A call did not answer in time: the browser hangs.
+    #[error("{what} did not answer within {after:?}")]
+    Timeout { what: &'static str, after: Duration },
+    /// A call failed but the session lives (a bad selector, a page-load timeout…).
+    #[error("webdriver: {0}")]
+    WebDriver(String),
+    /// No profile slot could be taken.
+    #[error("profile slot: {0}")]
+    Profile(String),
+    /// The proxy relay could not start.
+    #[error("proxy relay: {0}")]
+    Relay(String),
+}
+
+impl BrowserError {
+    /// Whether the browser must be killed and replaced before it is used again.
+    pub fn is_gone(&self) -> bool {
+        match self {
+            Self::Gone(_) | Self::Timeout { .. } | Self::Launch(_) | Self::Driver(_) => true,
+            Self::WebDriver(_) | Self::Profile(_) | Self::Relay(_) => false,
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! One Chromium: a WebDriver session on the node's chromedriver, with the slot's
+//! user-data-dir, the quiet headless flags, the relay as its proxy and CDP resource
+//! blocking.
+//!
+//! Invariants:
+//! - A [`Browser`] is ended by [`Browser::close`] or [`Browser::kill`] (both `async`; `Drop`
+//!   cannot await). `close` quits the session within [`CLOSE_TIMEOUT`] and then makes sure
+//!   no process of the slot directory is left; if quitting fails or hangs, it kills them.
+//!   Either way the thirtyfour handle is marked quit (`leak`), so its blocking drop fallback
+//!   never runs on a runtime thread.
+//! - Every WebDriver call goes through [`Browser::call`], bounded by a timeout; its error is
+//!   classified once: [`BrowserError::Gone`] (the session or the browser is dead — replace
+//!   it) or [`BrowserError::WebDriver`] (the call failed, the browser lives).
+//! - Resource blocking (`Network.setBlockedURLs`) is applied on launch and again whenever a
+//!   job's profile asks for other patterns; the browser uses one tab, so every page of the
+//!   session is covered.
+//!
+//! Cancellation: dropping a call future abandons the HTTP request (chromedriver may still
+//! finish the command). The caller then treats the browser as suspect (see
+//! `executor/browser.rs`).
+
+use std::{collections::HashSet, net::SocketAddr, path::PathBuf, time::Duration};
+
+use serde_json::{Value, json};
+use thirtyfour::{
+    Capabilities, WebDriver,
+    error::{WebDriverError, WebDriverErrorInner},
+};
+use tokio::time::Instant;
+use tracing::{debug, info, instrument, warn};
+
+use super::{BrowserError, http::WebDriverHttp, process, profile::ProfileSlot};
+
+/// Closing a browser (quit, then waiting for its processes to exit) takes at most this.
+pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Creating a session (Chromium start) takes at most this.
+pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(60);
+/// Any single WebDriver call other than a navigation takes at most this.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Chromium's own page-load timeout (navigation returns at DOMContentLoaded: `eager`).
+pub const PAGE_LOAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Flags that keep headless Chromium quiet on a closed network.
+pub const QUIET_FLAGS: &[&str] = &[
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--no-default-browser-check",
+    "--mute-audio",
+    "--lang=ko-KR",
+    "--window-size=1366,900",
+];
+
+/// Images, fonts and media: what is blocked when a profile names no patterns.
+pub const DEFAULT_BLOCKED_EXTENSIONS: &[&str] = &[
+    "jpg", "jpeg", "png", "gif", "webp", "avif", "svg", "ico", "bmp", "woff", "woff2", "ttf",
+    "otf", "eot", "mp4", "webm", "m4v", "mov", "mp3", "ogg", "wav", "m3u8",
+];
+
+/// The default `Network.setBlockedURLs` patterns: each extension at the end of the URL or
+/// before a query string.
+pub fn default_blocked_patterns() -> Vec<String> {
+    DEFAULT_BLOCKED_EXTENSIONS
+        .iter()
+        .flat_map(|ext| [format!("*.{ext}"), format!("*.{ext}?*")])
+        .collect()
+}
+
+/// How Chromium is started.
+#[derive(Debug, Clone)]
+pub struct LaunchOptions {
+    pub chromium_path: PathBuf,
+    /// More Chromium flags (after [`QUIET_FLAGS`]).
+    pub extra_args: Vec<String>,
+    /// The relay to use as proxy; `None`: no proxy at all (`--no-proxy-server`).
+    pub proxy: Option<SocketAddr>,
+    /// URL patterns to block; empty: block nothing.
+    pub blocked: Vec<String>,
+}
+
+/// One Chromium session (see the module docs).
+#[derive(Debug)]
+pub struct Browser {
+    driver: WebDriver,
+    dir: PathBuf,
+    blocked: Vec<String>,
+    launched: Instant,
+    /// Malls whose warm-up page this session has visited.
+    pub warmed: HashSet<String>,
+}
+
+impl Browser {
+    /// Starts Chromium through the WebDriver server at `driver_url`, in `slot`'s directory.
+    #[instrument(name = "browser.launch", skip_all, fields(slot = slot.index()), err(level = "warn"))]
+    pub async fn launch(
+        driver_url: &str,
+        slot: &ProfileSlot,
+        options: &LaunchOptions,
+    ) -> Result<Self, BrowserError> {
+        let dir = slot.dir().to_path_buf();
+        // A browser of this slot that outlived its session (killed node, lost chromedriver)
+        // would fight the new one over the directory.
+        let left = process::kill_browser(&dir).await;
+        if !left.is_empty() {
+            return Err(BrowserError::Launch(format!(
+                "processes {left:?} still use {} and cannot be killed",
+                dir.display()
+            )));
+        }
+        slot.clear_stale_locks();
+        let caps = capabilities(&dir, options);
+        let connect = WebDriver::builder(driver_url, caps)
+            .client(WebDriverHttp::new(LAUNCH_TIMEOUT))
+            .request_timeout(LAUNCH_TIMEOUT)
+            .connect();
+        let driver = match tokio::time::timeout(LAUNCH_TIMEOUT, connect).await {
+            Ok(Ok(driver)) => driver,
+            Ok(Err(err)) => {
+                process::kill_browser(&dir).await;
+                return Err(BrowserError::Launch(err.to_string()));
+            }
+            Err(_) => {
+                process::kill_browser(&dir).await;
+                return Err(BrowserError::Launch(format!(
+                    "no session within {LAUNCH_TIMEOUT:?}"
+                )));
+            }
+        };
+        let mut browser = Self {
+            driver,
+            dir,
+            blocked: Vec::new(),
+            launched: Instant::now(),
+            warmed: HashSet::new(),
+        };
+        if let Err(err) = browser.block_urls(&options.blocked).await {
+            browser.kill().await;
+            return Err(err);
+        }
+        info!(
+            slot = slot.index(),
+            proxy = ?options.proxy,
+            blocked_patterns = options.blocked.len(),
+            "browser started"
+        );
+        Ok(browser)
+    }
+
+    /// How long this session has lived.
+    pub fn age(&self) -> Duration {
+        self.launched.elapsed()
+    }
+
+    /// The user-data-dir.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// Runs one WebDriver call under `timeout`, classifying its failure.
+    pub async fn call<T>(
+        &self,
+        what: &'static str,
+        timeout: Duration,
+        call: impl Future<Output = Result<T, WebDriverError>>,
+    ) -> Result<T, BrowserError> {
+        match tokio::time::timeout(timeout, call).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(err)) => Err(classify(what, &err)),
+            Err(_) => Err(BrowserError::Timeout {
+                what,
+                after: timeout,
+            }),
+        }
+    }
+
+    /// Blocks requests whose URL matches `patterns` (CDP `Network.setBlockedURLs`; empty:
+    /// nothing). No call when the patterns are those already applied.
+    pub async fn block_urls(&mut self, patterns: &[String]) -> Result<(), BrowserError> {
+        if self.blocked == patterns {
+            return Ok(());
+        }
+        let cdp = self.driver.cdp();
+        self.call(
+            "cdp Network.enable",
+            CALL_TIMEOUT,
+            cdp.send_raw("Network.enable", json!({})),
+        )
+        .await?;
+        self.call(
+            "cdp Network.setBlockedURLs",
+            CALL_TIMEOUT,
+            cdp.send_raw("Network.setBlockedURLs", json!({ "urls": patterns })),
+        )
+        .await?;
+        debug!(patterns = patterns.len(), "blocked URL patterns set");
+        self.blocked = patterns.to_vec();
+        Ok(())
+    }
+
+    /// Navigates and waits for DOMContentLoaded.
+    pub async fn goto(&self, url: &str) -> Result<(), BrowserError> {
+        self.call(
+            "navigate",
+            PAGE_LOAD_TIMEOUT + Duration::from_secs(10),
+            self.driver.goto(url),
+        )
+        .await
+    }
+
+    /// Runs a synchronous script with `args` and returns its JSON value.
+    pub async fn script(&self, script: &str, args: Vec<Value>) -> Result<Value, BrowserError> {
+        let ret = self
+            .call(
+                "execute script",
+                CALL_TIMEOUT,
+                self.driver.execute(script.to_owned(), args),
+            )
+            .await?;
+        Ok(ret.json().clone())
+    }
+
+    /// Forgets the cookies of the current site (a burned identity).
+    pub async fn delete_cookies(&self) -> Result<(), BrowserError> {
+        self.call(
+            "delete cookies",
+            CALL_TIMEOUT,
+            self.driver.delete_all_cookies(),
+        )
+        .await
+    }
+
+    /// A cheap call that proves the session answers.
+    pub async fn ping(&self) -> Result<(), BrowserError> {
+        self.call("ping", Duration::from_secs(10), self.driver.title())
+            .await
+            .map(drop)
+    }
+
+    /// Quits the session within [`CLOSE_TIMEOUT`]; kills the browser if that fails. No
+    /// process of the slot directory is left afterwards.
+    #[instrument(name = "browser.close", skip_all, fields(dir = %self.dir.display()))]
+    pub async fn close(self) {
+        let Self { driver, dir, .. } = self;
+        let started = Instant::now();
+        let keep = driver.clone();
+        let quit = tokio::time::timeout(CLOSE_TIMEOUT, async {
+            driver.quit().await.map_err(|e| e.to_string())?;
+            // Chromium exits shortly after the session ends.
+            loop {
+                if process::browser_pids(&dir).is_empty() {
+                    return Ok::<_, String>(());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        // NB: marks the handle quit, so dropping it never runs thirtyfour's blocking
+        // fallback (a synchronous DELETE on a runtime thread).
+        let _ = keep.leak();
+        match quit {
+            Ok(Ok(())) => debug!(elapsed = ?started.elapsed(), "browser closed"),
+            Ok(Err(err)) => {
+                warn!(error = %err, "browser quit failed; killing it");
+                process::kill_browser(&dir).await;
+            }
+            Err(_) => {
+                warn!(timeout = ?CLOSE_TIMEOUT, "browser close timed out; killing it");
+                process::kill_browser(&dir).await;
+            }
+        }
+    }
+
+    /// Kills the browser's processes and ends its session without asking it.
+    #[instrument(name = "browser.kill", skip_all, fields(dir = %self.dir.display()))]
+    pub async fn kill(self) {
+        let Self { driver, dir, .. } = self;
+        let left = process::kill_browser(&dir).await;
+        if !left.is_empty() {
+            warn!(pids = ?left, "browser processes survived SIGKILL");
+        }
+        // The session is dead; tell chromedriver briefly, then forget it either way.
+        let keep = driver.clone();
+        let _ = tokio::time::timeout(Duration::from_secs(5), driver.quit()).await;
+        let _ = keep.leak();
+    }
+}
+
+fn capabilities(dir: &std::path::Path, options: &LaunchOptions) -> Capabilities {
+    let mut args: Vec<String> = QUIET_FLAGS.iter().map(|s| (*s).to_owned()).collect();
+    args.push(format!("--user-data-dir={}", dir.display()));
+    match options.proxy {
+        Some(relay) => {
+            args.push(format!("--proxy-server=http://{relay}"));
+            // NB: without this Chromium sends loopback traffic around the proxy.
+            args.push("--proxy-bypass-list=<-loopback>".to_owned());
+        }
+        None => args.push("--no-proxy-server".to_owned()),
+    }
+    args.extend(options.extra_args.iter().cloned());
+    let page_load_ms = u64::try_from(PAGE_LOAD_TIMEOUT.as_millis()).unwrap_or(u64::MAX);
+    let script_ms = u64::try_from(CALL_TIMEOUT.as_millis()).unwrap_or(u64::MAX);
+    let caps = json!({
+        "browserName": "chrome",
+        "pageLoadStrategy": "eager",
+        "timeouts": { "pageLoad": page_load_ms, "script": script_ms, "implicit": 0 },
+        "goog:chromeOptions": {
+            "binary": options.chromium_path.display().to_string(),
+            "args": args,
+        },
+    });
+    match caps {
+        Value::Object(map) => Capabilities::from(map),
+        _ => Capabilities::new(),
+    }
+}
+
+/// Sorts a WebDriver failure: does it mean the browser or its session is gone?
+pub fn classify(what: &'static str, err: &WebDriverError) -> BrowserError {
+    const GONE_HINTS: &[&str] = &[
+        "chrome not reachable",
+        "disconnected",
+        "session deleted",
+        "not connected to devtools",
+        "target window already closed",
+        "tab crashed",
+        "no such session",
+        "invalid session id",
+        "cannot connect",
+    ];
+    let message = err.to_string();
+    let lower = message.to_lowercase();
+    let gone = match &**err {
+        WebDriverErrorInner::InvalidSessionId(_)
+        | WebDriverErrorInner::NoSuchWindow(_)
+        | WebDriverErrorInner::RequestFailed(_)
+        | WebDriverErrorInner::IoError(_)
+        | WebDriverErrorInner::FatalError(_)
+        | WebDriverErrorInner::CommandRecvError(_)
+        | WebDriverErrorInner::CommandSendError(_) => true,
+        _ => GONE_HINTS.iter().any(|hint| lower.contains(hint)),
+    };
+    // NB: WebDriver messages are long (stack traces): keep what comes before them.
+    let head = message.split("Stacktrace").next().unwrap_or_default();
+    let short: String = head
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(300)
+        .collect();
+    if gone {
+        BrowserError::Gone(format!("{what}: {short}"))
+    } else {
+        BrowserError::WebDriver(format!("{what}: {short}"))
+    }
+}

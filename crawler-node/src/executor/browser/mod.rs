@@ -1,0 +1,491 @@
+//! [`BrowserExecutor`]: runs jobs in real headless Chromium, one browser per slot.
+//!
+//! A job (DESIGN §2) takes a free slot, makes sure the slot's browser is alive (launching
+//! one in the slot's locked profile directory, or replacing a suspect one), makes sure the
+//! slot sits on an IP session for the job's mall (proxy mode), warms the mall up once per
+//! browser session, and then walks the query rounds (original → precise → broad) until a
+//! round finds a matching card. The details of one run are in `run.rs`; the slot state in
+//! `slot.rs`.
+//!
+//! Outcomes:
+//! - matching cards → `Found` with every matched offer, best (lowest price + shipping)
+//!   first;
+//! - a healthy page without a match in every round (or the no-results marker) →
+//!   `NotFound`;
+//! - a blocked page → a `BlockEvent`, the IP session ends (`ProxyRelease`, reason `block`)
+//!   and the round is retried on a new IP while the job has time; more burned IPs than
+//!   `Limits.max_ip_burns_per_job` → `PAGE_BLOCKED`; no IP to rotate to (direct mode, no
+//!   port, no time) → `BLOCKED`. A blocked page is never `NotFound`;
+//! - a page that is neither → `PARSE`; a browser that died → replaced once within the job,
+//!   then `BROWSER`; navigation failures → `NETWORK`; the gateway failing → new IP, then
+//!   `PROXY`.
+//!
+//! Cancellation: `run` selects on the job's cancel token (and, as a backstop for callers
+//! without a node, its deadline) around the whole run, so it returns at once; the dropped
+//! run leaves its slot `suspect`. Nothing here
+//! needs an `.await` after a cancel. [`BrowserExecutor::shutdown`] closes every browser
+//! (each within its own close timeout) and stops chromedriver; the node binary calls it
+//! after the node has stopped.
+
+mod run;
+mod slot;
+
+use std::{
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use futures::future::join_all;
+use lps_proto::model::{ErrorClass, JobMetrics, MallId, Offer};
+use tokio::sync::{Mutex, OwnedMutexGuard, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument as _, info, info_span, warn};
+
+use self::{run::Run, slot::Slot};
+use super::{Executor, Job, Outcome, Progress};
+use crate::{
+    browser::{
+        ChromeDriver, RawCard,
+        parse::{parse_price, parse_shipping},
+    },
+    config::Config,
+    judge::{self, ProductQuery},
+    proxy::{EndReason, EventSink, LogEvents, ProxySource},
+};
+
+/// Where the WebDriver server comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DriverSource {
+    /// The node starts and supervises this chromedriver binary.
+    Managed(PathBuf),
+    /// A WebDriver server at this URL.
+    External(String),
+}
+
+/// What the browser executor needs to know (from [`Config`], or built by tests).
+#[derive(Debug, Clone)]
+pub struct BrowserSettings {
+    pub driver: DriverSource,
+    pub chromium_path: PathBuf,
+    pub profile_root: PathBuf,
+    /// Browsers (= job slots) of this executor.
+    pub slots: u32,
+    /// Block images, fonts and media (the profile's patterns, or the defaults).
+    pub block_resources: bool,
+    /// More Chromium flags.
+    pub chromium_args: Vec<String>,
+}
+
+impl BrowserSettings {
+    /// The settings of a node config.
+    pub fn from_config(config: &Config) -> Self {
+        let driver = match &config.webdriver_url {
+            Some(url) => DriverSource::External(url.clone()),
+            None => DriverSource::Managed(config.chromedriver_path.clone()),
+        };
+        Self {
+            driver,
+            chromium_path: config.chromium_path.clone(),
+            profile_root: config.profile_root.clone(),
+            slots: config.slots,
+            block_resources: config.block_resources,
+            chromium_args: config
+                .chromium_args
+                .iter()
+                .filter(|a| !a.trim().is_empty())
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+/// The executor (see the module docs). Cloning shares the browsers.
+#[derive(Clone)]
+pub struct BrowserExecutor {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for BrowserExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrowserExecutor")
+            .field("settings", &self.inner.settings)
+            .field("proxies", &self.inner.proxies.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Inner {
+    settings: BrowserSettings,
+    driver: ChromeDriver,
+    proxies: Option<Arc<dyn ProxySource>>,
+    events: Arc<dyn EventSink>,
+    slots: Vec<Arc<Mutex<Slot>>>,
+    permits: Semaphore,
+    closed: AtomicBool,
+    launches: AtomicU64,
+    /// Every slot directory this executor has taken (for [`BrowserExecutor::kill_now`]).
+    dirs: std::sync::Mutex<Vec<PathBuf>>,
+}
+
+impl BrowserExecutor {
+    /// An executor going straight to the malls (no proxy), reporting blocks only to the log,
+    /// until [`with_proxies`](Self::with_proxies) / [`with_events`](Self::with_events).
+    /// Nothing starts before the first job.
+    pub fn new(settings: BrowserSettings) -> Self {
+        let driver = match &settings.driver {
+            DriverSource::Managed(path) => ChromeDriver::managed(path.clone()),
+            DriverSource::External(url) => ChromeDriver::external(url.clone()),
+        };
+        let slots = settings.slots.max(1) as usize;
+        Self {
+            inner: Arc::new(Inner {
+                driver,
+                proxies: None,
+                events: Arc::new(LogEvents),
+                slots: (0..slots)
+                    .map(|i| Arc::new(Mutex::new(Slot::new(i))))
+                    .collect(),
+                permits: Semaphore::new(slots),
+                closed: AtomicBool::new(false),
+                launches: AtomicU64::new(0),
+                dirs: std::sync::Mutex::new(Vec::new()),
+                settings,
+            }),
+        }
+    }
+
+    fn inner_mut(&mut self) -> &mut Inner {
+        // NB: only called by the builder methods, before any clone exists.
+        Arc::get_mut(&mut self.inner).unwrap_or_else(|| {
+            unreachable!("BrowserExecutor builder methods are called before cloning")
+        })
+    }
+
+    /// Leases IPs from `proxies` and sends every browser through them (proxy mode).
+    #[must_use]
+    pub fn with_proxies(mut self, proxies: Arc<dyn ProxySource>) -> Self {
+        self.inner_mut().proxies = Some(proxies);
+        self
+    }
+
+    /// Reports block events to `events`.
+    #[must_use]
+    pub fn with_events(mut self, events: Arc<dyn EventSink>) -> Self {
+        self.inner_mut().events = events;
+        self
+    }
+
+    /// Browsers started so far (replacements included).
+    pub fn launches(&self) -> u64 {
+        self.inner.launches.load(Ordering::Relaxed)
+    }
+
+    /// The user-data-dirs of the slots that have one now (for tests and operators).
+    pub async fn profile_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        for slot in &self.inner.slots {
+            if let Some(profile) = &slot.lock().await.profile {
+                dirs.push(profile.dir().to_path_buf());
+            }
+        }
+        dirs
+    }
+
+    /// The pid of the chromedriver this executor started, if any (it may have died since).
+    pub fn chromedriver_pid(&self) -> Option<u32> {
+        self.inner.driver.pid()
+    }
+
+    /// Kills chromedriver and every browser of this executor's slots at once, without
+    /// closing anything (synchronous; for a process that must exit now, e.g. on a second
+    /// SIGTERM). IP sessions are not released: their leases expire.
+    pub fn kill_now(&self) {
+        let pids: Vec<u32> = self
+            .inner
+            .dirs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .flat_map(|dir| crate::browser::process::browser_pids(dir))
+            .collect();
+        crate::browser::process::kill_now(&pids, self.inner.driver.pid());
+    }
+
+    /// Ends every IP session, closes every browser (each within its own close timeout),
+    /// stops the relays and chromedriver. Jobs started afterwards fail (`BROWSER`).
+    pub async fn shutdown(&self) {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        let proxies = self.inner.proxies.as_deref();
+        join_all(self.inner.slots.iter().map(|slot| async move {
+            let mut slot = slot.lock().await;
+            slot.close(proxies, EndReason::Shutdown).await;
+        }))
+        .await;
+        self.inner.driver.stop().await;
+        info!("browser executor shut down");
+    }
+
+    /// Takes a free slot (there is one per permit).
+    async fn take_slot(&self) -> OwnedMutexGuard<Slot> {
+        loop {
+            for slot in &self.inner.slots {
+                if let Ok(guard) = slot.clone().try_lock_owned() {
+                    return guard;
+                }
+            }
+            // NB: only while `drain`/`shutdown` hold a slot briefly.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Executor for BrowserExecutor {
+    async fn run(&self, job: Job, progress: Progress, cancel: CancellationToken) -> Outcome {
+        let span = info_span!(
+            "browser.job",
+            job.id = job.job_id(),
+            mall = %job.mall,
+            attempt = job.attempt,
+        );
+        // NB: under a node this span is a child of `node.job`, which continues the
+        // Search call's trace already; run on its own, it continues the trace itself.
+        if tracing::Span::current().is_none()
+            && let Some(parent) = job.traceparent.as_deref()
+        {
+            lps_telemetry::set_parent(&span, parent, job.tracestate.as_deref().unwrap_or_default());
+        }
+        self.run_job(job, progress, cancel).instrument(span).await
+    }
+
+    async fn drain(&self) {
+        // Idle slots give their IPs back now, so the releases are acked before Goodbye;
+        // browsers close at shutdown.
+        let proxies = self.inner.proxies.as_deref();
+        for slot in &self.inner.slots {
+            if let Ok(mut slot) = slot.try_lock() {
+                slot.end_ip(proxies, EndReason::Shutdown);
+            }
+        }
+    }
+}
+
+impl BrowserExecutor {
+    async fn run_job(&self, job: Job, progress: Progress, cancel: CancellationToken) -> Outcome {
+        let started = tokio::time::Instant::now();
+        let fail = |class, message: String| Outcome::Failed {
+            class,
+            message,
+            metrics: JobMetrics {
+                elapsed: started.elapsed(),
+                ..JobMetrics::default()
+            },
+        };
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return fail(
+                ErrorClass::Browser,
+                "the browser executor is shut down".into(),
+            );
+        }
+        let Some(profile) = job.profile.clone() else {
+            return fail(
+                ErrorClass::Permanent,
+                format!("no site profile for mall {}", job.mall),
+            );
+        };
+        if let Err(why) = check_profile(&profile) {
+            return fail(
+                ErrorClass::Permanent,
+                format!("site profile {}: {why}", job.mall),
+            );
+        }
+        let query = match ProductQuery::new(job.product.name()) {
+            Ok(query) => query,
+            Err(err) => {
+                return fail(
+                    ErrorClass::Permanent,
+                    format!("nothing to search for: {err}"),
+                );
+            }
+        };
+        let deadline = deadline_of(&job);
+        let permit = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return fail(ErrorClass::Internal, "cancelled".into()),
+            () = tokio::time::sleep_until(deadline) => {
+                return fail(ErrorClass::Deadline, "no browser slot before the deadline".into());
+            }
+            permit = self.inner.permits.acquire() => permit,
+        };
+        let Ok(_permit) = permit else {
+            return fail(
+                ErrorClass::Browser,
+                "the browser executor is shut down".into(),
+            );
+        };
+        let mut slot = self.take_slot().await;
+        let mut run = Run::new(&self.inner, &job, &profile, &progress, &mut slot, deadline);
+        // NB: the node cancels at the deadline and reports DEADLINE itself; the grace keeps
+        // that order, and the branch is a backstop for callers without a node.
+        let result = tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(run::Stop::Cancelled),
+            () = tokio::time::sleep_until(deadline + DEADLINE_BACKSTOP) => Err(run::Stop::Deadline),
+            result = run.search(&query) => result.map_err(run::Stop::Failed),
+        };
+        run.finish(result)
+    }
+}
+
+/// How long after the job's deadline the executor stops a run the node has not cancelled.
+const DEADLINE_BACKSTOP: Duration = Duration::from_secs(1);
+
+/// The job's deadline on this host's clock.
+fn deadline_of(job: &Job) -> tokio::time::Instant {
+    let left = (job.deadline - chrono::Utc::now())
+        .to_std()
+        .unwrap_or(Duration::ZERO);
+    tokio::time::Instant::now() + left
+}
+
+/// What a profile needs for the executor to read result pages.
+fn check_profile(profile: &lps_proto::pb::SiteProfile) -> Result<(), String> {
+    if !profile.search_url_template.contains("{query}") {
+        return Err("search_url_template has no {query}".into());
+    }
+    for (name, value) in [
+        ("card_selector", &profile.card_selector),
+        ("title_selector", &profile.title_selector),
+        ("price_selector", &profile.price_selector),
+    ] {
+        if value.trim().is_empty() {
+            return Err(format!("{name} is empty"));
+        }
+    }
+    Ok(())
+}
+
+/// Judges `cards` against `query`: the offers of the cards that are the product, best
+/// first (lowest price + shipping, then lower shipping, then page order).
+pub fn judge_cards(
+    query: &ProductQuery,
+    cards: &[RawCard],
+    mall: &MallId,
+    free_shipping_texts: &[String],
+) -> Vec<Offer> {
+    let mut offers: Vec<(usize, Offer)> = Vec::new();
+    for (index, card) in cards.iter().enumerate() {
+        let Some(title) = card.title.as_deref().filter(|t| !t.trim().is_empty()) else {
+            continue;
+        };
+        let Some(price) = card.price.as_deref().and_then(parse_price) else {
+            continue;
+        };
+        let verdict = judge::judge(query, title);
+        if !verdict.same {
+            tracing::debug!(title, reason = %verdict.reason, "card is not the product");
+            continue;
+        }
+        let shipping = parse_shipping(card.shipping.as_deref(), free_shipping_texts).krw();
+        let clip = |s: &str, n: usize| s.chars().take(n).collect::<String>();
+        offers.push((
+            index,
+            Offer {
+                mall: mall.clone(),
+                title: clip(title.trim(), lps_proto::model::MAX_TITLE_CHARS),
+                price: i64::try_from(price).unwrap_or(i64::MAX),
+                shipping_fee: i64::try_from(shipping).unwrap_or(i64::MAX),
+                url: clip(
+                    card.link.as_deref().unwrap_or_default(),
+                    lps_proto::model::MAX_URL_CHARS,
+                ),
+                seller: clip(
+                    card.seller.as_deref().unwrap_or_default().trim(),
+                    lps_proto::model::MAX_TITLE_CHARS,
+                ),
+                match_score: verdict.score.clamp(0.0, 1.0),
+            },
+        ));
+    }
+    offers.sort_by_key(|(index, o)| (o.effective_price(), o.shipping_fee, *index));
+    offers.into_iter().map(|(_, o)| o).collect()
+}
+
+impl Inner {
+    fn remember_dir(&self, dir: &std::path::Path) {
+        let mut dirs = self
+            .dirs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !dirs.iter().any(|d| d == dir) {
+            dirs.push(dir.to_path_buf());
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // NB: Drop cannot await; `shutdown` is the close path. Say so if it was skipped.
+        if !self.closed.load(Ordering::SeqCst) && self.launches.load(Ordering::Relaxed) > 0 {
+            warn!(
+                "browser executor dropped without shutdown(); browsers are killed with chromedriver"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn card(title: &str, price: &str, shipping: &str) -> RawCard {
+        RawCard {
+            title: Some(title.into()),
+            price: Some(price.into()),
+            shipping: Some(shipping.into()),
+            seller: Some("s".into()),
+            link: Some("http://mall/p/1".into()),
+        }
+    }
+
+    #[test]
+    fn matched_cards_become_offers_best_first() {
+        let query = ProductQuery::new("제주 삼다수 2L x 12").unwrap();
+        let mall = MallId::new("testmall-alpha").unwrap();
+        let free = vec!["무료배송".to_owned()];
+        let cards = vec![
+            card("제주 삼다수 2L x 12병", "12,900원", "무료배송"),
+            card("제주 삼다수 500ml x 20병", "9,900원", "무료배송"),
+            card("삼다수 2L 12개", "11,500원", "배송비 3,000원"),
+            card("제주 삼다수 2L x 12병", "가격문의", "무료배송"),
+            card("제주 삼다수 2L x 12병", "12,400원", "배송비 500원"),
+        ];
+        let offers = judge_cards(&query, &cards, &mall, &free);
+        let prices: Vec<(i64, i64)> = offers.iter().map(|o| (o.price, o.shipping_fee)).collect();
+        // 12,900 + 0 ties 12,400 + 500: lower shipping first; 11,500 + 3,000 last.
+        assert_eq!(prices, [(12_900, 0), (12_400, 500), (11_500, 3_000)]);
+        assert!(offers.iter().all(|o| o.mall == mall && o.match_score > 0.0));
+    }
+
+    #[test]
+    fn profiles_are_checked() {
+        let good = lps_proto::pb::SiteProfile {
+            search_url_template: "http://m/s?q={query}".into(),
+            card_selector: "li".into(),
+            title_selector: "a".into(),
+            price_selector: "b".into(),
+            ..Default::default()
+        };
+        assert!(check_profile(&good).is_ok());
+        let mut bad = good.clone();
+        bad.search_url_template = "http://m/s".into();
+        assert!(check_profile(&bad).is_err());
+        let mut bad = good;
+        bad.price_selector = " ".into();
+        assert!(check_profile(&bad).unwrap_err().contains("price_selector"));
+    }
+}

@@ -1,0 +1,653 @@
+//! One job in one slot: prepare the browser and the IP, warm up, walk the rounds, and turn
+//! what happened into an [`Outcome`] with its metrics.
+//!
+//! Invariants:
+//! - the slot is marked `suspect` for the whole run and cleared only by [`Run::finish`]
+//!   after [`Run::search`] returned on its own;
+//! - every page load is counted (progress and metrics) and every search page is one
+//!   request on the IP session, whatever its verdict;
+//! - a blocked page is reported (`BlockEvent`) before anything else happens to the IP, and
+//!   is never turned into "not found";
+//! - every IP session that ends here is reported through `Slot::end_ip`.
+//!
+//! Cancellation: [`Run::search`] may be dropped at any await (the executor selects on the
+//! cancel token and the deadline); what it leaves behind is a suspect slot, never a
+//! half-reported IP session (`end_ip` is synchronous).
+
+use std::time::Duration;
+
+use lps_proto::{
+    model::{ErrorClass, JobMetrics, Offer, RoundReport, duration_from_pb},
+    pb,
+};
+use tokio::time::Instant;
+use tracing::{Instrument as _, debug, info, info_span, warn};
+
+use super::{Inner, judge_cards, slot::IpSession, slot::Slot};
+use crate::{
+    browser::{
+        Browser, BrowserError, LaunchOptions, PageRead, ProfileSlot, Relay, RelayCounters,
+        Upstream, default_blocked_patterns, page::read_search_page, parse::search_url,
+    },
+    executor::{Job, Outcome, Progress},
+    judge::{self, ProductQuery, Round, RoundKind},
+    proxy::{Acquired, BlockEvent, EndReason},
+};
+
+/// Warm-up visits have their own timeout (DESIGN §5).
+pub const WARMUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// An IP session unused this long is given back before it is used again.
+pub const IP_IDLE_LIMIT: Duration = Duration::from_secs(120);
+/// Per-IP search budget when neither the grant, the profile nor the limits name one.
+pub const DEFAULT_IP_BUDGET: u32 = 3;
+/// IP burns per job when the limits name none.
+pub const DEFAULT_MAX_IP_BURNS: u32 = 3;
+/// Gateway failures per job before it fails `PROXY`.
+const MAX_PROXY_ERRORS: u32 = 2;
+/// Browser replacements within one job before it fails `BROWSER`.
+const MAX_BROWSER_RESTARTS: u32 = 1;
+/// Waiting for a free proxy port: between two asks when the ledger names no time.
+const PROXY_RETRY: Duration = Duration::from_secs(2);
+/// A job waits at most this long in all for proxy ports, then fails `PROXY` (retried with
+/// the queue's backoff) instead of holding its slot.
+pub const MAX_PROXY_WAIT: Duration = Duration::from_secs(60);
+
+/// How a run stopped early.
+#[derive(Debug)]
+pub(super) enum Stop {
+    Cancelled,
+    Deadline,
+    Failed(JobError),
+}
+
+/// A failed attempt: its class decides retry or dead-letter.
+#[derive(Debug)]
+pub(super) struct JobError {
+    class: ErrorClass,
+    message: String,
+}
+
+impl JobError {
+    fn new(class: ErrorClass, message: impl Into<String>) -> Self {
+        Self {
+            class,
+            message: message.into(),
+        }
+    }
+}
+
+/// What a finished search found.
+pub(super) enum Found {
+    Offers(Vec<Offer>),
+    Nothing,
+}
+
+/// The state of one run (see the module docs).
+pub(super) struct Run<'a> {
+    inner: &'a Inner,
+    job: &'a Job,
+    profile: &'a pb::SiteProfile,
+    progress: &'a Progress,
+    slot: &'a mut Slot,
+    deadline: Instant,
+    started: Instant,
+    relay_start: Option<RelayCounters>,
+    rounds: Vec<RoundReport>,
+    pages: u32,
+    ports_used: u32,
+    burns: u32,
+    proxy_errors: u32,
+    browser_restarts: u32,
+    proxy_waited: Duration,
+    was_suspect: bool,
+}
+
+impl<'a> Run<'a> {
+    pub(super) fn new(
+        inner: &'a Inner,
+        job: &'a Job,
+        profile: &'a pb::SiteProfile,
+        progress: &'a Progress,
+        slot: &'a mut Slot,
+        deadline: Instant,
+    ) -> Self {
+        let was_suspect = slot.suspect;
+        slot.suspect = true;
+        let relay_start = slot.relay.as_ref().map(Relay::counters);
+        Self {
+            inner,
+            job,
+            profile,
+            progress,
+            slot,
+            deadline,
+            started: Instant::now(),
+            relay_start,
+            rounds: Vec::new(),
+            pages: 0,
+            ports_used: 0,
+            burns: 0,
+            proxy_errors: 0,
+            browser_restarts: 0,
+            proxy_waited: Duration::ZERO,
+            was_suspect,
+        }
+    }
+
+    fn proxies(&self) -> Option<&'a dyn crate::proxy::ProxySource> {
+        self.inner.proxies.as_deref()
+    }
+
+    // ------------------------------------------------------------------ the search
+
+    /// Prepares the slot and walks the rounds until one finds the product.
+    pub(super) async fn search(&mut self, query: &ProductQuery) -> Result<Found, JobError> {
+        self.prepare_browser().await?;
+        self.ensure_ip().await?;
+        self.warm_up().await;
+        let rounds = judge::rounds(query);
+        for (i, round) in rounds.iter().enumerate() {
+            let number = u32::try_from(i + 1).unwrap_or(u32::MAX);
+            self.progress.set_round(number);
+            let span = info_span!(
+                "browser.round",
+                job.id = self.job.job_id(),
+                mall = %self.job.mall,
+                round = number,
+                kind = kind_str(round.kind),
+            );
+            let offers = self.search_round(round, query).instrument(span).await?;
+            if !offers.is_empty() {
+                self.after_search();
+                return Ok(Found::Offers(offers));
+            }
+        }
+        self.after_search();
+        Ok(Found::Nothing)
+    }
+
+    /// One round: load its result page until a verdict (rotating IPs after blocks, replacing
+    /// a dead browser once), judge the cards.
+    async fn search_round(
+        &mut self,
+        round: &Round,
+        query: &ProductQuery,
+    ) -> Result<Vec<Offer>, JobError> {
+        let url = search_url(&self.profile.search_url_template, &round.query);
+        let started = Instant::now();
+        loop {
+            self.ensure_ip().await?;
+            self.prepare_browser().await?;
+            let before = self.relay_counters();
+            let read = {
+                let browser = self.browser()?;
+                read_search_page(browser, self.profile, &url).await
+            };
+            let moved = self.relay_counters().since(before);
+            self.pages += 1;
+            self.progress.page_loaded();
+            self.progress.add_bytes(moved.bytes());
+            if let Some(ip) = &mut self.slot.ip {
+                ip.requests += 1;
+                ip.last_used = Instant::now();
+                ip.job_id = self.job.job_id();
+            }
+            // NB: a page that still gave a verdict was served; a failed gateway shows as
+            // anything else (the relay's error page, a browser error page, a timeout).
+            let proxy_failed = moved.upstream_errors > 0 && self.slot.ip.is_some();
+            let gave_verdict = matches!(
+                read,
+                Ok(PageRead::Cards(_) | PageRead::NoResults | PageRead::Blocked { .. })
+            );
+            if proxy_failed && !gave_verdict {
+                self.on_proxy_error()?;
+                continue;
+            }
+            match read {
+                Ok(PageRead::Blocked { marker, html_bytes }) => {
+                    self.on_block(round, &marker, html_bytes).await?;
+                }
+                Ok(PageRead::ErrorPage { url: error }) => {
+                    return Err(JobError::new(
+                        ErrorClass::Network,
+                        format!("the mall could not be reached (browser error page {error})"),
+                    ));
+                }
+                Ok(PageRead::NoResults) => {
+                    self.page_ok();
+                    self.push_round(round, started, 0, 0);
+                    return Ok(Vec::new());
+                }
+                Ok(PageRead::Cards(cards)) => {
+                    self.page_ok();
+                    let offers = judge_cards(
+                        query,
+                        &cards,
+                        &self.job.mall,
+                        &self.profile.free_shipping_texts,
+                    );
+                    let seen = u32::try_from(cards.len()).unwrap_or(u32::MAX);
+                    let matches = u32::try_from(offers.len()).unwrap_or(u32::MAX);
+                    info!(cards = seen, matches, query = %round.query, "round read");
+                    self.push_round(round, started, seen, matches);
+                    return Ok(offers);
+                }
+                Ok(PageRead::Unreadable { reason, html_bytes }) => {
+                    return Err(JobError::new(
+                        ErrorClass::Parse,
+                        format!("result page unreadable ({html_bytes} bytes of HTML): {reason}"),
+                    ));
+                }
+                Err(err) if err.is_gone() => self.recover_browser(&err).await?,
+                Err(err) => {
+                    return Err(JobError::new(
+                        ErrorClass::Network,
+                        format!("loading the result page failed: {err}"),
+                    ));
+                }
+            }
+        }
+    }
+
+    fn page_ok(&mut self) {
+        if let Some(ip) = &mut self.slot.ip {
+            ip.ok += 1;
+        }
+    }
+
+    fn push_round(&mut self, round: &Round, started: Instant, cards_seen: u32, matches: u32) {
+        self.rounds.push(RoundReport {
+            kind: kind_str(round.kind).to_owned(),
+            query: round.query.clone(),
+            cards_seen,
+            matches,
+            elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        });
+    }
+
+    /// A blocked page: report it, burn the IP, and say whether to retry on another one.
+    async fn on_block(
+        &mut self,
+        round: &Round,
+        marker: &str,
+        html_bytes: u32,
+    ) -> Result<(), JobError> {
+        let (port, ip_request_no, elapsed) = match &mut self.slot.ip {
+            Some(ip) => {
+                ip.blocked += 1;
+                (ip.grant.port, ip.requests, ip.started.elapsed())
+            }
+            None => (0, 0, self.started.elapsed()),
+        };
+        warn!(
+            marker,
+            port,
+            ip_request_no,
+            html_bytes,
+            query = %round.query,
+            "result page blocked"
+        );
+        self.inner.events.block(BlockEvent {
+            mall: self.job.mall.clone(),
+            job_id: self.job.job_id(),
+            query: round.query.clone(),
+            ip_request_no,
+            port,
+            marker: marker.to_owned(),
+            html_len: html_bytes,
+            elapsed,
+            headless: true,
+        });
+        if self.proxies().is_none() {
+            return Err(JobError::new(
+                ErrorClass::Blocked,
+                format!("blocked ({marker}) with no proxy to rotate to"),
+            ));
+        }
+        self.burns += 1;
+        self.slot.end_ip(self.proxies(), EndReason::Block);
+        // The identity that was blocked should not follow the browser to the next IP.
+        if let Some(browser) = &self.slot.browser
+            && let Err(err) = browser.delete_cookies().await
+        {
+            debug!(error = %err, "could not delete cookies after a block");
+        }
+        let max_burns = match self.job.limits.max_ip_burns_per_job {
+            0 => DEFAULT_MAX_IP_BURNS,
+            n => n,
+        };
+        if self.burns > max_burns {
+            return Err(JobError::new(
+                ErrorClass::PageBlocked,
+                format!(
+                    "blocked ({marker}) on {} IPs in a row: a page problem, not an IP problem",
+                    self.burns
+                ),
+            ));
+        }
+        let needed = crate::browser::page::wait_timeout(self.profile) + Duration::from_secs(5);
+        if self.deadline.saturating_duration_since(Instant::now()) < needed {
+            return Err(JobError::new(
+                ErrorClass::Blocked,
+                format!("blocked ({marker}) and no time left to try another IP"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn on_proxy_error(&mut self) -> Result<(), JobError> {
+        self.proxy_errors += 1;
+        warn!(
+            errors = self.proxy_errors,
+            "the proxy gateway failed; trying another IP"
+        );
+        self.slot.end_ip(self.proxies(), EndReason::ProxyError);
+        if self.proxy_errors > MAX_PROXY_ERRORS {
+            return Err(JobError::new(
+                ErrorClass::Proxy,
+                format!("the proxy gateway failed {} times", self.proxy_errors),
+            ));
+        }
+        Ok(())
+    }
+
+    /// After a search finished on its own: an IP at its budget (or past its window) is
+    /// given back now, so the port rests instead of idling with the slot.
+    fn after_search(&mut self) {
+        let reason = self
+            .slot
+            .ip
+            .as_ref()
+            .and_then(|ip| ip.end_reason(&self.job.mall, self.ip_window(), IP_IDLE_LIMIT));
+        if let Some(reason) = reason {
+            self.slot.end_ip(self.proxies(), reason);
+        }
+    }
+
+    // ------------------------------------------------------------------ the browser
+
+    fn browser(&self) -> Result<&Browser, JobError> {
+        self.slot
+            .browser
+            .as_ref()
+            .ok_or_else(|| JobError::new(ErrorClass::Browser, "no browser in the slot"))
+    }
+
+    fn relay_counters(&self) -> RelayCounters {
+        self.slot
+            .relay
+            .as_ref()
+            .map(Relay::counters)
+            .unwrap_or_default()
+    }
+
+    /// The slot's profile directory, relay (proxy mode) and a live browser with this job's
+    /// blocked URL patterns.
+    async fn prepare_browser(&mut self) -> Result<(), JobError> {
+        let settings = &self.inner.settings;
+        if self.slot.profile.is_none() {
+            let profile = ProfileSlot::acquire(&settings.profile_root)
+                .map_err(|e| JobError::new(ErrorClass::Browser, e.to_string()))?;
+            self.inner.remember_dir(profile.dir());
+            self.slot.profile = Some(profile);
+        }
+        if self.inner.proxies.is_some() && self.slot.relay.is_none() {
+            let relay = Relay::start()
+                .await
+                .map_err(|e| JobError::new(ErrorClass::Internal, format!("proxy relay: {e}")))?;
+            self.relay_start = Some(relay.counters());
+            self.slot.relay = Some(relay);
+        }
+        if self.was_suspect {
+            self.was_suspect = false;
+            if let Some(browser) = &self.slot.browser
+                && let Err(err) = browser.ping().await
+            {
+                warn!(error = %err, "the browser of an interrupted job does not answer; replacing it");
+                self.slot.kill_browser().await;
+            }
+        }
+        if self.slot.browser.is_none() {
+            let url = self
+                .inner
+                .driver
+                .url()
+                .await
+                .map_err(|e| JobError::new(ErrorClass::Browser, e.to_string()))?;
+            let Some(profile) = self.slot.profile.as_ref() else {
+                return Err(JobError::new(
+                    ErrorClass::Internal,
+                    "slot without a profile",
+                ));
+            };
+            let options = LaunchOptions {
+                chromium_path: settings.chromium_path.clone(),
+                extra_args: settings.chromium_args.clone(),
+                proxy: self.slot.relay.as_ref().map(Relay::addr),
+                blocked: self.blocked_patterns(),
+            };
+            let browser = Browser::launch(&url, profile, &options)
+                .await
+                .map_err(|e| JobError::new(ErrorClass::Browser, e.to_string()))?;
+            self.inner
+                .launches
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.slot.browser = Some(browser);
+        }
+        let patterns = self.blocked_patterns();
+        let blocked = match self.slot.browser.as_mut() {
+            Some(browser) => browser.block_urls(&patterns).await,
+            None => Ok(()),
+        };
+        if let Err(err) = blocked {
+            return self.recover_browser(&err).await;
+        }
+        Ok(())
+    }
+
+    fn blocked_patterns(&self) -> Vec<String> {
+        if !self.inner.settings.block_resources {
+            Vec::new()
+        } else if self.profile.blocked_url_patterns.is_empty() {
+            default_blocked_patterns()
+        } else {
+            self.profile.blocked_url_patterns.clone()
+        }
+    }
+
+    /// The browser is gone or hangs: kill it; the caller's loop launches a new one, once
+    /// per job.
+    async fn recover_browser(&mut self, err: &BrowserError) -> Result<(), JobError> {
+        warn!(error = %err, restarts = self.browser_restarts, "the browser failed; killing it");
+        self.slot.kill_browser().await;
+        if self.browser_restarts >= MAX_BROWSER_RESTARTS {
+            return Err(JobError::new(ErrorClass::Browser, err.to_string()));
+        }
+        self.browser_restarts += 1;
+        Ok(())
+    }
+
+    /// Visits the profile's warm-up page once per browser session, under its own timeout;
+    /// a failed warm-up is logged, never fatal.
+    async fn warm_up(&mut self) {
+        let url = self.profile.warmup_url.trim();
+        let mall = self.job.mall.to_string();
+        let Some(browser) = self.slot.browser.as_mut() else {
+            return;
+        };
+        if url.is_empty() || browser.warmed.contains(&mall) {
+            return;
+        }
+        browser.warmed.insert(mall);
+        let span = info_span!("browser.warmup", mall = %self.job.mall, url);
+        let visited = tokio::time::timeout(WARMUP_TIMEOUT, browser.goto(url))
+            .instrument(span)
+            .await;
+        self.pages += 1;
+        self.progress.page_loaded();
+        match visited {
+            Ok(Ok(())) => debug!("warm-up page visited"),
+            Ok(Err(err)) => warn!(error = %err, "warm-up failed; searching anyway"),
+            Err(_) => warn!(timeout = ?WARMUP_TIMEOUT, "warm-up timed out; searching anyway"),
+        }
+    }
+
+    // ------------------------------------------------------------------ the IP
+
+    fn ip_window(&self) -> Option<Duration> {
+        self.job
+            .limits
+            .ip_session_window
+            .and_then(|d| duration_from_pb("ip_session_window", d).ok())
+            .filter(|d| !d.is_zero())
+    }
+
+    fn ip_budget(&self, granted: u32) -> u32 {
+        [
+            granted,
+            self.profile.ip_request_budget,
+            self.job.limits.ip_request_budget,
+        ]
+        .into_iter()
+        .find(|&b| b > 0)
+        .unwrap_or(DEFAULT_IP_BUDGET)
+    }
+
+    /// Proxy mode: the slot is on an IP session for this mall with budget left, acquiring
+    /// one (waiting while none is free, within the deadline) if needed.
+    async fn ensure_ip(&mut self) -> Result<(), JobError> {
+        let Some(proxies) = self.proxies() else {
+            return Ok(());
+        };
+        let reason = self
+            .slot
+            .ip
+            .as_ref()
+            .and_then(|ip| ip.end_reason(&self.job.mall, self.ip_window(), IP_IDLE_LIMIT));
+        match (reason, &self.slot.ip) {
+            (Some(reason), _) => self.slot.end_ip(Some(proxies), reason),
+            (None, Some(_)) => return Ok(()),
+            (None, None) => {}
+        }
+        if self.slot.relay.is_none() {
+            self.prepare_browser().await?;
+        }
+        loop {
+            match proxies.acquire(&self.job.mall, self.job.job_id()).await {
+                Acquired::Granted(grant) => {
+                    let budget = self.ip_budget(grant.request_budget);
+                    if let Some(relay) = &self.slot.relay {
+                        relay.point_to(Some(Upstream::new(
+                            grant.host.clone(),
+                            grant.port,
+                            &grant.username,
+                            grant.password.expose(),
+                        )));
+                    }
+                    info!(port = grant.port, budget, "ip session started");
+                    self.ports_used += 1;
+                    self.slot.ip = Some(IpSession::new(
+                        grant,
+                        self.job.mall.clone(),
+                        budget,
+                        self.job.job_id(),
+                    ));
+                    return Ok(());
+                }
+                Acquired::Unavailable { retry_at } => {
+                    let wait = retry_at
+                        .and_then(|at| (at - chrono::Utc::now()).to_std().ok())
+                        .unwrap_or(PROXY_RETRY)
+                        .clamp(Duration::from_millis(100), Duration::from_secs(30));
+                    let needed = wait + crate::browser::page::wait_timeout(self.profile);
+                    if self.deadline.saturating_duration_since(Instant::now()) < needed {
+                        return Err(JobError::new(
+                            ErrorClass::Proxy,
+                            "no proxy port free before the job's deadline",
+                        ));
+                    }
+                    if self.proxy_waited + wait > MAX_PROXY_WAIT {
+                        return Err(JobError::new(
+                            ErrorClass::Proxy,
+                            format!("no proxy port free within {MAX_PROXY_WAIT:?}"),
+                        ));
+                    }
+                    debug!(?wait, "no proxy port free; waiting");
+                    tokio::time::sleep(wait).await;
+                    self.proxy_waited += wait;
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ the end
+
+    /// The outcome of the run and its metrics; clears `suspect` when the run ended on its
+    /// own.
+    pub(super) fn finish(self, result: Result<Found, Stop>) -> Outcome {
+        let metrics = self.metrics();
+        let rounds = self.rounds;
+        match result {
+            Ok(found) => {
+                self.slot.suspect = false;
+                match found {
+                    Found::Offers(offers) => Outcome::Found {
+                        offers,
+                        rounds,
+                        metrics,
+                    },
+                    Found::Nothing => Outcome::NotFound { rounds, metrics },
+                }
+            }
+            Err(Stop::Failed(err)) => {
+                self.slot.suspect = false;
+                warn!(class = err.class.as_str(), error = %err.message, "job failed");
+                Outcome::Failed {
+                    class: err.class,
+                    message: err.message,
+                    metrics,
+                }
+            }
+            Err(Stop::Cancelled) => Outcome::Failed {
+                class: ErrorClass::Internal,
+                message: "cancelled".into(),
+                metrics,
+            },
+            Err(Stop::Deadline) => Outcome::Failed {
+                class: ErrorClass::Deadline,
+                message: "the job ran past its hard deadline".into(),
+                metrics,
+            },
+        }
+    }
+
+    fn metrics(&self) -> JobMetrics {
+        let moved = match (&self.slot.relay, self.relay_start) {
+            (Some(relay), start) => relay.counters().since(start.unwrap_or_default()),
+            (None, _) => RelayCounters::default(),
+        };
+        #[allow(clippy::cast_precision_loss)] // bytes far below 2^52
+        let cost_usd = moved.bytes() as f64 * self.job.limits.proxy_usd_per_gb / 1e9;
+        JobMetrics {
+            bytes_in: moved.to_browser,
+            bytes_out: moved.from_browser,
+            elapsed: self.started.elapsed(),
+            cost_usd: if cost_usd.is_finite() && cost_usd > 0.0 {
+                cost_usd
+            } else {
+                0.0
+            },
+            llm_calls: 0,
+            pages_loaded: self.pages,
+            ports_used: self.ports_used,
+        }
+    }
+}
+
+fn kind_str(kind: RoundKind) -> &'static str {
+    match kind {
+        RoundKind::Original => "original",
+        RoundKind::Precise => "precise",
+        RoundKind::Broad => "broad",
+    }
+}

@@ -1,0 +1,304 @@
+//! Proxy ports as the executor sees them: the [`ProxySource`] it leases IPs from, the
+//! [`EventSink`] it reports blocks to, and [`NodeLink`], the implementation of both over the
+//! node's coordinator stream (DESIGN §4).
+//!
+//! The ledger lives in the coordinator; the node only asks (`ProxyAcquire{request_id,
+//! mall, job_id}`), is answered (`ProxyGrant` / `ProxyUnavailable`, matched by
+//! `request_id`), and reports: every IP session's end is a `ProxyRelease` with its
+//! [`SessionEnd`], every block a `BlockEvent`. Reports go through the outbox (acked,
+//! resent after a reconnect), so a release is never lost while the node lives.
+//!
+//! Grants carry credentials: [`Grant`]'s `Debug` hides the password, and nothing here logs
+//! it.
+
+use std::{fmt, time::Duration};
+
+use chrono::{DateTime, Utc};
+use lps_proto::{
+    model::{MallId, duration_to_pb},
+    pb,
+};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, warn};
+
+use crate::{config::Secret, outbox::Report};
+
+/// A leased proxy port (one sticky exit IP).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub host: String,
+    pub port: u16,
+    pub username: String,
+    pub password: Secret,
+    /// The lease ends then unless renewed (the coordinator renews it for a live node).
+    pub lease_until: Option<DateTime<Utc>>,
+    /// Searches allowed on this IP before rotating; 0: the profile's or the limits' budget.
+    pub request_budget: u32,
+}
+
+impl fmt::Debug for Grant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Grant")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("lease_until", &self.lease_until)
+            .field("request_budget", &self.request_budget)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The answer to an acquire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquired {
+    Granted(Grant),
+    /// No port free now; `retry_at` when the ledger knows when one frees.
+    Unavailable {
+        retry_at: Option<DateTime<Utc>>,
+    },
+}
+
+/// Why an IP session ended (`SessionEndReason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EndReason {
+    /// The per-IP request budget was reached: the port rests.
+    Budget,
+    /// The mall blocked the IP: the port cools down.
+    Block,
+    /// The gateway failed.
+    ProxyError,
+    /// The sticky window (or the lease) ended.
+    Window,
+    /// The session sat unused.
+    Idle,
+    /// The node is stopping.
+    Shutdown,
+    /// Given up for another reason (another mall, a replaced browser, an unused grant).
+    Rotate,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Budget => "budget",
+            Self::Block => "block",
+            Self::ProxyError => "proxy_error",
+            Self::Window => "window",
+            Self::Idle => "idle",
+            Self::Shutdown => "shutdown",
+            Self::Rotate => "rotate",
+        }
+    }
+}
+
+impl From<EndReason> for pb::SessionEndReason {
+    fn from(reason: EndReason) -> Self {
+        match reason {
+            EndReason::Budget => Self::Budget,
+            EndReason::Block => Self::Block,
+            EndReason::ProxyError => Self::ProxyError,
+            EndReason::Window => Self::Window,
+            EndReason::Idle => Self::Idle,
+            EndReason::Shutdown => Self::Shutdown,
+            EndReason::Rotate => Self::Rotate,
+        }
+    }
+}
+
+/// What one IP session did: the data the per-IP budget is tuned from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionEnd {
+    pub port: u16,
+    pub mall: MallId,
+    /// The last job that used the IP (0: none).
+    pub job_id: i64,
+    /// Search pages requested through the IP.
+    pub requests: u32,
+    pub ok: u32,
+    pub blocked: u32,
+    pub elapsed: Duration,
+    pub reason: EndReason,
+}
+
+impl SessionEnd {
+    pub fn to_pb(&self, seq: u64) -> pb::SessionEnd {
+        pb::SessionEnd {
+            report_seq: seq,
+            port: u32::from(self.port),
+            mall: self.mall.to_string(),
+            requests: self.requests,
+            ok: self.ok,
+            blocked: self.blocked,
+            elapsed: Some(duration_to_pb(self.elapsed)),
+            end_reason: pb::SessionEndReason::from(self.reason) as i32,
+            job_id: self.job_id,
+        }
+    }
+}
+
+/// A blocked page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockEvent {
+    pub mall: MallId,
+    pub job_id: i64,
+    pub query: String,
+    /// 1-based number of the request on this IP that was blocked.
+    pub ip_request_no: u32,
+    /// The proxy port (0: direct).
+    pub port: u16,
+    /// What matched: `text:…`, `selector:…`, `status:403`, `captcha_frame`, `tiny_html`.
+    pub marker: String,
+    pub html_len: u32,
+    /// Since the IP session started.
+    pub elapsed: Duration,
+    pub headless: bool,
+}
+
+impl BlockEvent {
+    pub fn to_pb(&self, seq: u64) -> pb::BlockEvent {
+        pb::BlockEvent {
+            report_seq: seq,
+            mall: self.mall.to_string(),
+            query: self.query.clone(),
+            ip_request_no: self.ip_request_no,
+            port: u32::from(self.port),
+            marker: self.marker.clone(),
+            html_len: self.html_len,
+            elapsed: Some(duration_to_pb(self.elapsed)),
+            headless: self.headless,
+            job_id: self.job_id,
+        }
+    }
+}
+
+/// Where the executor leases IPs.
+#[async_trait::async_trait]
+pub trait ProxySource: Send + Sync + 'static {
+    /// Asks for a port for `mall` (`job_id` 0 for a warm-up). Never errors: a source that
+    /// cannot answer says `Unavailable`. Cancel-safe (a grant that arrives for a dropped
+    /// request is released by the source).
+    async fn acquire(&self, mall: &MallId, job_id: i64) -> Acquired;
+
+    /// Returns `grant`'s port; `session` is recorded as the IP session's end.
+    fn release(&self, grant: &Grant, session: SessionEnd);
+}
+
+/// Where the executor reports what it saw.
+pub trait EventSink: Send + Sync + 'static {
+    fn block(&self, event: BlockEvent);
+}
+
+/// An [`EventSink`] that only logs (for an executor without a coordinator).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogEvents;
+
+impl EventSink for LogEvents {
+    fn block(&self, event: BlockEvent) {
+        warn!(
+            mall = %event.mall,
+            job.id = event.job_id,
+            port = event.port,
+            marker = %event.marker,
+            "blocked page (not reported: no coordinator link)"
+        );
+    }
+}
+
+/// What the executor asks of the link task.
+#[derive(Debug)]
+pub(crate) enum LinkRequest {
+    Acquire {
+        mall: MallId,
+        job_id: i64,
+        reply: oneshot::Sender<Acquired>,
+    },
+    Report(Report),
+}
+
+/// The receiving end of a [`NodeLink`]: hand it to [`crate::Node::with_link`].
+#[derive(Debug)]
+pub struct LinkInbox(pub(crate) mpsc::UnboundedReceiver<LinkRequest>);
+
+/// [`ProxySource`] and [`EventSink`] over the node's coordinator stream. Cheap to clone.
+/// Without a running node (or before the link serves it) acquires answer `Unavailable`
+/// and reports are dropped with a warning.
+#[derive(Debug, Clone)]
+pub struct NodeLink {
+    tx: mpsc::UnboundedSender<LinkRequest>,
+}
+
+impl NodeLink {
+    /// A link handle and the inbox the node serves it from.
+    pub fn channel() -> (NodeLink, LinkInbox) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (NodeLink { tx }, LinkInbox(rx))
+    }
+
+    fn report(&self, report: Report) {
+        if self.tx.send(LinkRequest::Report(report)).is_err() {
+            warn!("the node link is gone; report dropped");
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ProxySource for NodeLink {
+    async fn acquire(&self, mall: &MallId, job_id: i64) -> Acquired {
+        let (reply, answer) = oneshot::channel();
+        let asked = self.tx.send(LinkRequest::Acquire {
+            mall: mall.clone(),
+            job_id,
+            reply,
+        });
+        if asked.is_err() {
+            debug!("the node link is gone; no proxy");
+            return Acquired::Unavailable { retry_at: None };
+        }
+        answer
+            .await
+            .unwrap_or(Acquired::Unavailable { retry_at: None })
+    }
+
+    fn release(&self, grant: &Grant, session: SessionEnd) {
+        self.report(Report::ProxyRelease {
+            port: grant.port,
+            session,
+        });
+    }
+}
+
+impl EventSink for NodeLink {
+    fn block(&self, event: BlockEvent) {
+        self.report(Report::Block(event));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grants_hide_the_password() {
+        let grant = Grant {
+            host: "gw".into(),
+            port: 8001,
+            username: "user".into(),
+            password: Secret::new("s3cr3t"),
+            lease_until: None,
+            request_budget: 3,
+        };
+        let shown = format!("{grant:?}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert!(shown.contains("8001"));
+    }
+
+    #[tokio::test]
+    async fn a_link_without_a_node_says_unavailable() {
+        let (link, inbox) = NodeLink::channel();
+        drop(inbox);
+        let mall = MallId::new("naver").unwrap();
+        assert_eq!(
+            link.acquire(&mall, 1).await,
+            Acquired::Unavailable { retry_at: None }
+        );
+    }
+}

@@ -1,0 +1,516 @@
+//! The browser executor with real headless Chromium (the node's own chromedriver) against
+//! the test kit's two fixture malls and its proxy gateway (`lps_test_kit::Stack`).
+//!
+//! Site profiles are the built-in ones of the coordinator (`coordinator/profiles/
+//! testmall-*.toml`), read here with the real mall addresses substituted. Every test ends
+//! with `BrowserExecutor::shutdown` and then checks that no process mentions its own
+//! profile root (the `pgrep -f` of the field lesson). Browser tests run one at a time (two
+//! cores).
+
+mod common;
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use common::{
+    Harness, TestEvents, TestProxies, alpha_profile, beta_profile, expect_found, job, run,
+};
+use lps_crawler_node::{Outcome, browser::process, proxy::EndReason};
+use lps_proto::model::ErrorClass;
+use lps_test_kit::{
+    MallStyle,
+    gateway::GatewayConfig,
+    stack::{Stack, StackConfig},
+};
+
+#[tokio::test]
+async fn finds_the_lowest_effective_price_over_both_malls() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    let harness = Harness::direct("lowest", true);
+    let exec = harness.executor.clone();
+    let catalog = stack.alpha.catalog().clone();
+    let products: Vec<_> = catalog
+        .products()
+        .iter()
+        .filter(|p| p.decoy_of.is_none())
+        .take(5)
+        .cloned()
+        .collect();
+    let profiles = [
+        (MallStyle::Alpha, alpha_profile(&stack.alpha)),
+        (MallStyle::Beta, beta_profile(&stack.beta)),
+    ];
+    let check = async {
+        let mut job_id = 0;
+        for product in &products {
+            let mut best: Option<i64> = None;
+            for (style, profile) in &profiles {
+                job_id += 1;
+                let outcome = run(&exec, job(job_id, &product.name, profile.clone())).await;
+                let (offers, rounds, metrics) = expect_found(outcome, &product.name);
+                let listing = product.listing(*style).expect("listed in both malls");
+                // Exactly the product's own listing: no decoy, no related card.
+                assert_eq!(offers.len(), 1, "{}: {offers:?}", product.name);
+                let offer = &offers[0];
+                assert!(
+                    offer.url.ends_with(&listing.path),
+                    "{offer:?} vs {listing:?}"
+                );
+                assert_eq!(offer.title, listing.title);
+                assert_eq!(offer.seller, listing.seller);
+                assert_eq!(offer.price, i64::try_from(listing.price).unwrap());
+                assert_eq!(offer.shipping_fee, i64::try_from(listing.shipping).unwrap());
+                assert_eq!(rounds[0].kind, "original");
+                assert!(metrics.pages_loaded >= 1);
+                assert_eq!(metrics.bytes(), 0, "direct mode meters nothing");
+                let effective = offer.effective_price();
+                best = Some(best.map_or(effective, |b| b.min(effective)));
+            }
+            let truth = product.lowest().unwrap().effective_price();
+            assert_eq!(
+                best,
+                Some(i64::try_from(truth).unwrap()),
+                "{}: lowest effective price",
+                product.name
+            );
+        }
+        // One browser served all ten searches.
+        assert_eq!(exec.launches(), 1);
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn absent_products_are_not_found_and_decoys_never_match() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    let harness = Harness::direct("absent", true);
+    let exec = harness.executor.clone();
+    let alpha = alpha_profile(&stack.alpha);
+    let beta = beta_profile(&stack.beta);
+    let check = async {
+        // Nothing like it: every round shows the no-results marker.
+        match run(&exec, job(1, "존재하지않는상품", alpha.clone())).await {
+            Outcome::NotFound { rounds, metrics } => {
+                assert_eq!(rounds.len(), 1, "{rounds:?}");
+                assert_eq!((rounds[0].cards_seen, rounds[0].matches), (0, 0));
+                assert_eq!(metrics.pages_loaded, 1);
+            }
+            other => panic!("want not found, got {other:?}"),
+        }
+        // With a quantity the mall pads the page with related cards; none is the product,
+        // in any round.
+        match run(&exec, job(2, "존재하지않는상품 500ml 3개", beta.clone())).await {
+            Outcome::NotFound { rounds, metrics } => {
+                assert!(rounds.len() >= 2, "{rounds:?}");
+                assert!(rounds[0].cards_seen > 0, "{rounds:?}");
+                assert!(rounds.iter().all(|r| r.matches == 0), "{rounds:?}");
+                assert_eq!(metrics.pages_loaded, u32::try_from(rounds.len()).unwrap());
+            }
+            other => panic!("want not found, got {other:?}"),
+        }
+        // A pack size neither mall sells: the cards shown (the 2L x 12 and 2L x 6 packs,
+        // and the 500ml decoys) are all other quantities.
+        match run(&exec, job(3, "제주 삼다수 2L x 24", beta.clone())).await {
+            Outcome::NotFound { rounds, .. } => {
+                assert!(
+                    rounds.iter().any(|r| r.cards_seen > 0),
+                    "cards were read and rejected: {rounds:?}"
+                );
+                assert!(rounds.iter().all(|r| r.matches == 0));
+            }
+            other => panic!("want not found, got {other:?}"),
+        }
+        // The decoys' own searches find the decoys, not the product they imitate.
+        let (offers, _, _) = expect_found(
+            run(&exec, job(4, "삼다수 2L x 6", alpha.clone())).await,
+            "삼다수 2L x 6",
+        );
+        assert_eq!(offers.len(), 1, "{offers:?}");
+        assert_eq!(offers[0].title, "제주 삼다수 2L x 6병");
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn blocking_resources_cuts_bytes_per_search() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(2)).await.unwrap();
+    let query = "제주 삼다수 2L x 12";
+    let mut measured = Vec::new();
+    for (blocking, exit) in [(true, "exit-01"), (false, "exit-02")] {
+        let port = stack.gateway.port(exit).unwrap().addr.port();
+        let proxies = Arc::new(TestProxies::new(vec![port], None, 10));
+        let harness = Harness::proxied("bytes", blocking, proxies.clone(), Arc::default());
+        let exec = harness.executor.clone();
+        let profile = alpha_profile(&stack.alpha);
+        stack.alpha.reset();
+        let mut metrics = None;
+        harness
+            .finish(async {
+                let (offers, _, m) = expect_found(run(&exec, job(1, query, profile)).await, query);
+                assert_eq!(offers[0].price, 12_900);
+                metrics = Some(m);
+            })
+            .await;
+        let metrics = metrics.unwrap();
+        let mall = stack.alpha.stats();
+        measured.push((
+            blocking,
+            metrics.bytes(),
+            mall.bytes_served,
+            mall.image_requests,
+            mall.font_requests,
+        ));
+    }
+    for (blocking, relay, mall, images, fonts) in &measured {
+        eprintln!(
+            "resource blocking {blocking}: relay {relay} B (both ways), mall served {mall} B, {images} images, {fonts} fonts"
+        );
+    }
+    let (_, relay_on, mall_on, images_on, fonts_on) = measured[0];
+    let (_, relay_off, mall_off, images_off, _) = measured[1];
+    assert_eq!((images_on, fonts_on), (0, 0), "nothing heavy was fetched");
+    assert!(images_off >= 3, "without blocking the card images load");
+    assert!(
+        relay_on * 10 <= relay_off * 3,
+        "relay bytes: {relay_on} with blocking vs {relay_off} without"
+    );
+    assert!(
+        mall_on * 10 <= mall_off * 3,
+        "mall bytes: {mall_on} with blocking vs {mall_off} without"
+    );
+    stack.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_killed_browser_is_replaced() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    let harness = Harness::direct("killed", true);
+    let exec = harness.executor.clone();
+    let profile = alpha_profile(&stack.alpha);
+    let mall = &stack.alpha;
+    let check = async {
+        expect_found(
+            run(&exec, job(1, "신라면 120g 5개입", profile.clone())).await,
+            "warm",
+        );
+        let dirs = exec.profile_dirs().await;
+        assert_eq!(dirs.len(), 1);
+        // Slow pages keep the next job inside a page load while its browser is killed.
+        mall.set_slow(Duration::from_millis(1_500));
+        let running = tokio::spawn({
+            let exec = exec.clone();
+            let job = job(2, "햇반 210g 12개", profile.clone());
+            async move { run(&exec, job).await }
+        });
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let pids = process::browser_pids(&dirs[0]);
+        assert!(!pids.is_empty(), "the browser runs");
+        process::kill_pids(&pids).await;
+        match running.await.unwrap() {
+            // Recovered within the job on a new browser…
+            Outcome::Found { offers, .. } => assert_eq!(offers[0].price, 13_900),
+            // …or a retryable browser failure.
+            Outcome::Failed { class, .. } => {
+                assert_eq!(class, ErrorClass::Browser);
+                assert!(class.is_retryable());
+            }
+            other @ Outcome::NotFound { .. } => {
+                panic!("a killed browser is never not-found: {other:?}")
+            }
+        }
+        mall.set_slow(Duration::ZERO);
+        // The next job works, on a fresh browser.
+        expect_found(
+            run(&exec, job(3, "서울우유 1L 2개", profile.clone())).await,
+            "after",
+        );
+        assert!(exec.launches() >= 2, "the browser was replaced");
+        assert!(!process::browser_pids(&dirs[0]).is_empty());
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_blocked_ip_is_reported_and_rotated_and_the_job_still_done() {
+    let _serial = common::serial().await;
+    let mut config = StackConfig::new(3);
+    config.gateway = GatewayConfig::new(3).with_credentials("lps-node", "gw-s3cr3t-pw");
+    config.block_after = Some(2);
+    let stack = Stack::start(config).await.unwrap();
+    let ports: Vec<u16> = stack
+        .gateway
+        .ports()
+        .iter()
+        .map(|p| p.addr.port())
+        .collect();
+    let proxies = Arc::new(TestProxies::new(
+        ports.clone(),
+        Some(("lps-node", "gw-s3cr3t-pw")),
+        5,
+    ));
+    let events = Arc::new(TestEvents::default());
+    let harness = Harness::proxied("rotate", true, proxies.clone(), events.clone());
+    let exec = harness.executor.clone();
+    let profile = alpha_profile(&stack.alpha);
+    let root = harness.root.clone();
+    let check = async {
+        for (id, name, price) in [
+            (1, "삼다수 2L x 12", 12_900),
+            (2, "코카콜라 500ml 24개", 21_900),
+            (3, "신라면 120g 5개입", 4_480),
+        ] {
+            let (offers, _, metrics) =
+                expect_found(run(&exec, job(id, name, profile.clone())).await, name);
+            assert_eq!(offers[0].price, price);
+            assert!(metrics.bytes_in > 0, "bytes are metered through the relay");
+            assert!(metrics.cost_usd > 0.0, "and priced");
+            if id == 3 {
+                assert_eq!(metrics.ports_used, 1, "a new port after the block");
+            }
+            // Credentials never reach a command line.
+            for pid in process::pids_mentioning(&root.display().to_string()) {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                assert!(!String::from_utf8_lossy(&cmdline).contains("gw-s3cr3t-pw"));
+            }
+        }
+        // The third search on exit-01 was blocked, reported, and the port released.
+        let blocks = events.blocks();
+        assert_eq!(blocks.len(), 1, "{blocks:?}");
+        assert_eq!(blocks[0].port, ports[0]);
+        assert_eq!(blocks[0].ip_request_no, 3);
+        assert_eq!(blocks[0].job_id, 3);
+        assert!(blocks[0].marker.contains("captcha") || blocks[0].marker.starts_with("text:"));
+        let releases = proxies.releases();
+        assert_eq!(releases[0].0, ports[0]);
+        assert_eq!(releases[0].1.reason, EndReason::Block);
+        assert_eq!(
+            (
+                releases[0].1.requests,
+                releases[0].1.ok,
+                releases[0].1.blocked
+            ),
+            (3, 2, 1)
+        );
+        let stats = stack.alpha.stats();
+        assert_eq!(stats.searches.get("exit-01"), Some(&3));
+        assert_eq!(stats.searches.get("exit-02"), Some(&1));
+        assert!(
+            !stats.requests.contains_key("direct"),
+            "nothing bypassed the proxy"
+        );
+    };
+    harness.finish(check).await;
+    // Shutdown ended the last IP session.
+    let releases = proxies.releases();
+    let last = releases.last().unwrap();
+    assert_eq!((last.0, last.1.reason), (ports[1], EndReason::Shutdown));
+    stack.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_ip_budget_rotates_ports_and_warm_up_runs_once() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(2)).await.unwrap();
+    let ports: Vec<u16> = stack
+        .gateway
+        .ports()
+        .iter()
+        .map(|p| p.addr.port())
+        .collect();
+    let proxies = Arc::new(TestProxies::new(ports.clone(), None, 0));
+    let harness = Harness::proxied("budget", true, proxies.clone(), Arc::default());
+    let exec = harness.executor.clone();
+    let mut profile = alpha_profile(&stack.alpha);
+    profile.ip_request_budget = 2;
+    profile.warmup_url = format!("{}/", stack.alpha.base_url());
+    let warmups = Arc::new(Mutex::new(0));
+    let check = async {
+        for id in 1..=3 {
+            let name = ["삼다수 2L x 12", "햇반 210g 12개", "서울우유 1L 2개"][id - 1];
+            let (_, _, metrics) = expect_found(
+                run(
+                    &exec,
+                    job(i64::try_from(id).unwrap(), name, profile.clone()),
+                )
+                .await,
+                name,
+            );
+            if id == 1 {
+                assert_eq!(metrics.pages_loaded, 2, "warm-up + search");
+                *warmups.lock().unwrap() += 1;
+            } else {
+                assert_eq!(metrics.pages_loaded, 1, "warmed once per browser session");
+            }
+        }
+        // Two searches on the first port, then the budget ended its session.
+        let releases = proxies.releases();
+        assert_eq!(releases.len(), 1, "{releases:?}");
+        assert_eq!(
+            (releases[0].0, releases[0].1.reason),
+            (ports[0], EndReason::Budget)
+        );
+        assert_eq!(releases[0].1.requests, 2);
+        let stats = stack.alpha.stats();
+        assert_eq!(stats.searches.get("exit-01"), Some(&2));
+        assert_eq!(stats.searches.get("exit-02"), Some(&1));
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_dead_chromedriver_is_restarted() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    let harness = Harness::direct("driver", true);
+    let exec = harness.executor.clone();
+    let profile = beta_profile(&stack.beta);
+    let check = async {
+        expect_found(
+            run(&exec, job(1, "페리오 치약 100g 3개", profile.clone())).await,
+            "first",
+        );
+        let first = exec.chromedriver_pid().expect("a managed chromedriver");
+        process::kill_pids(&[first]).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // The browser's session died with its chromedriver: the next job replaces both.
+        let (offers, _, _) = expect_found(
+            run(&exec, job(2, "페리오 치약 100g 3개", profile.clone())).await,
+            "after the kill",
+        );
+        assert_eq!(offers[0].price, 5_900);
+        let second = exec.chromedriver_pid().expect("a new chromedriver");
+        assert_ne!(first, second);
+        assert_eq!(exec.launches(), 2);
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn kill_now_leaves_no_browser_behind() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    let harness = Harness::direct("kill-now", true);
+    let exec = harness.executor.clone();
+    let needle = harness.root.display().to_string();
+    let profile = alpha_profile(&stack.alpha);
+    let check = async {
+        expect_found(
+            run(&exec, job(1, "스팸 클래식 200g 10개", profile)).await,
+            "spam",
+        );
+        assert!(!process::pids_mentioning(&needle).is_empty());
+        // What the binary does on a second SIGTERM, just before exiting.
+        exec.kill_now();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !process::pids_mentioning(&needle).is_empty() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "browsers survived kill_now"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_failing_gateway_port_is_released_and_another_one_used() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    // A port nobody listens on, then the gateway's real one.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let good = stack.gateway.ports()[0].addr.port();
+    let proxies = Arc::new(TestProxies::new(vec![dead, good], None, 5));
+    let harness = Harness::proxied("gateway", true, proxies.clone(), Arc::default());
+    let exec = harness.executor.clone();
+    let profile = alpha_profile(&stack.alpha);
+    let check = async {
+        let (offers, _, metrics) = expect_found(
+            run(&exec, job(1, "바나나맛우유 240ml 8개", profile)).await,
+            "banana",
+        );
+        assert_eq!(offers[0].price, 9_600);
+        assert_eq!(metrics.ports_used, 2);
+        let releases = proxies.releases();
+        assert_eq!(releases.len(), 1, "{releases:?}");
+        assert_eq!(
+            (releases[0].0, releases[0].1.reason),
+            (dead, EndReason::ProxyError)
+        );
+        assert_eq!(stack.alpha.stats().searches.get("exit-01"), Some(&1));
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
+/// A ledger with no free port, which knows when one frees (too late for the job).
+struct NoPorts;
+
+#[async_trait::async_trait]
+impl lps_crawler_node::proxy::ProxySource for NoPorts {
+    async fn acquire(
+        &self,
+        _mall: &lps_proto::model::MallId,
+        _job_id: i64,
+    ) -> lps_crawler_node::proxy::Acquired {
+        lps_crawler_node::proxy::Acquired::Unavailable {
+            retry_at: Some(chrono::Utc::now() + chrono::Duration::seconds(45)),
+        }
+    }
+
+    fn release(
+        &self,
+        _grant: &lps_crawler_node::proxy::Grant,
+        _session: lps_crawler_node::proxy::SessionEnd,
+    ) {
+        panic!("nothing was granted");
+    }
+}
+
+#[tokio::test]
+async fn no_free_proxy_port_is_a_proxy_failure_not_a_wait_past_the_deadline() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    let harness = Harness::build("noports", |settings| {
+        lps_crawler_node::BrowserExecutor::new(settings).with_proxies(Arc::new(NoPorts))
+    });
+    let exec = harness.executor.clone();
+    let mut job = job(1, "삼다수 2L x 12", alpha_profile(&stack.alpha));
+    job.deadline = chrono::Utc::now() + chrono::Duration::seconds(20);
+    let check = async {
+        let started = std::time::Instant::now();
+        match run(&exec, job).await {
+            Outcome::Failed { class, message, .. } => {
+                assert_eq!(class, ErrorClass::Proxy, "{message}");
+                assert!(class.is_retryable());
+            }
+            other => panic!("want a proxy failure, got {other:?}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "it did not wait in vain"
+        );
+        assert!(
+            stack.alpha.stats().requests.is_empty(),
+            "no request left without a proxy"
+        );
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}

@@ -1,0 +1,346 @@
+//! Helpers for the browser tests: site profiles of the test malls (from the coordinator's
+//! built-in TOML files, with the real addresses), jobs, a browser executor per test with
+//! its own profile root and the no-leftover check, and an in-test proxy source.
+// NB: each test binary uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use std::{
+    future::Future,
+    panic::AssertUnwindSafe,
+    path::PathBuf,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use chrono::Utc;
+use futures::FutureExt as _;
+use lps_crawler_node::{
+    BrowserExecutor, Executor, Job, Outcome, Progress,
+    browser::process,
+    config::Secret,
+    executor::browser::{BrowserSettings, DriverSource},
+    proxy::{Acquired, BlockEvent, EventSink, Grant, ProxySource, SessionEnd},
+};
+use lps_proto::{
+    model::{JobMetrics, Lease, MallId, Offer, ProductSpec, RoundReport, duration_to_pb},
+    pb,
+};
+use lps_test_kit::MallHandle;
+use tokio_util::sync::CancellationToken;
+
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// Longest a whole test body may take.
+pub const TEST_TIMEOUT: Duration = Duration::from_secs(240);
+/// Longest one job may take.
+pub const JOB_TIMEOUT: Duration = Duration::from_secs(120);
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// Browser tests run one at a time.
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().await
+}
+
+fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}
+
+/// The coordinator's built-in profile `file`, pointed at `mall`.
+pub fn profile_from_toml(file: &str, mall: &MallHandle) -> pb::SiteProfile {
+    let path = format!(
+        "{}/../coordinator/profiles/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let table: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let s = |t: &toml::Table, k: &str| {
+        t.get(k)
+            .and_then(toml::Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let strings = |t: &toml::Table, k: &str| -> Vec<String> {
+        t.get(k)
+            .and_then(toml::Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let int = |t: &toml::Table, k: &str| {
+        t.get(k)
+            .and_then(toml::Value::as_integer)
+            .map_or(0, |v| u32::try_from(v).unwrap())
+    };
+    // "http://127.0.0.1:18081/search?q={query}" → "<real base>/search?q={query}".
+    let template = s(&table, "search_url_template");
+    let path_start = template
+        .find("://")
+        .and_then(|i| template[i + 3..].find('/').map(|j| i + 3 + j))
+        .expect("an absolute template");
+    let search_url_template = format!("{}{}", mall.base_url(), &template[path_start..]);
+    let block = table
+        .get("block")
+        .and_then(toml::Value::as_table)
+        .cloned()
+        .unwrap_or_default();
+    let wait = humantime::parse_duration(&s(&table, "wait_timeout")).expect("wait_timeout");
+    pb::SiteProfile {
+        id: s(&table, "id"),
+        display_name: s(&table, "display_name"),
+        search_url_template,
+        wait_for: s(&table, "wait_for"),
+        wait_timeout: Some(duration_to_pb(wait)),
+        card_selector: s(&table, "card_selector"),
+        title_selector: s(&table, "title_selector"),
+        price_selector: s(&table, "price_selector"),
+        shipping_selector: s(&table, "shipping_selector"),
+        link_selector: s(&table, "link_selector"),
+        seller_selector: s(&table, "seller_selector"),
+        no_results_selector: s(&table, "no_results_selector"),
+        no_results_text: s(&table, "no_results_text"),
+        block: Some(pb::BlockMarkers {
+            texts: strings(&block, "texts"),
+            selectors: strings(&block, "selectors"),
+            statuses: block
+                .get("statuses")
+                .and_then(toml::Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_integer())
+                        .map(|v| u32::try_from(v).unwrap())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            min_html_bytes: int(&block, "min_html_bytes"),
+        }),
+        warmup_url: s(&table, "warmup_url"),
+        ip_request_budget: int(&table, "ip_request_budget"),
+        free_shipping_texts: strings(&table, "free_shipping_texts"),
+        blocked_url_patterns: strings(&table, "blocked_url_patterns"),
+        max_cards: int(&table, "max_cards"),
+    }
+}
+
+pub fn alpha_profile(mall: &MallHandle) -> pb::SiteProfile {
+    profile_from_toml("testmall-alpha.toml", mall)
+}
+
+pub fn beta_profile(mall: &MallHandle) -> pb::SiteProfile {
+    profile_from_toml("testmall-beta.toml", mall)
+}
+
+/// The limits a coordinator would send.
+pub fn limits() -> pb::Limits {
+    pb::Limits {
+        max_ip_burns_per_job: 3,
+        ip_request_budget: 3,
+        proxy_usd_per_gb: 3.0,
+        ip_session_window: None,
+    }
+}
+
+/// Job `id` (epoch 1) searching `name` with `profile`, due in two minutes.
+pub fn job(id: i64, name: &str, profile: pb::SiteProfile) -> Job {
+    Job {
+        lease: Lease {
+            job_id: id,
+            epoch: 1,
+        },
+        product: ProductSpec::new(None, name).unwrap(),
+        mall: MallId::new(profile.id.clone()).unwrap(),
+        attempt: 1,
+        max_attempts: 3,
+        deadline: Utc::now() + chrono::Duration::seconds(120),
+        traceparent: None,
+        tracestate: None,
+        profile: Some(Arc::new(profile)),
+        limits: limits(),
+    }
+}
+
+/// Runs one job to its end.
+pub async fn run(exec: &BrowserExecutor, job: Job) -> Outcome {
+    tokio::time::timeout(
+        JOB_TIMEOUT,
+        exec.run(job, Progress::new(), CancellationToken::new()),
+    )
+    .await
+    .expect("the job ends in time")
+}
+
+/// The parts of a `Found` outcome, or a panic naming `what`.
+pub fn expect_found(outcome: Outcome, what: &str) -> (Vec<Offer>, Vec<RoundReport>, JobMetrics) {
+    match outcome {
+        Outcome::Found {
+            offers,
+            rounds,
+            metrics,
+        } => (offers, rounds, metrics),
+        other => panic!("{what}: want found, got {other:?}"),
+    }
+}
+
+/// A browser executor with a profile root of its own; [`Harness::finish`] shuts it down and
+/// checks that nothing of it is left.
+pub struct Harness {
+    pub executor: BrowserExecutor,
+    pub root: PathBuf,
+}
+
+impl Harness {
+    fn settings(name: &str, block_resources: bool) -> (BrowserSettings, PathBuf) {
+        init_logs();
+        for path in [CHROMIUM, CHROMEDRIVER] {
+            assert!(
+                std::path::Path::new(path).exists(),
+                "{path} is missing: apt-get install -y chromium chromium-driver"
+            );
+        }
+        let root = std::env::temp_dir().join(format!(
+            "lps-node-browser-{name}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        let settings = BrowserSettings {
+            driver: DriverSource::Managed(CHROMEDRIVER.into()),
+            chromium_path: CHROMIUM.into(),
+            profile_root: root.clone(),
+            slots: 1,
+            block_resources,
+            chromium_args: Vec::new(),
+        };
+        (settings, root)
+    }
+
+    /// An executor made by `build` from this test's settings.
+    pub fn build(name: &str, build: impl FnOnce(BrowserSettings) -> BrowserExecutor) -> Self {
+        let (settings, root) = Self::settings(name, true);
+        Self {
+            executor: build(settings),
+            root,
+        }
+    }
+
+    /// Straight to the malls.
+    pub fn direct(name: &str, block_resources: bool) -> Self {
+        let (settings, root) = Self::settings(name, block_resources);
+        Self {
+            executor: BrowserExecutor::new(settings),
+            root,
+        }
+    }
+
+    /// Through `proxies`, reporting blocks to `events`.
+    pub fn proxied(
+        name: &str,
+        block_resources: bool,
+        proxies: Arc<TestProxies>,
+        events: Arc<TestEvents>,
+    ) -> Self {
+        let (settings, root) = Self::settings(name, block_resources);
+        Self {
+            executor: BrowserExecutor::new(settings)
+                .with_proxies(proxies)
+                .with_events(events),
+            root,
+        }
+    }
+
+    /// Runs `check`, then shuts the executor down whatever happened, then checks that no
+    /// process mentions the profile root (the test's unique user-data-dirs).
+    pub async fn finish(self, check: impl Future<Output = ()>) {
+        let checked =
+            tokio::time::timeout(TEST_TIMEOUT, AssertUnwindSafe(check).catch_unwind()).await;
+        self.executor.shutdown().await;
+        let needle = self.root.display().to_string();
+        let left = process::pids_mentioning(&needle);
+        if !left.is_empty() {
+            process::kill_pids(&left).await;
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+        match checked {
+            Ok(Ok(())) => {}
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            Err(_) => panic!("the test body did not finish within {TEST_TIMEOUT:?}"),
+        }
+        assert!(left.is_empty(), "browser processes left behind: {left:?}");
+    }
+}
+
+/// Hands out the gateway's ports in turn and records what comes back.
+pub struct TestProxies {
+    ports: Vec<u16>,
+    credentials: Option<(String, String)>,
+    budget: u32,
+    next: AtomicUsize,
+    releases: Mutex<Vec<(u16, SessionEnd)>>,
+}
+
+impl TestProxies {
+    pub fn new(ports: Vec<u16>, credentials: Option<(&str, &str)>, budget: u32) -> Self {
+        Self {
+            ports,
+            credentials: credentials.map(|(u, p)| (u.to_owned(), p.to_owned())),
+            budget,
+            next: AtomicUsize::new(0),
+            releases: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// `(port, session end)` of every release, in order.
+    pub fn releases(&self) -> Vec<(u16, SessionEnd)> {
+        self.releases.lock().unwrap().clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl ProxySource for TestProxies {
+    async fn acquire(&self, _mall: &MallId, _job_id: i64) -> Acquired {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        let (username, password) = self.credentials.clone().unwrap_or_default();
+        Acquired::Granted(Grant {
+            host: "127.0.0.1".into(),
+            port: self.ports[i % self.ports.len()],
+            username,
+            password: Secret::new(password),
+            lease_until: None,
+            request_budget: self.budget,
+        })
+    }
+
+    fn release(&self, grant: &Grant, session: SessionEnd) {
+        self.releases.lock().unwrap().push((grant.port, session));
+    }
+}
+
+/// Records block events.
+#[derive(Default)]
+pub struct TestEvents {
+    blocks: Mutex<Vec<BlockEvent>>,
+}
+
+impl TestEvents {
+    pub fn blocks(&self) -> Vec<BlockEvent> {
+        self.blocks.lock().unwrap().clone()
+    }
+}
+
+impl EventSink for TestEvents {
+    fn block(&self, event: BlockEvent) {
+        self.blocks.lock().unwrap().push(event);
+    }
+}
