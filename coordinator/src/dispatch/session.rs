@@ -383,7 +383,7 @@ impl Session {
                             .complete_if_leased(&self.node_id, &result)
                             .await;
                         if r.is_ok() {
-                            self.record_history(result.lease.job_id).await;
+                            self.record_history(result.lease.job_id);
                         }
                         self.applied(r)?
                     }
@@ -401,7 +401,7 @@ impl Session {
                         }
                         let r = self.d.queue.fail_if_leased(&self.node_id, &failure).await;
                         if matches!(&r, Ok(f) if f.state == JobState::Dead) {
-                            self.record_history(failure.lease.job_id).await;
+                            self.record_history(failure.lease.job_id);
                         }
                         self.applied(r.map(|_| ()))?
                     }
@@ -461,12 +461,18 @@ impl Session {
             .observe(metrics.elapsed.as_secs_f64());
     }
 
-    /// Writes price history for the searches this job finished. A failure is logged, not
-    /// fatal: the result itself is committed.
-    async fn record_history(&self, job_id: i64) {
-        if let Err(e) = self.d.queue.record_price_history(job_id).await {
-            warn!(job.id = job_id, error = %e, "recording price history failed");
-        }
+    /// Writes price history for the searches this job finished, off the ack path (the
+    /// result itself is committed already). A failure is logged, not fatal.
+    fn record_history(&self, job_id: i64) {
+        let queue = self.d.queue.clone();
+        self.d.sessions.spawn(
+            async move {
+                if let Err(e) = queue.record_price_history(job_id).await {
+                    warn!(job.id = job_id, error = %e, "recording price history failed");
+                }
+            }
+            .instrument(tracing::info_span!("queue.price_history", job.id = job_id)),
+        );
     }
 
     /// A report ends one of the node's jobs: its slot is free again. Counting it now (the
