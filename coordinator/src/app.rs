@@ -26,6 +26,7 @@ use crate::{
     db,
     dispatch::{self, DispatchConfig, Dispatcher, Registry},
     grpc,
+    ledger::Ledger,
     metrics::Metrics,
     profiles,
     queue::{JobListener, Queue, QueueConfig},
@@ -102,6 +103,26 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         )
     });
 
+    let ledger = match &config.ledger {
+        Some(ledger_config) => {
+            let ledger = Ledger::new(pool.clone(), ledger_config.clone());
+            let r = ledger
+                .reconcile()
+                .await
+                .context("reconciling the proxy ports (LPS_PROXY_PORTS)")?;
+            info!(
+                added = r.added,
+                enabled = r.enabled,
+                disabled = r.disabled,
+                "proxy ports reconciled"
+            );
+            Some(ledger)
+        }
+        None => {
+            warn!("no proxy gateway configured (LPS_PROXY_GATEWAY_HOST): nodes get no proxy ports");
+            None
+        }
+    };
     let metrics = Arc::new(Metrics::new());
     let registry = Registry::spawn();
     let dispatcher = Dispatcher {
@@ -115,9 +136,9 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             drain_deadline: config.shutdown_timeout,
             profiles: profiles.iter().map(|p| p.wire.clone()).collect(),
             limits: pb::Limits {
-                max_ip_burns_per_job: 3,
-                ip_request_budget: 3,
-                proxy_usd_per_gb: 0.0,
+                max_ip_burns_per_job: config.ledger.as_ref().map_or(3, |l| l.max_ip_burns_per_job),
+                ip_request_budget: config.ledger.as_ref().map_or(3, |l| l.request_budget),
+                proxy_usd_per_gb: config.proxy_usd_per_gb,
                 ip_session_window: Some(lps_proto::model::duration_to_pb(Duration::from_secs(600))),
             },
         }),
@@ -126,6 +147,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         shutdown: shutdown.clone(),
         hard_stop: CancellationToken::new(),
         metrics: metrics.clone(),
+        ledger: ledger.clone(),
         sessions: TaskTracker::new(),
     };
 

@@ -126,6 +126,11 @@ pub struct ServeArgs {
     pub alert_ports_available_pct: f64,
     #[arg(long, env = "LPS_ALERT_BLOCK_SESSIONS_6H", default_value_t = 1.0)]
     pub alert_block_sessions_6h: f64,
+    /// USD per GB of proxy traffic, for each job's cost figure (sent to nodes).
+    #[arg(long, env = "LPS_PROXY_USD_PER_GB", default_value_t = 8.0)]
+    pub proxy_usd_per_gb: f64,
+    #[command(flatten)]
+    pub ledger: crate::ledger::LedgerArgs,
     /// Comma-separated ids of the malls searches may use (the others stay disabled).
     #[arg(
         long,
@@ -159,6 +164,9 @@ pub struct Config {
     pub profiles_dir: Option<std::path::PathBuf>,
     pub malls: Vec<lps_proto::model::MallId>,
     pub alerts: crate::alerts::AlertConfig,
+    pub proxy_usd_per_gb: f64,
+    /// The proxy ledger; `None` when no gateway is configured (nodes then get no IPs).
+    pub ledger: Option<crate::ledger::LedgerConfig>,
 }
 
 impl std::fmt::Debug for Config {
@@ -174,6 +182,7 @@ impl std::fmt::Debug for Config {
             .field("job_deadline", &self.job_deadline)
             .field("malls", &self.malls)
             .field("alerts", &self.alerts)
+            .field("ledger", &self.ledger)
             .finish_non_exhaustive()
     }
 }
@@ -311,6 +320,10 @@ impl ServeArgs {
             interval: self.alert_interval,
             webhook_url: self.alert_webhook_url.filter(|u| !u.is_empty()),
         };
+        if !self.proxy_usd_per_gb.is_finite() || self.proxy_usd_per_gb < 0.0 {
+            return Err(bad("LPS_PROXY_USD_PER_GB", "must be a non-negative number"));
+        }
+        let ledger = self.ledger.validate()?;
         let coordinator_id = self.coordinator_id.unwrap_or_else(|| {
             let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "coordinator".into());
             format!("{host}-{}", std::process::id())
@@ -336,6 +349,8 @@ impl ServeArgs {
             profiles_dir: self.profiles_dir,
             malls,
             alerts,
+            proxy_usd_per_gb: self.proxy_usd_per_gb,
+            ledger,
         })
     }
 }

@@ -12,6 +12,7 @@ pub mod control;
 pub mod db;
 pub mod dispatch;
 pub mod grpc;
+pub mod ledger;
 pub mod metrics;
 pub mod profiles;
 pub mod queue;

@@ -13,7 +13,9 @@ use std::{fmt, time::Duration};
 use crate::pb;
 
 pub mod node;
+pub mod proxy;
 pub use node::*;
+pub use proxy::*;
 
 /// At most this many products in one search request.
 pub const MAX_PRODUCTS_PER_SEARCH: usize = 200;

@@ -211,6 +211,8 @@ pub struct Dispatcher {
     /// Cancelled when the shutdown deadline is reached: sessions end at once.
     pub hard_stop: CancellationToken,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The proxy ledger, when a gateway is configured.
+    pub ledger: Option<crate::ledger::Ledger>,
     /// Tracks session tasks so shutdown can wait for them.
     pub sessions: tokio_util::task::TaskTracker,
 }
@@ -232,6 +234,15 @@ impl Dispatcher {
                     // NB: on shutdown the timer is dropped; the leases then expire and the reaper
                     // (of any replica) takes the jobs back.
                     () = this.shutdown.cancelled() => return,
+                }
+                if let Some(ledger) = &this.ledger {
+                    match ledger.release_lost_node(&node_id, session_id).await {
+                        Ok(ports) if !ports.is_empty() => {
+                            info!(node.id = %node_id, ports = ports.len(), "grace over; released the node's proxy ports");
+                        }
+                        Ok(_) => {}
+                        Err(e) => warn!(node.id = %node_id, error = %e, "releasing a lost node's ports failed; leases will expire"),
+                    }
                 }
                 match this.queue.release_lost_node(&node_id, session_id).await {
                     Ok(released) if !released.is_empty() => {

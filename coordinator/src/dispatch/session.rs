@@ -64,6 +64,8 @@ struct Session {
     announced_free: u32,
     draining: bool,
     out: Outbound,
+    /// Proxy ports this node holds (granted here or re-attached from Hello).
+    ports: std::collections::BTreeSet<u16>,
     /// What the node_session row last recorded, and when.
     recorded_free: u32,
     recorded_at: Instant,
@@ -106,6 +108,7 @@ pub async fn run(
         announced_free: 0,
         draining: false,
         out,
+        ports: std::collections::BTreeSet::new(),
         recorded_free: hello.slots,
         recorded_at: Instant::now(),
     };
@@ -122,6 +125,11 @@ pub async fn run(
     }
     match end {
         End::Goodbye => {
+            if let Some(ledger) = &d.ledger
+                && let Err(e) = ledger.release_lost_node(&node_id, session_id).await
+            {
+                warn!(error = %e, "releasing ports after goodbye failed; leases will expire");
+            }
             // The node handed back or finished everything; anything left is released now.
             match d.queue.release_lost_node(&node_id, session_id).await {
                 Ok(r) if !r.is_empty() => info!(jobs = r.len(), "released jobs left after goodbye"),
@@ -186,6 +194,15 @@ impl Session {
             .filter(|l| !reattached.contains(l))
             .map(|l| l.job_id)
             .collect();
+        if let Some(ledger) = &d.ledger
+            && !hello.held_ports.is_empty()
+        {
+            let renewed = ledger
+                .renew(&self.node_id, &hello.held_ports)
+                .await
+                .map_err(crate::grpc::ledger_status)?;
+            self.ports.extend(renewed.iter().map(|r| r.port));
+        }
         for lease in &reattached {
             self.held.insert(
                 lease.job_id,
@@ -420,25 +437,48 @@ impl Session {
                     self.applied(self.d.queue.hand_back_if_leased(&self.node_id, lease).await)?;
                 self.ack(seq, ack).await?;
             }
-            In::ProxyAcquire(a) => {
-                // The proxy ledger is not configured on this coordinator: say so in-band.
-                let none = pb::ProxyUnavailable {
-                    request_id: a.request_id,
-                    next_free_at: None,
-                };
-                self.send(Out::ProxyUnavailable(none)).await?;
-            }
+            In::ProxyAcquire(a) => self.proxy_acquire(a).await?,
             In::ProxyRelease(r) => {
-                self.ack(r.report_seq, (pb::AckStatus::Applied, String::new()))
-                    .await?
+                let seq = r.report_seq;
+                let ack = match model::ProxyRelease::try_from(r) {
+                    Ok(release) => self.proxy_release(release).await?,
+                    Err(e) => rejected(&e),
+                };
+                self.ack(seq, ack).await?;
             }
             In::SessionEnd(r) => {
-                self.ack(r.report_seq, (pb::AckStatus::Applied, String::new()))
-                    .await?
+                let seq = r.report_seq;
+                let ack = match model::SessionEnd::try_from(r) {
+                    Ok(end) => match &self.d.ledger {
+                        Some(ledger) => {
+                            let r = ledger
+                                .record_session(&self.node_id, end.port, &end.stats, end.reason)
+                                .await;
+                            self.ledger_applied(r)?
+                        }
+                        None => (pb::AckStatus::Applied, String::new()),
+                    },
+                    Err(e) => rejected(&e),
+                };
+                self.ack(seq, ack).await?;
             }
             In::BlockEvent(r) => {
-                self.ack(r.report_seq, (pb::AckStatus::Applied, String::new()))
-                    .await?
+                let seq = r.report_seq;
+                let ack = match model::BlockEvent::try_from(r) {
+                    Ok(block) => {
+                        self.d.metrics.blocks.inc();
+                        info!(mall = %block.mall, ip_request_no = block.ip_request_no, marker = %block.marker, "bot block reported");
+                        match &self.d.ledger {
+                            Some(ledger) => {
+                                let r = ledger.record_block(&self.node_id, &block).await;
+                                self.ledger_applied(r)?
+                            }
+                            None => (pb::AckStatus::Applied, String::new()),
+                        }
+                    }
+                    Err(e) => rejected(&e),
+                };
+                self.ack(seq, ack).await?;
             }
             In::Goodbye(g) => {
                 info!(reason = %g.reason, "goodbye");
@@ -473,6 +513,117 @@ impl Session {
             }
             .instrument(tracing::info_span!("queue.price_history", job.id = job_id)),
         );
+    }
+
+    /// Leases a proxy port for the node, or says none is free (in-band).
+    async fn proxy_acquire(&mut self, a: pb::ProxyAcquire) -> Result<(), Status> {
+        let request_id = a.request_id;
+        let unavailable = |next_free_at| {
+            Out::ProxyUnavailable(pb::ProxyUnavailable {
+                request_id,
+                next_free_at,
+            })
+        };
+        let Some(ledger) = self.d.ledger.clone() else {
+            return self.send(unavailable(None)).await;
+        };
+        let acquire = match model::ProxyAcquire::try_from(a) {
+            Ok(acquire) => acquire,
+            Err(e) => {
+                warn!(error = %e, "invalid proxy acquire");
+                return self.send(unavailable(None)).await;
+            }
+        };
+        match ledger
+            .acquire(&self.node_id, &acquire.mall, acquire.job_id)
+            .await
+            .map_err(crate::grpc::ledger_status)?
+        {
+            crate::ledger::Acquired::Grant(g) => {
+                self.ports.insert(g.port);
+                debug!(port = g.port, mall = %acquire.mall, "proxy port granted");
+                let grant = pb::ProxyGrant {
+                    request_id,
+                    host: g.host,
+                    port: u32::from(g.port),
+                    username: g.username,
+                    password: g.password.expose().to_owned(),
+                    lease_until: Some(model::timestamp_to_pb(g.lease_until)),
+                    request_budget: g.request_budget,
+                };
+                self.send(Out::ProxyGrant(grant)).await
+            }
+            crate::ledger::Acquired::NoneFree { next_free_at } => {
+                self.send(unavailable(next_free_at.map(model::timestamp_to_pb)))
+                    .await
+            }
+        }
+    }
+
+    /// Returns a port to the ledger; a job over its IP-burn cap fails as `page_blocked`
+    /// and the node is told to stop it.
+    async fn proxy_release(
+        &mut self,
+        release: model::ProxyRelease,
+    ) -> Result<(pb::AckStatus, String), Status> {
+        self.ports.remove(&release.port);
+        let Some(ledger) = self.d.ledger.clone() else {
+            return Ok((pb::AckStatus::Applied, String::new()));
+        };
+        let released = match ledger
+            .release(
+                &self.node_id,
+                release.port,
+                release.reason,
+                &release.session,
+            )
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return self.ledger_applied(Err(e)),
+        };
+        if released.over_burn_cap
+            && let Some(job_id) = release.session.job_id
+            && let Some(held) = self.held.get(&job_id).cloned()
+        {
+            let lease = Lease {
+                job_id,
+                epoch: held.epoch,
+            };
+            let failure = JobFailure::new(
+                lease,
+                model::ErrorClass::PageBlocked,
+                format!(
+                    "blocked on {} proxy IPs: a page problem, not an IP problem",
+                    released.job_ip_burns.unwrap_or_default()
+                ),
+            );
+            warn!(job.id = job_id, burns = ?released.job_ip_burns, "job over its IP-burn cap; failing it as page_blocked");
+            match self.d.queue.fail_if_leased(&self.node_id, &failure).await {
+                Ok(_) | Err(queue::Error::LeaseLost(_)) => {
+                    self.held.remove(&job_id);
+                    let cancel = pb::Cancel {
+                        job_id,
+                        lease_epoch: held.epoch,
+                        reason: "page_blocked".into(),
+                    };
+                    self.send(Out::Cancel(cancel)).await?;
+                }
+                Err(e) => return Err(crate::grpc::status(e)),
+            }
+        }
+        Ok((pb::AckStatus::Applied, String::new()))
+    }
+
+    fn ledger_applied(
+        &self,
+        r: Result<(), crate::ledger::Error>,
+    ) -> Result<(pb::AckStatus, String), Status> {
+        match r {
+            Ok(()) => Ok((pb::AckStatus::Applied, String::new())),
+            Err(crate::ledger::Error::InvalidArgument(e)) => Ok(rejected(&e)),
+            Err(e) => Err(crate::grpc::ledger_status(e)),
+        }
     }
 
     /// A report ends one of the node's jobs: its slot is free again. Counting it now (the
@@ -523,6 +674,18 @@ impl Session {
             .collect();
         for job_id in &cancel {
             self.held.remove(job_id);
+        }
+        if let Some(ledger) = &self.d.ledger
+            && !self.ports.is_empty()
+        {
+            let ports: Vec<u16> = self.ports.iter().copied().collect();
+            let renewed = ledger
+                .renew(&self.node_id, &ports)
+                .await
+                .map_err(crate::grpc::ledger_status)?;
+            // A port whose lease ran out is no longer the node's; the node's next release of
+            // it is recorded but changes nothing.
+            self.ports.retain(|p| renewed.iter().any(|r| r.port == *p));
         }
         let ack = pb::HeartbeatAck {
             extended: renewed

@@ -37,6 +37,25 @@ pub fn status(e: queue::Error) -> Status {
     }
 }
 
+/// The mapping for ledger errors (same rules as [`status`]).
+pub fn ledger_status(e: crate::ledger::Error) -> Status {
+    match e {
+        crate::ledger::Error::InvalidArgument(f) => invalid(f),
+        crate::ledger::Error::Unavailable(cause) => {
+            error!(error = %cause, "database unavailable");
+            Status::unavailable("database unavailable; retry")
+        }
+        crate::ledger::Error::Database(cause) => {
+            error!(error = %cause, "database error");
+            Status::internal("internal error")
+        }
+        crate::ledger::Error::Internal(cause) => {
+            error!(error = %cause, "internal error");
+            Status::internal("internal error")
+        }
+    }
+}
+
 /// `InvalidArgument` naming the field: `products[3].name: longer than 200 characters`.
 pub fn invalid(f: FieldError) -> Status {
     Status::invalid_argument(f.to_string())

@@ -1,0 +1,69 @@
+-- Release port $2 of gateway $1 by node $3 with reason $4, and record the IP session, in
+-- ONE statement. Guarded by the holder: only the lease of node $3 for job $6 (null: a
+-- warm-up) is ended; a node (or a job) that no longer holds the port changes nothing on
+-- it, but its session is still recorded. By reason:
+--   budget      -> the port rests until now + $11 ms;
+--   block       -> burn_count + 1 and a cooldown for mall $5 of
+--                  min($13 cap, $12 base * 2^burns_before) * $14 (the jitter fraction in
+--                  [0, 1], drawn by the caller: full jitter), never shortening a longer
+--                  one; the job's ip_burns + 1;
+--   proxy_error -> a cooldown for every mall until now + $15 ms;
+--   otherwise   -> a plain release.
+-- Returns whether the lease was held and the job's ip_burns after this release.
+-- $5 mall, $7 requests, $8 ok, $9 blocked, $10 elapsed ms, $16 now.
+with
+clock as materialized (select coalesce($16::timestamptz, clock_timestamp()) as now),
+released as (
+    update proxy_port p set
+        holder_node = null,
+        holder_job = null,
+        holder_mall = null,
+        leased_at = null,
+        leased_until = null,
+        last_used_at = clock.now,
+        last_reason = $4::session_end_reason,
+        rest_until = case when $4::session_end_reason = 'budget'
+                          then greatest(p.rest_until, clock.now + $11::bigint * interval '1 millisecond')
+                          else p.rest_until end,
+        cooldown_until = case when $4::session_end_reason = 'proxy_error'
+                              then greatest(p.cooldown_until, clock.now + $15::bigint * interval '1 millisecond')
+                              else p.cooldown_until end,
+        burn_count = p.burn_count + case when $4::session_end_reason = 'block' then 1 else 0 end
+    from clock
+    where p.host = $1::text
+      and p.port = $2::int
+      and p.holder_node = $3::text
+      and p.holder_job is not distinct from $6::bigint
+    returning p.host, p.port, p.burn_count, p.rest_until, p.cooldown_until
+),
+cooled as (
+    insert into proxy_port_cooldown as c (host, port, mall, cooldown_until)
+    select r.host, r.port, $5::text,
+           clock.now + least($13::float8, $12::float8 * power(2, least(r.burn_count - 1, 60)))
+                       * $14::float8 * interval '1 millisecond'
+    from released r, clock
+    where $4::session_end_reason = 'block'
+    on conflict (host, port, mall) do update
+        set cooldown_until = greatest(c.cooldown_until, excluded.cooldown_until)
+    returning c.cooldown_until
+),
+burned as (
+    update job j set ip_burns = least(j.ip_burns + 1, 32767)
+    where $4::session_end_reason = 'block'
+      and j.job_id = $6::bigint
+      and exists (select 1 from released)
+    returning j.ip_burns
+),
+session as (
+    insert into ip_session (host, port, mall, node_id, job_id, requests, ok, blocked,
+                            elapsed_ms, end_reason, ended_at)
+    select $1::text, $2::int, $5::text, $3::text, $6::bigint, $7::int, $8::int, $9::int,
+           $10::bigint, $4::session_end_reason, clock.now
+    from clock
+)
+select exists (select 1 from released) as "held!",
+       coalesce((select b.ip_burns from burned b),
+                (select j.ip_burns from job j where j.job_id = $6::bigint)) as "ip_burns?",
+       (select r.rest_until from released r) as "rest_until?",
+       (select r.cooldown_until from released r) as "cooldown_until?",
+       (select c.cooldown_until from cooled c) as "mall_cooldown_until?"
