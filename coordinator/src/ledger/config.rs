@@ -195,7 +195,7 @@ fn duration(s: &str) -> Result<Duration, String> {
 pub struct LedgerArgs {
     /// Proxy gateway host; unset: no proxy ledger.
     #[arg(long, env = "LPS_PROXY_GATEWAY_HOST")]
-    pub proxy_host: Option<String>,
+    pub proxy_gateway_host: Option<String>,
     /// Gateway ports, e.g. `10000-10099` or `10000,10002,10005-10007`.
     #[arg(long, env = "LPS_PROXY_PORTS")]
     pub proxy_ports: Option<String>,
@@ -237,7 +237,7 @@ impl LedgerArgs {
             setting,
             reason: reason.to_owned(),
         };
-        let Some(host) = self.proxy_host.filter(|h| !h.trim().is_empty()) else {
+        let Some(host) = self.proxy_gateway_host.filter(|h| !h.trim().is_empty()) else {
             return Ok(None);
         };
         let host = host.trim().to_owned();

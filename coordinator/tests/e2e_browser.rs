@@ -1,0 +1,424 @@
+//! The whole system with real parts: PostgreSQL, the coordinator (gRPC on 127.0.0.1), a
+//! crawler node driving headless Chromium through the proxy ledger's ports of the test
+//! kit's gateway, and the test kit's two malls. The expected answers come from the test
+//! catalog, never from LPS.
+
+use std::{path::Path, sync::Arc, time::Duration};
+
+use clap::Parser as _;
+use lps_coordinator::{
+    app::{self, Running},
+    config::Cli,
+};
+use lps_crawler_node::{
+    BrowserExecutor, Config as NodeConfig, Node, NodeError, executor::browser::BrowserSettings,
+    proxy::NodeLink,
+};
+use lps_proto::pb::{self, search_service_client::SearchServiceClient};
+use lps_test_kit::{
+    catalog::Catalog,
+    gateway::GatewayConfig,
+    stack::{Stack, StackConfig, StackHandle},
+};
+use sqlx::{PgPool, postgres::PgPoolOptions};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, transport::Channel};
+
+const NODE_TOKEN: &str = "node-token-for-tests-0001";
+const CLIENT_TOKEN: &str = "client-token-for-tests-01";
+const PROXY_USER: &str = "lps-e2e";
+const PROXY_PASSWORD: &str = "gateway-password-e2e-77";
+
+/// The built-in test-mall profiles, pointed at this test's malls.
+fn write_profiles(dir: &Path, stack: &StackHandle) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
+    for (file, fixed, base) in [
+        (
+            "testmall-alpha.toml",
+            "http://127.0.0.1:18081",
+            stack.alpha.base_url(),
+        ),
+        (
+            "testmall-beta.toml",
+            "http://127.0.0.1:18082",
+            stack.beta.base_url(),
+        ),
+    ] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        let base = base.to_string();
+        std::fs::write(
+            dir.join(file),
+            text.replace(fixed, base.trim_end_matches('/')),
+        )
+        .unwrap();
+    }
+}
+
+struct System {
+    stack: StackHandle,
+    /// Taken by [`System::stop`].
+    coordinator: Option<Running>,
+    node_stop: CancellationToken,
+    node: JoinHandle<Result<(), NodeError>>,
+    browsers: BrowserExecutor,
+    _dir: tempdir::Dir,
+}
+
+mod tempdir {
+    /// A directory removed on drop.
+    #[derive(Debug)]
+    pub struct Dir(pub std::path::PathBuf);
+    impl Dir {
+        pub fn new(tag: &str) -> Self {
+            let p = std::env::temp_dir().join(format!(
+                "lps-e2e-{tag}-{}-{}",
+                std::process::id(),
+                fastrand::u32(..)
+            ));
+            std::fs::create_dir_all(&p).unwrap();
+            Self(p)
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+async fn start(pool: &PgPool, block_after: Option<u32>, ports: usize) -> System {
+    let mut stack_config = StackConfig::new(ports);
+    stack_config.gateway = GatewayConfig::new(ports).with_credentials(PROXY_USER, PROXY_PASSWORD);
+    stack_config.block_after = block_after;
+    let stack = Stack::start(stack_config).await.unwrap();
+    let dir = tempdir::Dir::new("profiles");
+    write_profiles(&dir.0, &stack);
+    let ports: Vec<String> = stack
+        .gateway
+        .ports()
+        .iter()
+        .map(|p| p.addr.port().to_string())
+        .collect();
+    let config = Cli::try_parse_from([
+        "coordinator",
+        "--database-url",
+        "postgres://unused",
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--http-addr",
+        "127.0.0.1:0",
+        "--client-tokens",
+        CLIENT_TOKEN,
+        "--node-tokens",
+        NODE_TOKEN,
+        "--profiles-dir",
+        dir.0.to_str().unwrap(),
+        "--malls",
+        "testmall-alpha,testmall-beta",
+        "--proxy-gateway-host",
+        "127.0.0.1",
+        "--proxy-ports",
+        &ports.join(","),
+        "--proxy-username",
+        PROXY_USER,
+        "--proxy-password",
+        PROXY_PASSWORD,
+        "--ip-request-budget",
+        "3",
+        "--job-deadline",
+        "120s",
+        "--proxy-block-cooldown-base",
+        "2s",
+        "--proxy-block-cooldown-cap",
+        "5s",
+        "--proxy-rest",
+        "1s",
+    ])
+    .unwrap()
+    .serve
+    .validate()
+    .unwrap();
+    // The coordinator gets a pool of its own: its shutdown closes it, and the test still reads.
+    let own = PgPoolOptions::new()
+        .max_connections(10)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .unwrap();
+    let coordinator = app::start_with_pool(config, own).await.unwrap();
+
+    let mut node_config = NodeConfig::new(format!("http://{}", coordinator.grpc_addr), NODE_TOKEN);
+    node_config.node_id = "e2e-node".into();
+    node_config.slots = 2;
+    node_config.drain_timeout = Duration::from_secs(30);
+    node_config.profile_root = dir.0.join("browser-profiles");
+    let (link, inbox) = NodeLink::channel();
+    let browsers = BrowserExecutor::new(BrowserSettings::from_config(&node_config))
+        .with_events(Arc::new(link.clone()))
+        .with_proxies(Arc::new(link));
+    let node = Node::new(node_config, browsers.clone()).with_link(inbox);
+    let node_stop = CancellationToken::new();
+    let node = tokio::spawn(node.run(node_stop.clone()));
+    System {
+        stack,
+        coordinator: Some(coordinator),
+        node_stop,
+        node,
+        browsers,
+        _dir: dir,
+    }
+}
+
+impl System {
+    async fn client(&self) -> SearchServiceClient<Channel> {
+        let addr = self.coordinator.as_ref().expect("running").grpc_addr;
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        SearchServiceClient::new(channel)
+    }
+
+    async fn search(&self, names: &[&str]) -> pb::SearchResponse {
+        let mut request = Request::new(pb::SearchRequest {
+            products: names
+                .iter()
+                .map(|n| pb::Product {
+                    code: String::new(),
+                    name: (*n).into(),
+                })
+                .collect(),
+            ..Default::default()
+        });
+        request.metadata_mut().insert(
+            "authorization",
+            format!("Bearer {CLIENT_TOKEN}").parse().unwrap(),
+        );
+        self.client()
+            .await
+            .search(request)
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    async fn wait_final(&self, search_id: i64) -> pb::SearchStatus {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+        loop {
+            let mut request = Request::new(pb::GetSearchRequest { search_id });
+            request.metadata_mut().insert(
+                "authorization",
+                format!("Bearer {CLIENT_TOKEN}").parse().unwrap(),
+            );
+            let status = self
+                .client()
+                .await
+                .get_search(request)
+                .await
+                .unwrap()
+                .into_inner();
+            if status.r#final {
+                return status;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "search {search_id} not final in time: {status:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    async fn stop(mut self) {
+        self.node_stop.cancel();
+        let drained = tokio::time::timeout(Duration::from_secs(60), &mut self.node).await;
+        self.browsers.shutdown().await;
+        if let Some(coordinator) = self.coordinator.take() {
+            coordinator.shutdown().await;
+        }
+        // The test kit's servers stop when `self.stack` is dropped.
+        drained
+            .expect("the node did not drain in time")
+            .unwrap()
+            .expect("the node drained with an error");
+    }
+}
+
+impl Drop for System {
+    /// A failing test must not leave Chromium behind either.
+    fn drop(&mut self) {
+        self.browsers.kill_now();
+    }
+}
+
+fn lowest_from_catalog(name: &str) -> i64 {
+    let catalog = Catalog::builtin();
+    let product = catalog
+        .products()
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("{name} not in the catalog"));
+    i64::try_from(product.lowest().unwrap().effective_price()).unwrap()
+}
+
+fn chromium_left(tag: &Path) -> usize {
+    let out = std::process::Command::new("pgrep")
+        .arg("-f")
+        .arg(tag.to_str().unwrap())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn five_products_over_two_malls_report_the_catalogs_lowest_prices(pool: PgPool) {
+    let system = start(&pool, None, 4).await;
+    let catalog = Catalog::builtin();
+    let names: Vec<&str> = catalog
+        .products()
+        .iter()
+        .filter(|p| p.decoy_of.is_none() && p.listings.len() == 2)
+        .take(5)
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(names.len(), 5);
+    let accepted = system.search(&names).await;
+    assert_eq!(accepted.items.len(), 10, "5 products x 2 malls");
+    let status = system.wait_final(accepted.search_id).await;
+    for (product, name) in status.products.iter().zip(&names) {
+        let lowest = product
+            .lowest
+            .as_ref()
+            .unwrap_or_else(|| panic!("no offer for {name}: {product:#?}"));
+        assert_eq!(
+            lowest.effective_price,
+            lowest_from_catalog(name),
+            "{name}: {product:#?}"
+        );
+        assert!(
+            product
+                .malls
+                .iter()
+                .all(|m| m.state == pb::JobState::Done as i32),
+            "{product:#?}"
+        );
+    }
+    // Every IP session was recorded, and the jobs report their proxy bytes.
+    let sessions: i64 = sqlx::query_scalar("select count(*) from ip_session")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let bytes: i64 = sqlx::query_scalar("select coalesce(sum(bytes), 0)::bigint from job")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let profiles = system._dir.0.clone();
+    system.stop().await;
+    assert!(bytes > 0, "no proxy bytes were metered");
+    let after_stop: i64 = sqlx::query_scalar("select count(*) from ip_session")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(
+        after_stop >= sessions && after_stop > 0,
+        "IP sessions were not recorded ({after_stop})"
+    );
+    let held: i64 =
+        sqlx::query_scalar("select count(*) from proxy_port where holder_node is not null")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(held, 0, "the drained node still holds proxy ports");
+    assert_eq!(
+        chromium_left(&profiles),
+        0,
+        "Chromium processes were left behind"
+    );
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn an_absent_product_is_not_found_then_answered_from_the_negative_cache(pool: PgPool) {
+    let system = start(&pool, None, 4).await;
+    let name = "존재하지 않는 상품 4242";
+    let first = system.search(&[name]).await;
+    let status = system.wait_final(first.search_id).await;
+    for mall in &status.products[0].malls {
+        assert_eq!(mall.outcome, pb::Outcome::NotFound as i32, "{mall:#?}");
+    }
+    let searches_before = system.stack.alpha.stats().searches.values().sum::<u64>();
+    let again = system.search(&[name]).await;
+    assert!(
+        again
+            .items
+            .iter()
+            .all(|i| i.disposition == pb::Disposition::CachedNotFound as i32),
+        "{again:#?}"
+    );
+    let status = system.wait_final(again.search_id).await;
+    assert!(status.r#final);
+    assert_eq!(
+        system.stack.alpha.stats().searches.values().sum::<u64>(),
+        searches_before,
+        "the repeat crawled"
+    );
+    system.stop().await;
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_blocked_exit_ip_rotates_cools_down_and_the_job_is_still_done(pool: PgPool) {
+    // The exit IP the ledger hands out first (least recently used, lowest port) is blocked
+    // by both malls: the first search on it meets the block page and must rotate.
+    let system = start(&pool, None, 3).await;
+    let first = system
+        .stack
+        .gateway
+        .ports()
+        .into_iter()
+        .min_by_key(|p| p.addr.port())
+        .unwrap()
+        .label;
+    system.stack.alpha.block_exit(&first);
+    system.stack.beta.block_exit(&first);
+    let catalog = Catalog::builtin();
+    let names: Vec<&str> = catalog
+        .products()
+        .iter()
+        .filter(|p| p.decoy_of.is_none() && p.listings.len() == 2)
+        .take(2)
+        .map(|p| p.name.as_str())
+        .collect();
+    let accepted = system.search(&names).await;
+    let status = system.wait_final(accepted.search_id).await;
+    for (product, name) in status.products.iter().zip(&names) {
+        let lowest = product
+            .lowest
+            .as_ref()
+            .unwrap_or_else(|| panic!("no offer for {name}: {product:#?}"));
+        assert_eq!(lowest.effective_price, lowest_from_catalog(name));
+        assert!(
+            product
+                .malls
+                .iter()
+                .all(|m| m.state == pb::JobState::Done as i32),
+            "{product:#?}"
+        );
+    }
+    let blocks: i64 = sqlx::query_scalar("select count(*) from bot_detection")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let block_sessions: i64 =
+        sqlx::query_scalar("select count(*) from ip_session where end_reason = 'block'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let cooling: i64 =
+        sqlx::query_scalar("select count(*) from proxy_port_cooldown where cooldown_until > now()")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    system.stop().await;
+    assert!(blocks >= 1, "no BlockEvent was recorded");
+    assert!(block_sessions >= 1, "no IP session ended with a block");
+    assert!(cooling >= 1, "no port is cooling down after a block");
+}
