@@ -303,6 +303,33 @@ async fn five_products_over_two_malls_report_the_catalogs_lowest_prices(pool: Pg
             "{product:#?}"
         );
     }
+    // The reaper's sweep records one price-history entry per product, with the same lowest.
+    let mut history: Vec<(String, i64)> = Vec::new();
+    for _ in 0..50 {
+        history = sqlx::query_as("select product_key, lowest_effective_price from price_history")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        if history.len() >= 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(history.len(), 5, "{history:?}");
+    for name in &names {
+        let key = format!(
+            "name:{}",
+            name.to_lowercase()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let entry = history
+            .iter()
+            .find(|(k, _)| *k == key)
+            .unwrap_or_else(|| panic!("no history for {key}: {history:?}"));
+        assert_eq!(entry.1, lowest_from_catalog(name));
+    }
     // Every IP session was recorded, and the jobs report their proxy bytes.
     let sessions: i64 = sqlx::query_scalar("select count(*) from ip_session")
         .fetch_one(&pool)

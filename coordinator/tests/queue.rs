@@ -1132,7 +1132,8 @@ async fn a_product_gets_one_price_history_entry_when_its_last_mall_finishes(pool
     assert_eq!(jobs.len(), 4);
     let mut beta_offer = offer(11_500, 3_000);
     beta_offer.mall = mall("testmall-beta");
-    for job in &jobs {
+    let since = db_now(&pool).await;
+    for (i, job) in jobs.iter().enumerate() {
         let result = match (job.product_name.as_str(), job.mall.as_str()) {
             ("삼다수 2L x 12", MALL) => {
                 JobResult::found(job.lease, vec![offer(12_900, 0), offer(13_500, 0)]).unwrap()
@@ -1143,14 +1144,20 @@ async fn a_product_gets_one_price_history_entry_when_its_last_mall_finishes(pool
             _ => JobResult::not_found(job.lease),
         };
         queue.complete_if_leased("node", &result).await.unwrap();
-        let written = queue.record_price_history(job.lease.job_id).await.unwrap();
-        let other_mall_done = jobs
-            .iter()
-            .filter(|j| j.product_name == job.product_name && j.lease != job.lease)
-            .all(|j| j.lease.job_id < job.lease.job_id);
-        let expect = usize::from(job.product_name == "삼다수 2L x 12" && other_mall_done);
-        assert_eq!(written, expect, "{} on {}", job.product_name, job.mall);
+        if i == 0 {
+            assert_eq!(
+                queue.record_price_history(since).await.unwrap(),
+                0,
+                "recorded before the product was final"
+            );
+        }
     }
+    assert_eq!(queue.record_price_history(since).await.unwrap(), 1);
+    assert_eq!(
+        queue.record_price_history(since).await.unwrap(),
+        0,
+        "a product is recorded once"
+    );
     let row = sqlx::query!(
         "select product_key, search_id, lowest_effective_price, lowest_mall, malls from price_history"
     )

@@ -19,7 +19,7 @@ use std::{collections::HashMap, time::Duration};
 
 use chrono::Utc;
 use lps_proto::{
-    model::{self, Hello, JobFailure, JobResult, JobState, Lease},
+    model::{self, Hello, JobFailure, JobResult, Lease},
     pb::{self, coordinator_message::Body as Out, node_message::Body as In},
 };
 use tokio::{sync::mpsc, time::Instant};
@@ -399,9 +399,6 @@ impl Session {
                             .queue
                             .complete_if_leased(&self.node_id, &result)
                             .await;
-                        if r.is_ok() {
-                            self.record_history(result.lease.job_id);
-                        }
                         self.applied(r)?
                     }
                     Err(e) => rejected(&e),
@@ -417,9 +414,6 @@ impl Session {
                             self.observe_finished(&held, failure.class.as_str(), &failure.metrics);
                         }
                         let r = self.d.queue.fail_if_leased(&self.node_id, &failure).await;
-                        if matches!(&r, Ok(f) if f.state == JobState::Dead) {
-                            self.record_history(failure.lease.job_id);
-                        }
                         self.applied(r.map(|_| ()))?
                     }
                     Err(e) => rejected(&e),
@@ -499,20 +493,6 @@ impl Session {
         m.job_duration
             .get_or_create(&labels)
             .observe(metrics.elapsed.as_secs_f64());
-    }
-
-    /// Writes price history for the searches this job finished, off the ack path (the
-    /// result itself is committed already). A failure is logged, not fatal.
-    fn record_history(&self, job_id: i64) {
-        let queue = self.d.queue.clone();
-        self.d.sessions.spawn(
-            async move {
-                if let Err(e) = queue.record_price_history(job_id).await {
-                    warn!(job.id = job_id, error = %e, "recording price history failed");
-                }
-            }
-            .instrument(tracing::info_span!("queue.price_history", job.id = job_id)),
-        );
     }
 
     /// Leases a proxy port for the node, or says none is free (in-band).

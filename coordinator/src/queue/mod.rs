@@ -498,27 +498,20 @@ impl Queue {
             .collect())
     }
 
-    /// Records a price-history entry for every product of a search that job `job_id` made
-    /// final (its last mall finished). Returns how many entries were written.
-    #[instrument(name = "queue.record_price_history", skip_all, fields(job.id = job_id), err)]
-    pub async fn record_price_history(&self, job_id: i64) -> Result<usize, Error> {
-        let mut tx = self.pool.begin().await?;
-        // NB: lock the job's searches first, in a statement of its own: the insert below then
-        // runs with a snapshot taken after any concurrent finisher of the same search
-        // committed, so one of them always sees the product final.
-        sqlx::query!(
-            "select sr.search_id from search_request sr
-             where sr.search_id in (select search_id from search_item where job_id = $1)
-             order by sr.search_id for update",
-            job_id
-        )
-        .fetch_all(&mut *tx)
-        .await?;
-        let written = sqlx::query_file!("src/queue/sql/record_price_history.sql", job_id)
-            .fetch_all(&mut *tx)
+    /// Records a price-history entry for every product of a search that became final
+    /// through a job finished since `since` (its last mall finished). Idempotent: a product
+    /// already recorded is skipped. Returns how many entries were written.
+    ///
+    /// NB: a sweep, not a per-completion step: two jobs of one product finishing together
+    /// would each see the other still running within their own statements, and locking the
+    /// search per completion serialises every completion of a large search. The reaper
+    /// sweeps with an overlapping watermark instead.
+    #[instrument(name = "queue.record_price_history", skip_all, err)]
+    pub async fn record_price_history(&self, since: DateTime<Utc>) -> Result<usize, Error> {
+        let written = sqlx::query_file!("src/queue/sql/record_price_history.sql", since)
+            .fetch_all(&self.pool)
             .await?
             .len();
-        tx.commit().await?;
         Ok(written)
     }
 

@@ -1,11 +1,13 @@
--- For each product (of each search) that job $1 answers: once every mall item of the
--- product is final, record the product's lowest effective price and the lowest offer per
--- mall as a price_history entry (at most one per search and product). Runs after the
--- caller locked the searches (lock_searches.sql) in the same transaction, so two jobs
--- finishing together cannot both miss the moment their product became final.
+-- For each product of each search with a job that finished since $1: once every mall
+-- item of the product is final, record the product's lowest effective price and the
+-- lowest offer per mall as a price_history entry. At most one entry per search and product
+-- (unique index), so overlapping sweeps and replicas sweeping together are harmless.
 with
 items as (
-    select distinct si.search_id, si.product_index from search_item si where si.job_id = $1::bigint
+    select distinct si.search_id, si.product_index
+    from job j
+    join search_item si on si.job_id = j.job_id
+    where j.finished_at >= $1::timestamptz
 ),
 groups as (
     select i.search_id, i.product_index, min(j.product_key) as product_key,
