@@ -203,7 +203,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     let node_api = grpc::node::NodeApi::new(dispatcher.clone(), tokens.clone());
     let search_api =
         grpc::search::SearchApi::new(queue.clone(), tokens.clone()).with_shutdown(shutdown.clone());
-    let ops_api = grpc::ops::OpsApi::new(queue.clone(), tokens.clone());
+    let ops_api = grpc::ops::OpsApi::new(queue.clone(), tokens.clone()).with_ledger(ledger.clone());
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
         .add_service(health_service)

@@ -72,6 +72,16 @@ enum PriorityArg {
 }
 
 #[derive(Debug, Subcommand)]
+enum PortsAction {
+    /// Suggest the mall's per-IP request budget from where blocks start (the share of IP
+    /// sessions blocked at request k), with the numbers it used.
+    Advise {
+        /// The mall id.
+        mall: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum Command {
     /// Ask for the lowest price of a product.
     Search {
@@ -125,8 +135,11 @@ enum Command {
     Ops,
     /// Connected crawler nodes.
     Nodes,
-    /// Proxy ports and their state.
-    Ports,
+    /// Proxy ports and their state; `ports advise <mall>` suggests a per-IP budget.
+    Ports {
+        #[command(subcommand)]
+        action: Option<PortsAction>,
+    },
     /// Put dead jobs back in the queue (admin token).
     RetryDead {
         /// Only dead jobs of this mall.
@@ -484,7 +497,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 print!("{}", text::nodes(&r));
             }
         }
-        Command::Ports => {
+        Command::Ports {
+            action: Some(PortsAction::Advise { mall }),
+        } => {
+            let r = client
+                .ops
+                .advise_budget(client.unary(pb::AdviseBudgetRequest { mall }))
+                .await?
+                .into_inner();
+            if as_json {
+                print_json(&json::advice(&r))?;
+            } else {
+                print!("{}", text::advice(&r));
+            }
+        }
+        Command::Ports { action: None } => {
             let r = client
                 .ops
                 .list_proxy_ports(client.unary(pb::ListProxyPortsRequest {}))

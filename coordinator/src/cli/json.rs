@@ -227,6 +227,26 @@ pub fn ports(r: &pb::ListProxyPortsResponse) -> Value {
     )
 }
 
+/// `lpsctl ports advise --json`.
+pub fn advice(a: &pb::BudgetAdvice) -> serde_json::Value {
+    serde_json::json!({
+        "mall": a.mall,
+        "current_budget": a.current_budget,
+        "suggested_budget": a.suggested_budget,
+        "sessions": a.sessions,
+        "blocked_sessions": a.blocked_sessions,
+        "threshold": a.threshold,
+        "min_sessions": a.min_sessions,
+        "steps": a.steps.iter().map(|s| serde_json::json!({
+            "request_no": s.request_no,
+            "reached": s.reached,
+            "blocked_at": s.blocked_at,
+            "block_rate": s.block_rate,
+            "cumulative_block_share": s.cumulative_block_share,
+        })).collect::<Vec<_>>(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

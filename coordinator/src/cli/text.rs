@@ -435,6 +435,45 @@ pub fn ports(r: &pb::ListProxyPortsResponse) -> String {
     }
 }
 
+/// `lpsctl ports advise`: the per-request block table and the suggestion.
+pub fn advice(a: &pb::BudgetAdvice) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "mall {}: {} IP sessions, {} ended by a block; current budget {}\n",
+        a.mall, a.sessions, a.blocked_sessions, a.current_budget
+    );
+    let _ = writeln!(
+        out,
+        "{:>8}  {:>8}  {:>8}  {:>10}  {:>12}",
+        "request", "reached", "blocked", "block rate", "cumulative"
+    );
+    for s in &a.steps {
+        let _ = writeln!(
+            out,
+            "{:>8}  {:>8}  {:>8}  {:>9.1}%  {:>11.1}%",
+            s.request_no,
+            s.reached,
+            s.blocked_at,
+            s.block_rate * 100.0,
+            s.cumulative_block_share * 100.0
+        );
+    }
+    let _ = match a.suggested_budget {
+        Some(b) => writeln!(
+            out,
+            "suggested budget: {b} (largest k whose cumulative block share stays under {:.1}%, with at least {} sessions reaching it)",
+            a.threshold * 100.0,
+            a.min_sessions
+        ),
+        None => writeln!(
+            out,
+            "no suggestion yet: fewer than {} sessions reached a request number",
+            a.min_sessions
+        ),
+    };
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

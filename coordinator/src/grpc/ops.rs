@@ -24,14 +24,23 @@ use crate::{
 pub struct OpsApi {
     searches: Searches,
     tokens: Arc<Tokens>,
+    ledger: Option<crate::ledger::Ledger>,
 }
 
 impl OpsApi {
     pub fn new(queue: Queue, tokens: Arc<Tokens>) -> Self {
         Self {
+            ledger: None,
             searches: Searches::new(queue),
             tokens,
         }
+    }
+
+    /// Serves `AdviseBudget` from this ledger.
+    #[must_use]
+    pub fn with_ledger(mut self, ledger: Option<crate::ledger::Ledger>) -> Self {
+        self.ledger = ledger;
+        self
     }
 
     pub fn into_service(self) -> OpsServiceServer<Self> {
@@ -58,6 +67,41 @@ impl pb::ops_service_server::OpsService for OpsApi {
         let nodes = self.searches.nodes().await.map_err(status)?;
         Ok(Response::new(pb::ListNodesResponse {
             nodes: nodes.iter().map(node_to_pb).collect(),
+        }))
+    }
+
+    async fn advise_budget(
+        &self,
+        request: Request<pb::AdviseBudgetRequest>,
+    ) -> Result<Response<pb::BudgetAdvice>, Status> {
+        self.tokens.check(request.metadata(), Role::Client)?;
+        let mall =
+            lps_proto::model::MallId::new(request.into_inner().mall).map_err(super::invalid)?;
+        let Some(ledger) = &self.ledger else {
+            return Err(Status::failed_precondition(
+                "no proxy gateway is configured (LPS_PROXY_GATEWAY_HOST)",
+            ));
+        };
+        let a = ledger.advise(&mall).await.map_err(super::ledger_status)?;
+        Ok(Response::new(pb::BudgetAdvice {
+            mall: a.mall.to_string(),
+            current_budget: a.current_budget,
+            sessions: i64::try_from(a.sessions).unwrap_or(i64::MAX),
+            blocked_sessions: i64::try_from(a.blocked_sessions).unwrap_or(i64::MAX),
+            suggested_budget: a.suggested_budget,
+            steps: a
+                .steps
+                .iter()
+                .map(|s| pb::BudgetStep {
+                    request_no: s.request_no,
+                    reached: i64::try_from(s.reached).unwrap_or(i64::MAX),
+                    blocked_at: i64::try_from(s.blocked_at).unwrap_or(i64::MAX),
+                    block_rate: s.block_rate,
+                    cumulative_block_share: s.cumulative_block_share,
+                })
+                .collect(),
+            threshold: a.params.threshold,
+            min_sessions: a.params.min_sessions,
         }))
     }
 

@@ -1,0 +1,226 @@
+//! The proxy ledger through the real coordinator: grants on the node stream, a vanished
+//! node's ports coming back after the grace period, and `AdviseBudget` over gRPC.
+
+use std::time::Duration;
+
+use clap::Parser as _;
+use lps_coordinator::{
+    app::{self, Running},
+    config::Cli,
+};
+use lps_proto::{
+    PROTOCOL_VERSION,
+    pb::{
+        self, coordinator_message::Body as Out, node_message::Body as In,
+        node_service_client::NodeServiceClient, ops_service_client::OpsServiceClient,
+    },
+};
+use sqlx::{PgPool, postgres::PgPoolOptions};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Request, transport::Channel};
+
+const NODE_TOKEN: &str = "node-token-for-tests-0001";
+const CLIENT_TOKEN: &str = "client-token-for-tests-01";
+
+async fn coordinator(pool: &PgPool, proxies: bool) -> Running {
+    let mut args = vec![
+        "coordinator",
+        "--database-url",
+        "postgres://unused",
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--http-addr",
+        "127.0.0.1:0",
+        "--client-tokens",
+        CLIENT_TOKEN,
+        "--node-tokens",
+        NODE_TOKEN,
+        "--heartbeat-interval",
+        "200ms",
+        "--lease-ttl",
+        "2s",
+        "--node-grace",
+        "1s",
+        "--malls",
+        "testmall-alpha",
+    ];
+    if proxies {
+        args.extend([
+            "--proxy-gateway-host",
+            "127.0.0.1",
+            "--proxy-ports",
+            "30000-30003",
+            "--proxy-username",
+            "u",
+            "--proxy-password",
+            "proxy-secret-password",
+        ]);
+    }
+    let config = Cli::try_parse_from(args).unwrap().serve.validate().unwrap();
+    let own = PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .unwrap();
+    app::start_with_pool(config, own).await.unwrap()
+}
+
+fn with_token<T>(message: T, token: &str) -> Request<T> {
+    let mut request = Request::new(message);
+    request
+        .metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    request
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_vanished_nodes_ports_come_back_after_the_grace_period(pool: PgPool) {
+    let c = coordinator(&pool, true).await;
+    let channel = Channel::from_shared(format!("http://{}", c.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(8);
+    let hello = pb::Hello {
+        protocol_version: PROTOCOL_VERSION,
+        node_id: "n-proxy".into(),
+        slots: 1,
+        malls: vec!["testmall-alpha".into()],
+        ..Default::default()
+    };
+    tx.send(pb::NodeMessage {
+        body: Some(In::Hello(hello)),
+    })
+    .await
+    .unwrap();
+    let mut inbound = NodeServiceClient::new(channel)
+        .connect(with_token(ReceiverStream::new(rx), NODE_TOKEN))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(Out::Welcome(_)) = inbound.message().await.unwrap().unwrap().body else {
+        panic!("expected welcome")
+    };
+    tx.send(pb::NodeMessage {
+        body: Some(In::ProxyAcquire(pb::ProxyAcquire {
+            request_id: 7,
+            mall: "testmall-alpha".into(),
+            job_id: 0,
+        })),
+    })
+    .await
+    .unwrap();
+    let grant = loop {
+        match inbound.message().await.unwrap().unwrap().body {
+            Some(Out::ProxyGrant(g)) => break g,
+            Some(Out::ProxyUnavailable(u)) => panic!("no port granted: {u:?}"),
+            _ => {}
+        }
+    };
+    assert_eq!(
+        (
+            grant.request_id,
+            grant.host.as_str(),
+            grant.username.as_str()
+        ),
+        (7, "127.0.0.1", "u")
+    );
+    assert_eq!(grant.password, "proxy-secret-password");
+    let held = || async {
+        sqlx::query_scalar::<_, i64>(
+            "select count(*) from proxy_port where holder_node = 'n-proxy'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    assert_eq!(held().await, 1);
+
+    // The node vanishes: its port stays leased through the grace period, then comes back.
+    drop(tx);
+    drop(inbound);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(held().await, 1, "released before the grace period ended");
+    for _ in 0..40 {
+        if held().await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(held().await, 0, "the vanished node still holds its port");
+    c.shutdown().await;
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn advise_budget_reads_the_recorded_ip_sessions(pool: PgPool) {
+    // 40 sessions that used the whole budget of 3, and 10 blocked at their 3rd search.
+    sqlx::query(
+        "insert into ip_session (host, port, mall, requests, ok, blocked, elapsed_ms, end_reason)
+         select '127.0.0.1', 30000, 'testmall-alpha', 3, 3, 0, 1000, 'budget'::session_end_reason from generate_series(1, 40)
+         union all
+         select '127.0.0.1', 30001, 'testmall-alpha', 3, 2, 1, 1000, 'block'::session_end_reason from generate_series(1, 10)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let c = coordinator(&pool, true).await;
+    let channel = Channel::from_shared(format!("http://{}", c.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut ops = OpsServiceClient::new(channel);
+    let advice = ops
+        .advise_budget(with_token(
+            pb::AdviseBudgetRequest {
+                mall: "testmall-alpha".into(),
+            },
+            CLIENT_TOKEN,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((advice.sessions, advice.blocked_sessions), (50, 10));
+    let third = advice
+        .steps
+        .iter()
+        .find(|s| s.request_no == 3)
+        .expect("a step for request 3");
+    assert_eq!((third.reached, third.blocked_at), (50, 10));
+    assert_eq!(
+        advice.suggested_budget,
+        Some(2),
+        "blocks start at the 3rd search: {advice:?}"
+    );
+    let err = ops
+        .advise_budget(with_token(
+            pb::AdviseBudgetRequest {
+                mall: "Bad Mall".into(),
+            },
+            CLIENT_TOKEN,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    c.shutdown().await;
+
+    let without = coordinator(&pool, false).await;
+    let channel = Channel::from_shared(format!("http://{}", without.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let err = OpsServiceClient::new(channel)
+        .advise_budget(with_token(
+            pb::AdviseBudgetRequest {
+                mall: "testmall-alpha".into(),
+            },
+            CLIENT_TOKEN,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    without.shutdown().await;
+}
