@@ -224,3 +224,120 @@ async fn advise_budget_reads_the_recorded_ip_sessions(pool: PgPool) {
     assert_eq!(err.code(), Code::FailedPrecondition);
     without.shutdown().await;
 }
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_job_that_burns_too_many_ips_fails_as_page_blocked(pool: PgPool) {
+    let c = coordinator(&pool, true).await;
+    let req = lps_proto::model::SearchRequest::new(
+        vec![lps_proto::model::ProductSpec::new(None, "차단만 당하는 상품").unwrap()],
+        vec![lps_proto::model::MallId::new("testmall-alpha").unwrap()],
+        lps_proto::model::Priority::INTERACTIVE,
+        None,
+        None,
+    )
+    .unwrap();
+    let job_id = c
+        .queue
+        .enqueue(&req, &Default::default())
+        .await
+        .unwrap()
+        .items[0]
+        .job_id;
+    let channel = Channel::from_shared(format!("http://{}", c.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(8);
+    let hello = pb::Hello {
+        protocol_version: PROTOCOL_VERSION,
+        node_id: "n-burn".into(),
+        slots: 1,
+        malls: vec!["testmall-alpha".into()],
+        ..Default::default()
+    };
+    tx.send(pb::NodeMessage {
+        body: Some(In::Hello(hello)),
+    })
+    .await
+    .unwrap();
+    let mut inbound = NodeServiceClient::new(channel)
+        .connect(with_token(ReceiverStream::new(rx), NODE_TOKEN))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut next = async || loop {
+        match inbound.message().await.unwrap().unwrap().body.unwrap() {
+            Out::HeartbeatAck(_) | Out::Welcome(_) => {}
+            other => return other,
+        }
+    };
+    let Out::Assign(assign) = next().await else {
+        panic!("expected assign")
+    };
+    assert_eq!(assign.job_id, job_id);
+    // Blocked on four IPs in a row; the cap is three burns.
+    for round in 1..=4u64 {
+        let acquire = pb::ProxyAcquire {
+            request_id: round,
+            mall: "testmall-alpha".into(),
+            job_id,
+        };
+        tx.send(pb::NodeMessage {
+            body: Some(In::ProxyAcquire(acquire)),
+        })
+        .await
+        .unwrap();
+        let Out::ProxyGrant(grant) = next().await else {
+            panic!("expected a grant in round {round}")
+        };
+        let session = pb::SessionEnd {
+            report_seq: 0,
+            port: grant.port,
+            mall: "testmall-alpha".into(),
+            requests: 1,
+            ok: 0,
+            blocked: 1,
+            elapsed: None,
+            end_reason: pb::SessionEndReason::Block as i32,
+            job_id,
+        };
+        let release = pb::ProxyRelease {
+            report_seq: round,
+            port: grant.port,
+            reason: pb::SessionEndReason::Block as i32,
+            session: Some(session),
+        };
+        tx.send(pb::NodeMessage {
+            body: Some(In::ProxyRelease(release)),
+        })
+        .await
+        .unwrap();
+        if round == 4 {
+            let Out::Cancel(cancel) = next().await else {
+                panic!("expected the job to be cancelled")
+            };
+            assert_eq!(cancel.job_id, job_id);
+            assert_eq!(cancel.reason, "page_blocked");
+        }
+        let Out::Ack(ack) = next().await else {
+            panic!("expected an ack")
+        };
+        assert_eq!(
+            (ack.report_seq, ack.status),
+            (round, pb::AckStatus::Applied as i32)
+        );
+    }
+    let (state, class, burns): (String, String, i16) = sqlx::query_as(
+        "select state::text, error_class::text, ip_burns from job where job_id = $1",
+    )
+    .bind(job_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (state.as_str(), class.as_str(), burns),
+        ("dead", "page_blocked", 4)
+    );
+    c.shutdown().await;
+}
