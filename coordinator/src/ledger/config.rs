@@ -377,7 +377,7 @@ mod tests {
     fn args_validate() {
         assert!(args(&[]).validate().unwrap().is_none());
         let c = args(&[
-            "--proxy-host",
+            "--proxy-gateway-host",
             "gw.example",
             "--proxy-ports",
             "10000-10009",
@@ -395,14 +395,14 @@ mod tests {
         assert_eq!(c.lease_ttl, Duration::from_secs(60));
         assert!(!format!("{c:?}").contains("hunter2"));
 
-        let e = args(&["--proxy-host", "gw", "--proxy-ports", "5-1"])
+        let e = args(&["--proxy-gateway-host", "gw", "--proxy-ports", "5-1"])
             .validate()
             .unwrap_err();
         assert_eq!(e.setting, "LPS_PROXY_PORTS");
-        let e = args(&["--proxy-host", "gw"]).validate().unwrap_err();
+        let e = args(&["--proxy-gateway-host", "gw"]).validate().unwrap_err();
         assert_eq!(e.setting, "LPS_PROXY_PORTS");
         let e = args(&[
-            "--proxy-host",
+            "--proxy-gateway-host",
             "gw",
             "--proxy-ports",
             "1",
@@ -413,7 +413,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.setting, "LPS_IP_REQUEST_BUDGETS");
         let e = args(&[
-            "--proxy-host",
+            "--proxy-gateway-host",
             "gw",
             "--proxy-ports",
             "1",
