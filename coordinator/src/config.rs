@@ -91,8 +91,11 @@ pub struct ServeArgs {
     pub backoff_cap: Duration,
     #[arg(long, env = "LPS_REAP_INTERVAL", default_value = "1s", value_parser = duration)]
     pub reap_interval: Duration,
-    /// Claim poll when no NOTIFY arrives.
-    #[arg(long, env = "LPS_CLAIM_POLL", default_value = "2s", value_parser = duration)]
+    /// Claim poll when no NOTIFY arrives (jittered). NOTIFY brings new work at once; the
+    /// poll only catches jobs that become due by time (backoff, start gaps) and lost
+    /// notifications. Each idle node stream polls once per interval: lowering it costs
+    /// one claim query per node per interval.
+    #[arg(long, env = "LPS_CLAIM_POLL", default_value = "10s", value_parser = duration)]
     pub claim_poll: Duration,
     /// How long shutdown may take in all; nodes get this long to drain.
     #[arg(long, env = "LPS_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = duration)]
