@@ -399,7 +399,9 @@ mod tests {
             .validate()
             .unwrap_err();
         assert_eq!(e.setting, "LPS_PROXY_PORTS");
-        let e = args(&["--proxy-gateway-host", "gw"]).validate().unwrap_err();
+        let e = args(&["--proxy-gateway-host", "gw"])
+            .validate()
+            .unwrap_err();
         assert_eq!(e.setting, "LPS_PROXY_PORTS");
         let e = args(&[
             "--proxy-gateway-host",
