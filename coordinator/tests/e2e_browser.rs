@@ -5,11 +5,7 @@
 
 use std::{path::Path, sync::Arc, time::Duration};
 
-use clap::Parser as _;
-use lps_coordinator::{
-    app::{self, Running},
-    config::Cli,
-};
+use lps_coordinator::app::Running;
 use lps_crawler_node::{
     BrowserExecutor, Config as NodeConfig, Node, NodeError, executor::browser::BrowserSettings,
     proxy::NodeLink,
@@ -20,13 +16,15 @@ use lps_test_kit::{
     gateway::GatewayConfig,
     stack::{Stack, StackConfig, StackHandle},
 };
-use sqlx::{PgPool, postgres::PgPoolOptions};
+use sqlx::PgPool;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, transport::Channel};
 
-const NODE_TOKEN: &str = "node-token-for-tests-0001";
-const CLIENT_TOKEN: &str = "client-token-for-tests-01";
+mod common;
+
+use common::{CLIENT_TOKEN, NODE_TOKEN};
+
 const PROXY_USER: &str = "lps-e2e";
 const PROXY_PASSWORD: &str = "gateway-password-e2e-77";
 
@@ -100,18 +98,8 @@ async fn start(pool: &PgPool, block_after: Option<u32>, ports: usize) -> System 
         .iter()
         .map(|p| p.addr.port().to_string())
         .collect();
-    let config = Cli::try_parse_from([
-        "coordinator",
-        "--database-url",
-        "postgres://unused",
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--http-addr",
-        "127.0.0.1:0",
-        "--client-tokens",
-        CLIENT_TOKEN,
-        "--node-tokens",
-        NODE_TOKEN,
+    let port_list = ports.join(",");
+    let flags = [
         "--profiles-dir",
         dir.0.to_str().unwrap(),
         "--malls",
@@ -119,7 +107,7 @@ async fn start(pool: &PgPool, block_after: Option<u32>, ports: usize) -> System 
         "--proxy-gateway-host",
         "127.0.0.1",
         "--proxy-ports",
-        &ports.join(","),
+        &port_list,
         "--proxy-username",
         PROXY_USER,
         "--proxy-password",
@@ -134,18 +122,8 @@ async fn start(pool: &PgPool, block_after: Option<u32>, ports: usize) -> System 
         "5s",
         "--proxy-rest",
         "1s",
-    ])
-    .unwrap()
-    .serve
-    .validate()
-    .unwrap();
-    // The coordinator gets a pool of its own: its shutdown closes it, and the test still reads.
-    let own = PgPoolOptions::new()
-        .max_connections(10)
-        .connect_with(pool.connect_options().as_ref().clone())
-        .await
-        .unwrap();
-    let coordinator = app::start_with_pool(config, own).await.unwrap();
+    ];
+    let coordinator = common::start(pool, &flags).await;
 
     let mut node_config = NodeConfig::new(format!("http://{}", coordinator.grpc_addr), NODE_TOKEN);
     node_config.node_id = "e2e-node".into();

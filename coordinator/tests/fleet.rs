@@ -4,10 +4,8 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use clap::Parser as _;
 use lps_coordinator::{
-    app::{self, Running},
-    config::Cli,
+    app::Running,
     queue::{EnqueueContext, MallLimits},
 };
 use lps_crawler_node::{
@@ -23,23 +21,16 @@ use sqlx::{
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-const NODE_TOKEN: &str = "node-token-for-tests-0001";
-const CLIENT_TOKEN: &str = "client-token-for-tests-01";
+mod common;
+
+use common::NODE_TOKEN;
+
 const MALL: &str = "testmall-alpha";
 
 async fn coordinator_at(pool: &PgPool, grpc: &str, grace: &str) -> Running {
-    let config = Cli::try_parse_from([
-        "coordinator",
-        "--database-url",
-        "postgres://unused",
+    let flags = [
         "--grpc-addr",
         grpc,
-        "--http-addr",
-        "127.0.0.1:0",
-        "--client-tokens",
-        CLIENT_TOKEN,
-        "--node-tokens",
-        NODE_TOKEN,
         "--heartbeat-interval",
         "200ms",
         "--lease-ttl",
@@ -52,12 +43,8 @@ async fn coordinator_at(pool: &PgPool, grpc: &str, grace: &str) -> Running {
         "5s",
         "--malls",
         MALL,
-    ])
-    .unwrap()
-    .serve
-    .validate()
-    .unwrap();
-    let running = app::start_with_pool(config, pool.clone()).await.unwrap();
+    ];
+    let running = common::start(pool, &flags).await;
     running
         .queue
         .upsert_mall(&MallLimits::unlimited(MallId::new(MALL).unwrap()))

@@ -4,10 +4,8 @@
 
 use std::time::Duration;
 
-use clap::Parser as _;
 use lps_coordinator::{
-    app::{self, Running},
-    config::Cli,
+    app::Running,
     queue::{EnqueueContext, MallLimits},
 };
 use lps_proto::{
@@ -23,23 +21,14 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Streaming, transport::Channel};
 
-const NODE_TOKEN: &str = "node-token-for-tests-0001";
-const CLIENT_TOKEN: &str = "client-token-for-tests-01";
+mod common;
+
+use common::{CLIENT_TOKEN, NODE_TOKEN};
+
 const MALL: &str = "testmall-alpha";
 
 async fn coordinator(pool: &PgPool, grace: &str) -> Running {
-    let config = Cli::try_parse_from([
-        "coordinator",
-        "--database-url",
-        "postgres://unused",
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--http-addr",
-        "127.0.0.1:0",
-        "--client-tokens",
-        CLIENT_TOKEN,
-        "--node-tokens",
-        NODE_TOKEN,
+    let flags = [
         "--heartbeat-interval",
         "200ms",
         "--lease-ttl",
@@ -48,12 +37,8 @@ async fn coordinator(pool: &PgPool, grace: &str) -> Running {
         grace,
         "--shutdown-timeout",
         "3s",
-    ])
-    .unwrap()
-    .serve
-    .validate()
-    .unwrap();
-    let running = app::start_with_pool(config, pool.clone()).await.unwrap();
+    ];
+    let running = common::start(pool, &flags).await;
     running
         .queue
         .upsert_mall(&MallLimits::unlimited(MallId::new(MALL).unwrap()))

@@ -9,10 +9,8 @@ use std::{
 };
 
 use axum::{Json, Router, extract::State, routing::post};
-use clap::Parser as _;
 use lps_coordinator::{
-    app::{self, Running},
-    config::Cli,
+    app::Running,
     queue::{EnqueueContext, MallLimits},
 };
 use lps_proto::model::{MallId, Priority, ProductSpec, SearchRequest};
@@ -20,6 +18,8 @@ use sqlx::{
     PgPool,
     postgres::{PgConnectOptions, PgPoolOptions},
 };
+
+mod common;
 
 const MALL: &str = "testmall-alpha";
 
@@ -49,18 +49,7 @@ async fn webhook() -> (SocketAddr, Posts) {
 
 async fn coordinator(pool: PgPool, hook: SocketAddr) -> Running {
     let hook = format!("http://{hook}/hook");
-    let config = Cli::try_parse_from([
-        "coordinator",
-        "--database-url",
-        "postgres://unused",
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--http-addr",
-        "127.0.0.1:0",
-        "--client-tokens",
-        "client-token-for-tests-01",
-        "--node-tokens",
-        "node-token-for-tests-0001",
+    let flags = [
         "--alert-interval",
         "200ms",
         "--alert-oldest-queued",
@@ -69,12 +58,8 @@ async fn coordinator(pool: PgPool, hook: SocketAddr) -> Running {
         &hook,
         "--malls",
         MALL,
-    ])
-    .unwrap()
-    .serve
-    .validate()
-    .unwrap();
-    let running = app::start_with_pool(config, pool).await.unwrap();
+    ];
+    let running = common::start(&pool, &flags).await;
     running
         .queue
         .upsert_mall(&MallLimits::unlimited(MallId::new(MALL).unwrap()))

@@ -3,11 +3,7 @@
 
 use std::time::Duration;
 
-use clap::Parser as _;
-use lps_coordinator::{
-    app::{self, Running},
-    config::Cli,
-};
+use lps_coordinator::app::Running;
 use lps_proto::{
     PROTOCOL_VERSION,
     pb::{
@@ -15,27 +11,17 @@ use lps_proto::{
         node_service_client::NodeServiceClient, ops_service_client::OpsServiceClient,
     },
 };
-use sqlx::{PgPool, postgres::PgPoolOptions};
+use sqlx::PgPool;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Code, Request, transport::Channel};
+use tonic::{Code, transport::Channel};
 
-const NODE_TOKEN: &str = "node-token-for-tests-0001";
-const CLIENT_TOKEN: &str = "client-token-for-tests-01";
+mod common;
+
+use common::{CLIENT_TOKEN, NODE_TOKEN, with_token};
 
 async fn coordinator(pool: &PgPool, proxies: bool) -> Running {
-    let mut args = vec![
-        "coordinator",
-        "--database-url",
-        "postgres://unused",
-        "--grpc-addr",
-        "127.0.0.1:0",
-        "--http-addr",
-        "127.0.0.1:0",
-        "--client-tokens",
-        CLIENT_TOKEN,
-        "--node-tokens",
-        NODE_TOKEN,
+    let mut flags = vec![
         "--heartbeat-interval",
         "200ms",
         "--lease-ttl",
@@ -46,7 +32,7 @@ async fn coordinator(pool: &PgPool, proxies: bool) -> Running {
         "testmall-alpha",
     ];
     if proxies {
-        args.extend([
+        flags.extend([
             "--proxy-gateway-host",
             "127.0.0.1",
             "--proxy-ports",
@@ -57,21 +43,7 @@ async fn coordinator(pool: &PgPool, proxies: bool) -> Running {
             "proxy-secret-password",
         ]);
     }
-    let config = Cli::try_parse_from(args).unwrap().serve.validate().unwrap();
-    let own = PgPoolOptions::new()
-        .max_connections(8)
-        .connect_with(pool.connect_options().as_ref().clone())
-        .await
-        .unwrap();
-    app::start_with_pool(config, own).await.unwrap()
-}
-
-fn with_token<T>(message: T, token: &str) -> Request<T> {
-    let mut request = Request::new(message);
-    request
-        .metadata_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    request
+    common::start(pool, &flags).await
 }
 
 #[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
