@@ -17,4 +17,11 @@ lps_log "database: ${DATABASE_URL%%@*}@…"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 scripts/check-helm.sh
-cargo test --workspace --locked --no-fail-fast
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
+# One closing line for the whole suite (cargo prints one per test binary, doc tests last).
+awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"
