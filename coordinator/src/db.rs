@@ -43,3 +43,17 @@ pub fn connect_options(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
 pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     MIGRATOR.run(pool).await
 }
+
+/// Whether `e` means PostgreSQL could not be reached (a retry later can succeed), as
+/// opposed to the statement failing. The one place this policy lives: `queue::Error` and
+/// `ledger::Error` both map through it.
+pub fn is_unavailable(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+    )
+}

@@ -37,23 +37,15 @@ pub fn status(e: queue::Error) -> Status {
     }
 }
 
-/// The mapping for ledger errors (same rules as [`status`]).
+/// The mapping for ledger errors: the same rules as [`status`], through it.
 pub fn ledger_status(e: crate::ledger::Error) -> Status {
-    match e {
-        crate::ledger::Error::InvalidArgument(f) => invalid(f),
-        crate::ledger::Error::Unavailable(cause) => {
-            error!(error = %cause, "database unavailable");
-            Status::unavailable("database unavailable; retry")
-        }
-        crate::ledger::Error::Database(cause) => {
-            error!(error = %cause, "database error");
-            Status::internal("internal error")
-        }
-        crate::ledger::Error::Internal(cause) => {
-            error!(error = %cause, "internal error");
-            Status::internal("internal error")
-        }
-    }
+    use crate::ledger::Error as L;
+    status(match e {
+        L::InvalidArgument(f) => queue::Error::InvalidArgument(f),
+        L::Unavailable(cause) => queue::Error::Unavailable(cause),
+        L::Database(cause) => queue::Error::Database(cause),
+        L::Internal(cause) => queue::Error::Internal(cause),
+    })
 }
 
 /// `InvalidArgument` naming the field: `products[3].name: longer than 200 characters`.

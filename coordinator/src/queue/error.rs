@@ -43,13 +43,10 @@ impl Error {
 
 impl From<sqlx::Error> for Error {
     fn from(e: sqlx::Error) -> Self {
-        match e {
-            sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed => Self::Unavailable(e),
-            other => Self::Database(other),
+        if crate::db::is_unavailable(&e) {
+            Self::Unavailable(e)
+        } else {
+            Self::Database(e)
         }
     }
 }
