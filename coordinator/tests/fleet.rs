@@ -118,6 +118,34 @@ async fn wait_for_count(pool: &PgPool, sql: &str, want: i64, within: Duration) -
     }
 }
 
+/// Every attempt of every job that ran more than once, one line each (for failure messages).
+async fn attempt_log(pool: &PgPool) -> String {
+    let rows: Vec<(
+        i64,
+        i64,
+        Option<String>,
+        String,
+        Option<String>,
+        Option<String>,
+    )> = sqlx::query_as(
+        "select a.job_id, a.lease_epoch, a.node_id, a.ended::text, a.error_class::text,
+                j.last_error
+         from job_attempt a join job j using (job_id)
+         where j.lease_epoch <> 1
+         order by a.job_id, a.lease_epoch",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    rows.iter()
+        .map(|(job, epoch, node, ended, class, error)| {
+            format!(
+                "\n  job {job} epoch {epoch} on {node:?}: {ended} {class:?} (last error {error:?})"
+            )
+        })
+        .collect()
+}
+
 async fn pool_of(opts: PgConnectOptions, size: u32) -> PgPool {
     PgPoolOptions::new()
         .max_connections(size)
@@ -281,7 +309,8 @@ async fn a_restarted_coordinator_reattaches_running_jobs_and_loses_no_report(
         )
         .await,
         0,
-        "a running job was re-run instead of re-attached"
+        "a running job was re-run instead of re-attached; its attempts: {}",
+        attempt_log(&pool).await
     );
     assert_eq!(
         scalar(

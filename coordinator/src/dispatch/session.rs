@@ -261,6 +261,9 @@ impl Session {
             claim_now = false;
             let can_claim = self.credits() > 0;
             tokio::select! {
+                // A hard stop (shutdown deadline, or a crash in tests) wins over a drain
+                // that was asked for at the same moment: nothing more goes to the node.
+                biased;
                 () = self.d.hard_stop.cancelled() => return End::Lost,
                 () = self.d.shutdown.cancelled(), if !shutdown_seen => {
                     shutdown_seen = true;
