@@ -120,14 +120,16 @@ async fn wait_for_count(pool: &PgPool, sql: &str, want: i64, within: Duration) -
 
 /// Every attempt of every job that ran more than once, one line each (for failure messages).
 async fn attempt_log(pool: &PgPool) -> String {
-    let rows: Vec<(
+    // job, epoch, node, how it ended, error class, the job's last error
+    type Attempt = (
         i64,
         i64,
         Option<String>,
         String,
         Option<String>,
         Option<String>,
-    )> = sqlx::query_as(
+    );
+    let rows: Vec<Attempt> = sqlx::query_as(
         "select a.job_id, a.lease_epoch, a.node_id, a.ended::text, a.error_class::text,
                 j.last_error
          from job_attempt a join job j using (job_id)
