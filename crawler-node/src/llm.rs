@@ -24,8 +24,10 @@
 //!
 //! Secrets: the API key is a [`Secret`] and only ever goes into the `Authorization`
 //! header. No error carries a URL (reqwest errors are stripped of it), and every error text
-//! is scrubbed of the key in case an endpoint echoes it. Stateless and cancel-safe:
-//! dropping a call drops its request.
+//! is scrubbed of the key in case an endpoint echoes it. Like any egress, the client
+//! honours the standard `HTTPS_PROXY`/`NO_PROXY` variables (the malls' traffic does not:
+//! it goes through the browsers' relays). Stateless and cancel-safe: dropping a call drops
+//! its request.
 
 use std::{borrow::Cow, fmt, time::Duration};
 
@@ -189,6 +191,11 @@ impl LlmClient {
     /// `POST` target of every call (`{base}/chat/completions`).
     pub fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+
+    /// Longest one call takes.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// What one call costs, in USD.

@@ -10,7 +10,8 @@
 //!   coordinator and the test kit's mall with real Chromium: a product the rule-based
 //!   rounds cannot find is found through the mock's search strings and judgement (two
 //!   calls, priced into the cost); a broken endpoint still ends the job `NOT_FOUND`; a
-//!   product the rules find never reaches the endpoint.
+//!   product the rules find, or a job too close to its deadline, never reaches the
+//!   endpoint.
 
 mod common;
 mod support;
@@ -526,14 +527,15 @@ async fn the_llm_finds_what_the_rules_cannot_and_a_broken_one_changes_nothing() 
 }
 
 #[tokio::test]
-async fn the_llm_is_not_asked_when_the_rules_find_the_product() {
+async fn the_llm_is_not_asked_when_the_rules_find_the_product_or_time_is_short() {
     let _serial = common::serial().await;
     let stack = Stack::start(StackConfig::new(1)).await.unwrap();
     let mock = MockLlm::start(Mode::Answer {
-        keywords: vec!["제주 삼다수".into()],
+        keywords: vec!["테크 액체세제".into()],
     })
     .await;
-    let llm = mock.client(Some(KEY), Duration::from_secs(20));
+    // A long call timeout: a job due in 90 s has no time for a call and a page load.
+    let llm = mock.client(Some(KEY), Duration::from_secs(100));
     let mock = &mock;
     with_node("llm-idle", &stack, llm, |coord| async move {
         coord.send(0, assign(1, "삼다수 2L x 12", JOB_WAIT));
@@ -544,6 +546,21 @@ async fn the_llm_is_not_asked_when_the_rules_find_the_product() {
         let metrics = found.metrics.unwrap();
         assert_eq!(metrics.llm_calls, 0);
         assert!(metrics.cost_usd.abs() < 1e-12, "{metrics:?}");
+        assert_eq!(mock.requests().len(), 0, "the mock was never called");
+
+        // Nothing found by the rules, but the deadline is too close for the llm: the job
+        // ends not found instead of running into its deadline.
+        coord.send(
+            0,
+            assign(2, "Tech Liquid Detergent", Duration::from_secs(90)),
+        );
+        let not_found = result_of(&coord, 2).await;
+        assert_eq!(
+            not_found.outcome,
+            pb::Outcome::NotFound as i32,
+            "{not_found:?}"
+        );
+        assert_eq!(not_found.metrics.unwrap().llm_calls, 0);
         assert_eq!(mock.requests().len(), 0, "the mock was never called");
     })
     .await;

@@ -11,21 +11,29 @@
 //!    the ones it names become the offers, and the rounds that showed them count them as
 //!    matches.
 //!
-//! So a job makes at most two calls, both counted into its metrics (and its cost) whether
-//! or not they answer. "No answer" from the endpoint (logged by the client) just skips the
+//! A step is skipped when the job's deadline leaves no time for it (a call's timeout, plus
+//! a page load for a keyword round): a job near its deadline ends `NotFound` rather than
+//! being killed at the deadline and retried. So a job makes at most two calls, both
+//! counted into its metrics (and its cost) whether or not they answer. "No answer" from the endpoint (logged by the client) just skips the
 //! step: the job ends `NotFound` as it would have without an endpoint. Page failures in
 //! the keyword rounds fail the job as in any round.
 
+use std::time::Duration;
+
 use lps_proto::model::Offer;
+use tokio::time::Instant;
 use tracing::{Instrument as _, info, info_span};
 
 use super::{JobError, Run, kind_str};
 use crate::{
-    browser::RawCard,
+    browser::{RawCard, page::wait_timeout},
     executor::browser::{best_first, card_offer, priced_title},
     judge::{self, ProductQuery, Round, RoundKind, normalize},
     llm::{CallFor, MAX_CANDIDATES, Product},
 };
+
+/// Time kept for a page load beyond the profile's wait timeout (navigation, reading).
+const PAGE_MARGIN: Duration = Duration::from_secs(5);
 
 /// A card a healthy round showed and the rules rejected.
 #[derive(Debug)]
@@ -58,13 +66,22 @@ impl Run<'_> {
             mall: job.mall.as_str(),
         };
 
+        let page = wait_timeout(self.profile) + PAGE_MARGIN;
         let tried_texts: Vec<&str> = tried.iter().map(|r| r.query.as_str()).collect();
-        self.llm_calls += 1;
-        let keywords = llm
-            .keywords(call, &product, &tried_texts)
-            .await
-            .unwrap_or_default();
+        let keywords = if self.time_left() >= llm.timeout() + page {
+            self.llm_calls += 1;
+            llm.keywords(call, &product, &tried_texts)
+                .await
+                .unwrap_or_default()
+        } else {
+            info!("too close to the deadline to ask the llm for search strings");
+            Vec::new()
+        };
         for (i, text) in keywords.into_iter().enumerate() {
+            if self.time_left() < page {
+                info!("too close to the deadline for another llm round");
+                break;
+            }
             let number = u32::try_from(tried.len() + i + 1).unwrap_or(u32::MAX);
             self.progress.set_round(number);
             let round = Round {
@@ -86,6 +103,10 @@ impl Run<'_> {
 
         let candidates = candidates(query, &self.rejected);
         if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.time_left() < llm.timeout() {
+            info!("too close to the deadline to ask the llm judge");
             return Ok(Vec::new());
         }
         let titles: Vec<&str> = candidates.iter().map(|c| c.title).collect();
@@ -116,6 +137,11 @@ impl Run<'_> {
             "llm judge read"
         );
         Ok(best_first(offers))
+    }
+
+    /// Time until the job's deadline.
+    fn time_left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
     }
 }
 
