@@ -8,8 +8,7 @@
 //!   request on the IP session, whatever its verdict;
 //! - a blocked page is reported (`BlockEvent`) before anything else happens to the IP, and
 //!   is never turned into "not found";
-//! - every IP session that ends here is reported through `Slot::end_ip`.
-//!
+//! - every IP session that ends here is reported through `Slot::end_ip`;
 //! - the LLM endpoint is asked only after every rule-based round gave a healthy verdict
 //!   without a match, and each call is counted into the metrics (`run/llm.rs`).
 //!

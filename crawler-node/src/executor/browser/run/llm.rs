@@ -11,12 +11,14 @@
 //!    the ones it names become the offers, and the rounds that showed them count them as
 //!    matches.
 //!
-//! A step is skipped when the job's deadline leaves no time for it (a call's timeout, plus
-//! a page load for a keyword round): a job near its deadline ends `NotFound` rather than
-//! being killed at the deadline and retried. So a job makes at most two calls, both
-//! counted into its metrics (and its cost) whether or not they answer. "No answer" from the endpoint (logged by the client) just skips the
-//! step: the job ends `NotFound` as it would have without an endpoint. Page failures in
-//! the keyword rounds fail the job as in any round.
+//! So a job makes at most two calls, both counted into its metrics (and its cost) whether
+//! or not they answer. "No answer" from the endpoint (logged by the client) just skips the
+//! step: the job ends `NotFound` as it would have without an endpoint. A step is also
+//! skipped when the job's deadline leaves no time for it (a call's timeout, plus a page
+//! load for a keyword round), so a job near its deadline ends `NotFound` rather than being
+//! killed at the deadline and retried. Page failures in the keyword rounds fail the job as
+//! in any round. An accepted card keeps the rules' `match_score` (the share of the name it
+//! holds, often low: that is why the rules rejected it).
 
 use std::time::Duration;
 
