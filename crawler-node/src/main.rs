@@ -81,7 +81,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
                     timeout = ?settings.timeout,
                     "llm endpoint configured: asked when the rule-based rounds find nothing"
                 );
-                executor = executor.with_llm(LlmClient::new(settings).context("LPS_LLM_BASE_URL")?);
+                executor = executor
+                    .with_llm(LlmClient::new(settings).context("cannot start the LLM client")?);
             }
             match config.proxy_mode {
                 ProxyMode::Coordinator => executor = executor.with_proxies(Arc::new(link)),
