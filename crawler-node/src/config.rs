@@ -3,14 +3,17 @@
 //!
 //! [`Config`] is what clap parses; [`Config::validate`] checks what clap cannot (ranges,
 //! the node id's alphabet, the coordinator URL, TLS file pairs) and fails naming the
-//! setting, so a bad deployment stops at start-up with one clear line. The node token is a
-//! [`Secret`]: its `Debug` hides it and it is never logged or echoed in an error.
+//! setting, so a bad deployment stops at start-up with one clear line. The node token and
+//! the LLM key are [`Secret`]s: their `Debug` hides them and they are never logged or
+//! echoed in an error.
 //! Nothing here is persisted.
 
 use std::{fmt, net::SocketAddr, path::PathBuf, str::FromStr, time::Duration};
 
 use clap::{Parser, ValueEnum};
 use lps_proto::model::{MAX_SLOTS, MallId};
+
+use crate::llm::LlmSettings;
 
 /// `LPS_COORDINATOR_URL` default.
 pub const DEFAULT_COORDINATOR_URL: &str = "http://127.0.0.1:50051";
@@ -26,6 +29,10 @@ pub const DEFAULT_HTTP_ADDR: &str = "0.0.0.0:9090";
 pub const DEFAULT_CHROMEDRIVER_PATH: &str = "/usr/bin/chromedriver";
 /// `LPS_CHROMIUM_PATH` default.
 pub const DEFAULT_CHROMIUM_PATH: &str = "/usr/bin/chromium";
+/// `LPS_LLM_TIMEOUT` default.
+pub const DEFAULT_LLM_TIMEOUT: &str = "20s";
+/// Longest `LPS_LLM_TIMEOUT` accepted: a job's rounds share its deadline (300 s by default).
+pub const MAX_LLM_TIMEOUT: Duration = Duration::from_secs(120);
 /// Longest node id the coordinator accepts (`Hello.node_id`).
 pub const MAX_NODE_ID_CHARS: usize = 128;
 
@@ -188,6 +195,29 @@ pub struct Config {
     /// PEM private key of `LPS_TLS_CERT`.
     #[arg(long, env = "LPS_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
+
+    /// Base URL of an OpenAI-compatible API (`https://api.openai.com/v1`), asked for more
+    /// search strings and a second opinion on cards only when the rule-based rounds found
+    /// nothing on healthy pages. Unset or empty: rule-based only.
+    #[arg(long, env = "LPS_LLM_BASE_URL")]
+    pub llm_base_url: Option<String>,
+
+    /// Model name sent to the LLM endpoint (needed with LPS_LLM_BASE_URL).
+    #[arg(long, env = "LPS_LLM_MODEL")]
+    pub llm_model: Option<String>,
+
+    /// Bearer key of the LLM endpoint (a secret; never logged). Optional.
+    #[arg(long, env = "LPS_LLM_API_KEY", hide_env_values = true)]
+    pub llm_api_key: Option<Secret>,
+
+    /// Longest one LLM call may take; a call past it counts as "no answer".
+    #[arg(long, env = "LPS_LLM_TIMEOUT", default_value = DEFAULT_LLM_TIMEOUT, value_parser = humantime::parse_duration)]
+    pub llm_timeout: Duration,
+
+    /// USD per LLM call, added to each job's reported cost (bytes × the coordinator's
+    /// price per GB + LLM calls × this).
+    #[arg(long, env = "LPS_LLM_USD_PER_CALL", default_value_t = 0.0)]
+    pub llm_usd_per_call: f64,
 }
 
 /// A setting that is not acceptable, named by its environment variable.
@@ -234,6 +264,11 @@ impl Config {
             tls_ca: None,
             tls_cert: None,
             tls_key: None,
+            llm_base_url: None,
+            llm_model: None,
+            llm_api_key: None,
+            llm_timeout: parse_default(DEFAULT_LLM_TIMEOUT),
+            llm_usd_per_call: 0.0,
         }
     }
 
@@ -346,7 +381,93 @@ impl Config {
         if self.profile_root.as_os_str().is_empty() {
             return Err(ConfigError::new("LPS_PROFILE_ROOT", "must not be empty"));
         }
-        Ok(())
+        self.llm().map(drop)
+    }
+
+    /// The LLM endpoint settings, `None` without `LPS_LLM_BASE_URL` (then the other
+    /// `LPS_LLM_*` settings are ignored); the error names the bad setting and never echoes
+    /// the key.
+    pub fn llm(&self) -> Result<Option<LlmSettings>, ConfigError> {
+        let Some(base) = self
+            .llm_base_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+        else {
+            return Ok(None);
+        };
+        let bad_url = |why: &str| {
+            ConfigError::new(
+                "LPS_LLM_BASE_URL",
+                format!("{base:?} {why}; want a URL like https://api.openai.com/v1"),
+            )
+        };
+        let url = reqwest::Url::parse(base).map_err(|e| bad_url(&format!("is not a URL ({e})")))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
+            return Err(bad_url("needs the scheme http or https and a host"));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            // NB: the reason must not echo the credentials.
+            return Err(ConfigError::new(
+                "LPS_LLM_BASE_URL",
+                "must not hold credentials; put the key in LPS_LLM_API_KEY",
+            ));
+        }
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(bad_url("must not have a query or fragment"));
+        }
+        let model = self.llm_model.as_deref().map(str::trim).unwrap_or_default();
+        if model.is_empty() {
+            return Err(ConfigError::new(
+                "LPS_LLM_MODEL",
+                "is needed when LPS_LLM_BASE_URL is set",
+            ));
+        }
+        if model.chars().count() > 200 || model.chars().any(char::is_control) {
+            return Err(ConfigError::new(
+                "LPS_LLM_MODEL",
+                "must be at most 200 characters without control characters",
+            ));
+        }
+        let api_key = self
+            .llm_api_key
+            .clone()
+            .filter(|k| !k.expose().trim().is_empty());
+        if api_key
+            .as_ref()
+            .is_some_and(|k| k.expose().bytes().any(|b| !(0x21..0x7f).contains(&b)))
+        {
+            // NB: the reason must not echo the key.
+            return Err(ConfigError::new(
+                "LPS_LLM_API_KEY",
+                "only printable ASCII without spaces is allowed",
+            ));
+        }
+        if self.llm_timeout.is_zero() || self.llm_timeout > MAX_LLM_TIMEOUT {
+            return Err(ConfigError::new(
+                "LPS_LLM_TIMEOUT",
+                format!(
+                    "must be more than zero and at most {MAX_LLM_TIMEOUT:?}, got {:?}",
+                    self.llm_timeout
+                ),
+            ));
+        }
+        if !self.llm_usd_per_call.is_finite() || self.llm_usd_per_call < 0.0 {
+            return Err(ConfigError::new(
+                "LPS_LLM_USD_PER_CALL",
+                format!(
+                    "must be a price of 0 or more, got {}",
+                    self.llm_usd_per_call
+                ),
+            ));
+        }
+        Ok(Some(LlmSettings {
+            base_url: url,
+            model: model.to_owned(),
+            api_key,
+            timeout: self.llm_timeout,
+            usd_per_call: self.llm_usd_per_call,
+        }))
     }
 
     /// What the browser executor needs on this host: the Chromium binary and (without
@@ -586,6 +707,98 @@ mod tests {
             change(&mut config);
             let err = config.validate().unwrap_err();
             assert_eq!(err.setting, setting, "{err}");
+        }
+    }
+
+    #[test]
+    fn llm_settings_parse_and_are_checked() {
+        let config = parse(&[]).unwrap();
+        assert!(
+            config.llm().unwrap().is_none(),
+            "rule-based only by default"
+        );
+        assert_eq!(config.llm_timeout, Duration::from_secs(20));
+        let config = parse(&[
+            "--llm-base-url",
+            "https://llm.internal:8443/v1/",
+            "--llm-model",
+            " gpt-4o-mini ",
+            "--llm-api-key",
+            "sk-s3cr3t",
+            "--llm-timeout",
+            "5s",
+            "--llm-usd-per-call",
+            "0.002",
+        ])
+        .unwrap();
+        config.validate().unwrap();
+        let llm = config.llm().unwrap().expect("configured");
+        assert_eq!(llm.base_url.as_str(), "https://llm.internal:8443/v1/");
+        assert_eq!(llm.model, "gpt-4o-mini");
+        assert_eq!(llm.api_key.as_ref().map(Secret::expose), Some("sk-s3cr3t"));
+        assert_eq!(llm.timeout, Duration::from_secs(5));
+        assert!((llm.usd_per_call - 0.002).abs() < 1e-12);
+        assert!(!format!("{config:?} {llm:?}").contains("s3cr3t"));
+        // An empty base URL (what an unset chart value may give) means "off".
+        let off = parse(&["--llm-base-url", " ", "--llm-model", ""]).unwrap();
+        assert!(off.llm().unwrap().is_none());
+
+        let good = Config {
+            llm_base_url: Some("http://127.0.0.1:8000/v1".into()),
+            llm_model: Some("m".into()),
+            ..Config::new("http://127.0.0.1:50051", "t0ken")
+        };
+        good.validate().unwrap();
+        type Change = Box<dyn Fn(&mut Config)>;
+        let cases: Vec<(Change, &str)> = vec![
+            (
+                Box::new(|c| c.llm_base_url = Some("api.openai.com/v1".into())),
+                "LPS_LLM_BASE_URL",
+            ),
+            (
+                Box::new(|c| c.llm_base_url = Some("ftp://llm/v1".into())),
+                "LPS_LLM_BASE_URL",
+            ),
+            (
+                Box::new(|c| c.llm_base_url = Some("http://u:sk-s3cr3t@llm/v1".into())),
+                "LPS_LLM_BASE_URL",
+            ),
+            (
+                Box::new(|c| c.llm_base_url = Some("http://llm/v1?key=1".into())),
+                "LPS_LLM_BASE_URL",
+            ),
+            (Box::new(|c| c.llm_model = None), "LPS_LLM_MODEL"),
+            (
+                Box::new(|c| c.llm_model = Some("  ".into())),
+                "LPS_LLM_MODEL",
+            ),
+            (
+                Box::new(|c| c.llm_api_key = Some(Secret::new("sk s3cr3t"))),
+                "LPS_LLM_API_KEY",
+            ),
+            (
+                Box::new(|c| c.llm_timeout = Duration::ZERO),
+                "LPS_LLM_TIMEOUT",
+            ),
+            (
+                Box::new(|c| c.llm_timeout = Duration::from_secs(600)),
+                "LPS_LLM_TIMEOUT",
+            ),
+            (
+                Box::new(|c| c.llm_usd_per_call = -1.0),
+                "LPS_LLM_USD_PER_CALL",
+            ),
+            (
+                Box::new(|c| c.llm_usd_per_call = f64::NAN),
+                "LPS_LLM_USD_PER_CALL",
+            ),
+        ];
+        for (change, setting) in cases {
+            let mut config = good.clone();
+            change(&mut config);
+            let err = config.validate().unwrap_err();
+            assert_eq!(err.setting, setting, "{err}");
+            assert!(!err.to_string().contains("s3cr3t"), "{err}");
         }
     }
 

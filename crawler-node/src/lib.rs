@@ -17,7 +17,8 @@
 //! - `link`: the stream task that ties them together;
 //! - [`node`]: the public entry point and the status handle;
 //! - [`health`]: `/healthz` and `/readyz`;
-//! - [`judge`]: matching result cards to the product (used by the browser executor).
+//! - [`judge`]: matching result cards to the product (used by the browser executor);
+//! - [`llm`]: the optional OpenAI-compatible endpoint for keywords and judging.
 #![forbid(unsafe_code)]
 
 pub mod browser;
@@ -28,6 +29,7 @@ mod host;
 mod jobs;
 pub mod judge;
 mod link;
+pub mod llm;
 pub mod node;
 pub mod outbox;
 pub mod proxy;

@@ -12,6 +12,7 @@ use lps_crawler_node::{
     config::{Config, ExecutorKind, LogFormat, ProxyMode},
     executor::browser::BrowserSettings,
     health,
+    llm::LlmClient,
     proxy::NodeLink,
 };
 use tokio_util::sync::CancellationToken;
@@ -71,6 +72,18 @@ async fn run(config: Config) -> anyhow::Result<()> {
             let (link, inbox) = NodeLink::channel();
             let mut executor = BrowserExecutor::new(BrowserSettings::from_config(&config))
                 .with_events(Arc::new(link.clone()));
+            // NB: validated at start-up already; `llm()` only repeats the check.
+            if let Some(settings) = config.llm()? {
+                info!(
+                    endpoint = %settings.base_url,
+                    model = %settings.model,
+                    key = settings.api_key.is_some(),
+                    timeout = ?settings.timeout,
+                    "llm endpoint configured: asked when the rule-based rounds find nothing"
+                );
+                executor = executor
+                    .with_llm(LlmClient::new(settings).context("cannot start the LLM client")?);
+            }
             match config.proxy_mode {
                 ProxyMode::Coordinator => executor = executor.with_proxies(Arc::new(link)),
                 ProxyMode::Direct => {

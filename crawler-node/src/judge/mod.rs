@@ -6,7 +6,7 @@
 //! async, no state between calls; every function takes any string without
 //! panicking. Regexes are compiled once per process. (The optional LLM
 //! keyword generation and judging of §5 live elsewhere and run only when
-//! these rules found nothing.)
+//! these rules found nothing; [`same_quantity`] is their hard veto.)
 //!
 //! # Flow
 //! A job builds one [`ProductQuery`] from the product name (plus optional
@@ -225,6 +225,18 @@ pub fn judge(query: &ProductQuery, card_title: &str) -> Verdict {
         score,
         reason,
     }
+}
+
+/// Whether `card_title` states the same amount of product as `query` (rule 7 alone).
+///
+/// The hard veto on any other judge's "same": the LLM judge may accept a card the rules
+/// rejected on its wording, never one of another size or pack count (a 6-pack for a
+/// 12-pack), because its price would not be comparable.
+#[must_use]
+pub fn same_quantity(query: &ProductQuery, card_title: &str) -> bool {
+    query
+        .quantity()
+        .agrees_with(&Text::new(card_title).quantity)
 }
 
 /// `found / total` in `0.0..=1.0`; 0 when `total` is 0.

@@ -33,6 +33,9 @@ pub enum RoundKind {
     Precise,
     /// Brand + core name, without quantity or packaging words.
     Broad,
+    /// A search string the LLM endpoint proposed after the rule-based rounds found
+    /// nothing (never produced by [`rounds`]).
+    Llm,
 }
 
 /// One search string to try on a mall.

@@ -1,6 +1,9 @@
 //! Judge tests on realistic Korean mall titles.
 
-use super::{MIN_NAME_OVERLAP, Measure, ProductQuery, Quantity, Reason, judge, must_query, rounds};
+use super::{
+    MIN_NAME_OVERLAP, Measure, ProductQuery, Quantity, Reason, judge, must_query, rounds,
+    same_quantity,
+};
 
 /// The expected outcome of one card, by reason label (see [`Reason::as_str`]).
 type Case = (&'static str, &'static str);
@@ -341,4 +344,20 @@ fn odd_inputs_never_panic() {
     }
     // A valid name judged against itself with a repeated quantity agrees.
     assert!(judge(&query, &odd[odd.len() - 3]).same);
+}
+
+#[test]
+fn the_quantity_veto_ignores_wording() {
+    // A name the rules cannot match to the mall's wording: only the amount is checked.
+    let query = must_query("Jeju Samdasoo 2L x 12");
+    for (title, same) in [
+        ("제주 삼다수 2L x 12병", true),
+        ("삼다수 2리터 12개입", true),
+        ("제주 삼다수 12병", true),
+        ("제주 삼다수 2L x 6병", false),
+        ("제주 삼다수 500ml x 20병", false),
+        ("제주 삼다수 2L", false),
+    ] {
+        assert_eq!(same_quantity(&query, title), same, "{title:?}");
+    }
 }

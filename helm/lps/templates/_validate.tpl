@@ -35,6 +35,12 @@ from the coordinator Deployment so every render runs them.
 {{- else if $v.tls.clientCA.enabled -}}
 {{- fail "tls.clientCA.enabled requires tls.enabled" -}}
 {{- end -}}
+{{- if and $v.llm.baseUrl (not $v.llm.model) -}}
+{{- fail "llm.model is required when llm.baseUrl is set (LPS_LLM_MODEL)" -}}
+{{- end -}}
+{{- if $v.llm.baseUrl -}}
+{{- $_ := include "lps.durationSeconds" (dict "name" "llm.timeout" "value" (default "20s" $v.llm.timeout)) -}}
+{{- end -}}
 {{- if and $v.profiles $v.profilesConfigMap -}}
 {{- fail "set either profiles or profilesConfigMap, not both" -}}
 {{- end -}}

@@ -10,8 +10,10 @@
 //! Outcomes:
 //! - matching cards → `Found` with every matched offer, best (lowest price + shipping)
 //!   first;
-//! - a healthy page without a match in every round (or the no-results marker) →
-//!   `NotFound`;
+//! - a healthy page without a match in every round (or the no-results marker) → with an
+//!   LLM endpoint ([`BrowserExecutor::with_llm`]), its search strings and its judgement
+//!   of the rejected cards (quantities must still agree; `run/llm.rs`); then `NotFound`.
+//!   LLM calls are counted into the job's metrics and cost;
 //! - a blocked page → a `BlockEvent`, the IP session ends (`ProxyRelease`, reason `block`)
 //!   and the round is retried on a new IP while the job has time; more burned IPs than
 //!   `Limits.max_ip_burns_per_job` → `PAGE_BLOCKED`; no IP to rotate to (direct mode, no
@@ -54,6 +56,7 @@ use crate::{
     },
     config::Config,
     judge::{self, ProductQuery},
+    llm::LlmClient,
     proxy::{EndReason, EventSink, LogEvents, ProxySource},
 };
 
@@ -114,6 +117,7 @@ impl std::fmt::Debug for BrowserExecutor {
         f.debug_struct("BrowserExecutor")
             .field("settings", &self.inner.settings)
             .field("proxies", &self.inner.proxies.is_some())
+            .field("llm", &self.inner.llm)
             .finish_non_exhaustive()
     }
 }
@@ -123,6 +127,8 @@ pub(crate) struct Inner {
     driver: ChromeDriver,
     proxies: Option<Arc<dyn ProxySource>>,
     events: Arc<dyn EventSink>,
+    /// The LLM endpoint, asked only after the rule-based rounds found nothing.
+    llm: Option<LlmClient>,
     slots: Vec<Arc<Mutex<Slot>>>,
     permits: Semaphore,
     closed: AtomicBool,
@@ -146,6 +152,7 @@ impl BrowserExecutor {
                 driver,
                 proxies: None,
                 events: Arc::new(LogEvents),
+                llm: None,
                 slots: (0..slots)
                     .map(|i| Arc::new(Mutex::new(Slot::new(i))))
                     .collect(),
@@ -176,6 +183,14 @@ impl BrowserExecutor {
     #[must_use]
     pub fn with_events(mut self, events: Arc<dyn EventSink>) -> Self {
         self.inner_mut().events = events;
+        self
+    }
+
+    /// Asks `llm` for more search strings and a second opinion on cards when a job's
+    /// rule-based rounds found nothing on healthy pages (see `run/llm.rs`).
+    #[must_use]
+    pub fn with_llm(mut self, llm: LlmClient) -> Self {
+        self.inner_mut().llm = Some(llm);
         self
     }
 
@@ -379,10 +394,7 @@ pub fn judge_cards(
 ) -> Vec<Offer> {
     let mut offers: Vec<(usize, Offer)> = Vec::new();
     for (index, card) in cards.iter().enumerate() {
-        let Some(title) = card.title.as_deref().filter(|t| !t.trim().is_empty()) else {
-            continue;
-        };
-        let Some(price) = card.price.as_deref().and_then(parse_price) else {
+        let Some((title, _)) = priced_title(card) else {
             continue;
         };
         let verdict = judge::judge(query, title);
@@ -390,27 +402,51 @@ pub fn judge_cards(
             tracing::debug!(title, reason = %verdict.reason, "card is not the product");
             continue;
         }
-        let shipping = parse_shipping(card.shipping.as_deref(), free_shipping_texts).krw();
-        let clip = |s: &str, n: usize| s.chars().take(n).collect::<String>();
-        offers.push((
-            index,
-            Offer {
-                mall: mall.clone(),
-                title: clip(title.trim(), lps_proto::model::MAX_TITLE_CHARS),
-                price: i64::try_from(price).unwrap_or(i64::MAX),
-                shipping_fee: i64::try_from(shipping).unwrap_or(i64::MAX),
-                url: clip(
-                    card.link.as_deref().unwrap_or_default(),
-                    lps_proto::model::MAX_URL_CHARS,
-                ),
-                seller: clip(
-                    card.seller.as_deref().unwrap_or_default().trim(),
-                    lps_proto::model::MAX_TITLE_CHARS,
-                ),
-                match_score: verdict.score.clamp(0.0, 1.0),
-            },
-        ));
+        if let Some(offer) = card_offer(card, verdict.score, mall, free_shipping_texts) {
+            offers.push((index, offer));
+        }
     }
+    best_first(offers)
+}
+
+/// The card's title and price, when it has a title and a readable price (else it cannot
+/// be an offer).
+fn priced_title(card: &RawCard) -> Option<(&str, u64)> {
+    let title = card.title.as_deref().filter(|t| !t.trim().is_empty())?;
+    let price = card.price.as_deref().and_then(parse_price)?;
+    Some((title, price))
+}
+
+/// The offer of a card judged to be the product (`None` without a title or price).
+fn card_offer(
+    card: &RawCard,
+    score: f32,
+    mall: &MallId,
+    free_shipping_texts: &[String],
+) -> Option<Offer> {
+    let (title, price) = priced_title(card)?;
+    let shipping = parse_shipping(card.shipping.as_deref(), free_shipping_texts).krw();
+    let clip = |s: &str, n: usize| s.chars().take(n).collect::<String>();
+    Some(Offer {
+        mall: mall.clone(),
+        title: clip(title.trim(), lps_proto::model::MAX_TITLE_CHARS),
+        price: i64::try_from(price).unwrap_or(i64::MAX),
+        shipping_fee: i64::try_from(shipping).unwrap_or(i64::MAX),
+        url: clip(
+            card.link.as_deref().unwrap_or_default(),
+            lps_proto::model::MAX_URL_CHARS,
+        ),
+        seller: clip(
+            card.seller.as_deref().unwrap_or_default().trim(),
+            lps_proto::model::MAX_TITLE_CHARS,
+        ),
+        match_score: score.clamp(0.0, 1.0),
+    })
+}
+
+/// Offers tagged with their page order → best first (lowest price + shipping, then lower
+/// shipping, then page order).
+fn best_first(mut offers: Vec<(usize, Offer)>) -> Vec<Offer> {
     offers.sort_by_key(|(index, o)| (o.effective_price(), o.shipping_fee, *index));
     offers.into_iter().map(|(_, o)| o).collect()
 }

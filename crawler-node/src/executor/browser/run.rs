@@ -8,11 +8,15 @@
 //!   request on the IP session, whatever its verdict;
 //! - a blocked page is reported (`BlockEvent`) before anything else happens to the IP, and
 //!   is never turned into "not found";
-//! - every IP session that ends here is reported through `Slot::end_ip`.
+//! - every IP session that ends here is reported through `Slot::end_ip`;
+//! - the LLM endpoint is asked only after every rule-based round gave a healthy verdict
+//!   without a match, and each call is counted into the metrics (`run/llm.rs`).
 //!
 //! Cancellation: [`Run::search`] may be dropped at any await (the executor selects on the
 //! cancel token and the deadline); what it leaves behind is a suspect slot, never a
 //! half-reported IP session (`end_ip` is synchronous).
+
+mod llm;
 
 use std::time::Duration;
 
@@ -31,6 +35,7 @@ use crate::{
     },
     executor::{Job, Outcome, Progress},
     judge::{self, ProductQuery, Round, RoundKind},
+    llm::LlmClient,
     proxy::{Acquired, BlockEvent, EndReason},
 };
 
@@ -100,6 +105,10 @@ pub(super) struct Run<'a> {
     browser_restarts: u32,
     proxy_waited: Duration,
     was_suspect: bool,
+    /// Requests made to the LLM endpoint (each one is paid for).
+    llm_calls: u32,
+    /// Cards of healthy rounds without a match, kept for the LLM judge (with an endpoint).
+    rejected: Vec<llm::Rejected>,
 }
 
 impl<'a> Run<'a> {
@@ -131,6 +140,8 @@ impl<'a> Run<'a> {
             browser_restarts: 0,
             proxy_waited: Duration::ZERO,
             was_suspect,
+            llm_calls: 0,
+            rejected: Vec::new(),
         }
     }
 
@@ -162,8 +173,15 @@ impl<'a> Run<'a> {
                 return Ok(Found::Offers(offers));
             }
         }
+        // NB: reached only when every round gave a healthy verdict: any other page ended
+        // the search above with an error.
+        let offers = self.ask_llm(query, &rounds).await?;
         self.after_search();
-        Ok(Found::Nothing)
+        Ok(if offers.is_empty() {
+            Found::Nothing
+        } else {
+            Found::Offers(offers)
+        })
     }
 
     /// One round: load its result page until a verdict (rotating IPs after blocks, replacing
@@ -230,6 +248,11 @@ impl<'a> Run<'a> {
                     let matches = u32::try_from(offers.len()).unwrap_or(u32::MAX);
                     info!(cards = seen, matches, query = %round.query, "round read");
                     self.push_round(round, started, seen, matches);
+                    if offers.is_empty() && self.inner.llm.is_some() {
+                        let round = self.rounds.len() - 1;
+                        self.rejected
+                            .extend(cards.into_iter().map(|card| llm::Rejected { round, card }));
+                    }
                     return Ok(offers);
                 }
                 Ok(PageRead::Unreadable { reason, html_bytes }) => {
@@ -626,8 +649,10 @@ impl<'a> Run<'a> {
             (Some(relay), start) => relay.counters().since(start.unwrap_or_default()),
             (None, _) => RelayCounters::default(),
         };
+        let per_call = self.inner.llm.as_ref().map_or(0.0, LlmClient::usd_per_call);
         #[allow(clippy::cast_precision_loss)] // bytes far below 2^52
-        let cost_usd = moved.bytes() as f64 * self.job.limits.proxy_usd_per_gb / 1e9;
+        let cost_usd = moved.bytes() as f64 * self.job.limits.proxy_usd_per_gb / 1e9
+            + f64::from(self.llm_calls) * per_call;
         JobMetrics {
             bytes_in: moved.to_browser,
             bytes_out: moved.from_browser,
@@ -637,7 +662,7 @@ impl<'a> Run<'a> {
             } else {
                 0.0
             },
-            llm_calls: 0,
+            llm_calls: self.llm_calls,
             pages_loaded: self.pages,
             ports_used: self.ports_used,
         }
@@ -649,5 +674,6 @@ fn kind_str(kind: RoundKind) -> &'static str {
         RoundKind::Original => "original",
         RoundKind::Precise => "precise",
         RoundKind::Broad => "broad",
+        RoundKind::Llm => "llm",
     }
 }

@@ -1,0 +1,223 @@
+//! The LLM's turn in a run (DESIGN §5): after every rule-based round gave a healthy page
+//! without a match, and only with an endpoint configured.
+//!
+//! 1. **Keywords** (one call): the endpoint proposes up to three more search strings, given
+//!    the product and the strings tried. Each becomes a round of kind `llm`, searched and
+//!    judged by the rules like any other; the first with a match ends the search.
+//! 2. **Judge** (one call, only when there are candidates): the cards the rules rejected in
+//!    all rounds, minus those whose quantity disagrees with the product's (the hard veto
+//!    of [`judge::same_quantity`]: a 6-pack is never offered for a 12-pack, whatever the
+//!    endpoint says) and minus repeats, at most [`MAX_CANDIDATES`], are sent as titles;
+//!    the ones it names become the offers, and the rounds that showed them count them as
+//!    matches.
+//!
+//! So a job makes at most two calls, both counted into its metrics (and its cost) whether
+//! or not they answer. "No answer" from the endpoint (logged by the client) just skips the
+//! step: the job ends `NotFound` as it would have without an endpoint. A step is also
+//! skipped when the job's deadline leaves no time for it (a call's timeout, plus a page
+//! load for a keyword round), so a job near its deadline ends `NotFound` rather than being
+//! killed at the deadline and retried. Page failures in the keyword rounds fail the job as
+//! in any round. An accepted card keeps the rules' `match_score` (the share of the name it
+//! holds, often low: that is why the rules rejected it).
+
+use std::time::Duration;
+
+use lps_proto::model::Offer;
+use tokio::time::Instant;
+use tracing::{Instrument as _, info, info_span};
+
+use super::{JobError, Run, kind_str};
+use crate::{
+    browser::{RawCard, page::wait_timeout},
+    executor::browser::{best_first, card_offer, priced_title},
+    judge::{self, ProductQuery, Round, RoundKind, normalize},
+    llm::{CallFor, MAX_CANDIDATES, Product},
+};
+
+/// Time kept for a page load beyond the profile's wait timeout (navigation, reading).
+const PAGE_MARGIN: Duration = Duration::from_secs(5);
+
+/// A card a healthy round showed and the rules rejected.
+#[derive(Debug)]
+pub(super) struct Rejected {
+    /// Index of the round's report in `Run::rounds`.
+    pub(super) round: usize,
+    pub(super) card: RawCard,
+}
+
+impl Run<'_> {
+    /// The LLM's turn (see the module docs): the offers it found, best first; empty without
+    /// an endpoint or an answer.
+    pub(super) async fn ask_llm(
+        &mut self,
+        query: &ProductQuery,
+        tried: &[Round],
+    ) -> Result<Vec<Offer>, JobError> {
+        let inner = self.inner;
+        let job = self.job;
+        let Some(llm) = inner.llm.as_ref() else {
+            return Ok(Vec::new());
+        };
+        let product = Product {
+            name: query.name(),
+            code: job.product.code(),
+            brand: query.brand(),
+        };
+        let call = CallFor {
+            job_id: job.job_id(),
+            mall: job.mall.as_str(),
+        };
+
+        let page = wait_timeout(self.profile) + PAGE_MARGIN;
+        let tried_texts: Vec<&str> = tried.iter().map(|r| r.query.as_str()).collect();
+        let keywords = if self.time_left() >= llm.timeout() + page {
+            self.llm_calls += 1;
+            llm.keywords(call, &product, &tried_texts)
+                .await
+                .unwrap_or_default()
+        } else {
+            info!("too close to the deadline to ask the llm for search strings");
+            Vec::new()
+        };
+        for (i, text) in keywords.into_iter().enumerate() {
+            if self.time_left() < page {
+                info!("too close to the deadline for another llm round");
+                break;
+            }
+            let number = u32::try_from(tried.len() + i + 1).unwrap_or(u32::MAX);
+            self.progress.set_round(number);
+            let round = Round {
+                kind: RoundKind::Llm,
+                query: text,
+            };
+            let span = info_span!(
+                "browser.round",
+                job.id = job.job_id(),
+                mall = %job.mall,
+                round = number,
+                kind = kind_str(round.kind),
+            );
+            let offers = self.search_round(&round, query).instrument(span).await?;
+            if !offers.is_empty() {
+                return Ok(offers);
+            }
+        }
+
+        let candidates = candidates(query, &self.rejected);
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.time_left() < llm.timeout() {
+            info!("too close to the deadline to ask the llm judge");
+            return Ok(Vec::new());
+        }
+        let titles: Vec<&str> = candidates.iter().map(|c| c.title).collect();
+        self.llm_calls += 1;
+        let same = llm.judge(call, &product, &titles).await.unwrap_or_default();
+        let mut offers = Vec::with_capacity(same.len());
+        for index in same {
+            let Some(candidate) = candidates.get(index) else {
+                continue;
+            };
+            let score = judge::judge(query, candidate.title).score;
+            let offer = card_offer(
+                &candidate.rejected.card,
+                score,
+                &job.mall,
+                &self.profile.free_shipping_texts,
+            );
+            if let Some(offer) = offer {
+                if let Some(report) = self.rounds.get_mut(candidate.rejected.round) {
+                    report.matches += 1;
+                }
+                offers.push((index, offer));
+            }
+        }
+        info!(
+            candidates = candidates.len(),
+            accepted = offers.len(),
+            "llm judge read"
+        );
+        Ok(best_first(offers))
+    }
+
+    /// Time until the job's deadline.
+    fn time_left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+}
+
+/// A rejected card that may go to the LLM judge.
+struct Candidate<'r> {
+    rejected: &'r Rejected,
+    title: &'r str,
+}
+
+/// The cards worth asking about, in the order seen: a title and a price, the product's
+/// quantity (the hard veto), not a repeat of an earlier card; at most [`MAX_CANDIDATES`].
+fn candidates<'r>(query: &ProductQuery, rejected: &'r [Rejected]) -> Vec<Candidate<'r>> {
+    let mut seen: Vec<(String, u64, Option<&str>)> = Vec::new();
+    let mut out = Vec::new();
+    for r in rejected {
+        if out.len() == MAX_CANDIDATES {
+            break;
+        }
+        let Some((title, price)) = priced_title(&r.card) else {
+            continue;
+        };
+        if !judge::same_quantity(query, title) {
+            continue;
+        }
+        let key = (normalize(title), price, r.card.link.as_deref());
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        out.push(Candidate { rejected: r, title });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(round: usize, title: &str, price: &str, link: &str) -> Rejected {
+        Rejected {
+            round,
+            card: RawCard {
+                title: Some(title.into()),
+                price: Some(price.into()),
+                shipping: None,
+                seller: None,
+                link: Some(link.into()),
+            },
+        }
+    }
+
+    #[test]
+    fn candidates_keep_the_quantity_veto_and_skip_repeats() {
+        let query = ProductQuery::new("Jeju Samdasoo 2L x 12").unwrap();
+        let cards = [
+            rejected(0, "제주 삼다수 2L x 12병", "12,900원", "/goods/a101"),
+            rejected(0, "제주 삼다수 2L x 6병", "7,200원", "/goods/a106"),
+            rejected(0, "제주 삼다수 500ml x 20병", "9,900원", "/goods/a105"),
+            rejected(1, "제주 삼다수 2L x 12병", "12,900원", "/goods/a101"),
+            rejected(1, "삼다수 2리터 12개", "가격문의", "/goods/a107"),
+            rejected(1, "", "1,000원", "/goods/a108"),
+            rejected(2, "제주삼다수 2L 12개", "11,500원", "/goods/a109"),
+        ];
+        let found: Vec<(usize, &str)> = candidates(&query, &cards)
+            .iter()
+            .map(|c| (c.rejected.round, c.title))
+            .collect();
+        assert_eq!(
+            found,
+            [(0, "제주 삼다수 2L x 12병"), (2, "제주삼다수 2L 12개")]
+        );
+        let many: Vec<Rejected> = (0..MAX_CANDIDATES + 5)
+            .map(|i| rejected(0, "삼다수 2L 12병", "1,000원", &format!("/goods/{i}")))
+            .collect();
+        assert_eq!(candidates(&query, &many).len(), MAX_CANDIDATES);
+    }
+}
