@@ -8,7 +8,7 @@ use std::{process::ExitCode, sync::Arc, time::Duration};
 use anyhow::Context as _;
 use clap::Parser as _;
 use lps_crawler_node::{
-    BrowserExecutor, Node, NodeError, ScriptedExecutor,
+    BrowserExecutor, Node, NodeError, NodeMetrics, ScriptedExecutor,
     config::{Config, ExecutorKind, LogFormat, ProxyMode},
     executor::browser::BrowserSettings,
     health,
@@ -65,12 +65,15 @@ async fn main() -> ExitCode {
 
 async fn run(config: Config) -> anyhow::Result<()> {
     let mut browsers = None;
+    // One registry for the node and its executor: `/metrics` shows both.
+    let metrics = Arc::new(NodeMetrics::new());
     let node = match config.executor {
         ExecutorKind::Scripted => Node::new(config.clone(), ScriptedExecutor::new()),
         ExecutorKind::Browser => {
             let (link, inbox) = NodeLink::channel();
             let mut executor = BrowserExecutor::new(BrowserSettings::from_config(&config))
-                .with_events(Arc::new(link.clone()));
+                .with_events(Arc::new(link.clone()))
+                .with_metrics(metrics.clone());
             match config.proxy_mode {
                 ProxyMode::Coordinator => executor = executor.with_proxies(Arc::new(link)),
                 ProxyMode::Direct => {
@@ -80,7 +83,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
             browsers = Some(executor.clone());
             Node::new(config.clone(), executor).with_link(inbox)
         }
-    };
+    }
+    .with_metrics(metrics);
     info!(
         node.id = node.node_id(),
         coordinator = %config.coordinator_url,
