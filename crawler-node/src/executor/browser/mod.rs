@@ -152,10 +152,12 @@ impl BrowserExecutor {
     /// until [`with_proxies`](Self::with_proxies) / [`with_events`](Self::with_events).
     /// Nothing starts before the first job.
     pub fn new(settings: BrowserSettings) -> Self {
-        let driver = match &settings.driver {
+        let mut driver = match &settings.driver {
             DriverSource::Managed(path) => ChromeDriver::managed(path.clone()),
             DriverSource::External(url) => ChromeDriver::external(url.clone()),
         };
+        let metrics = Arc::new(NodeMetrics::new());
+        driver.set_metrics(metrics.clone());
         let slots = settings.slots.max(1) as usize;
         Self {
             inner: Arc::new(Inner {
@@ -168,7 +170,7 @@ impl BrowserExecutor {
                 permits: Semaphore::new(slots),
                 closed: AtomicBool::new(false),
                 launches: AtomicU64::new(0),
-                metrics: Arc::new(NodeMetrics::new()),
+                metrics,
                 watching: AtomicBool::new(false),
                 dirs: std::sync::Mutex::new(Vec::new()),
                 settings,
