@@ -1,7 +1,7 @@
-//! `crawler-node`: parse the settings, start logging/tracing and the HTTP probes, run the
-//! node until it has drained, then close the browsers. SIGTERM or SIGINT starts the drain;
-//! a second one exits at once. Exit code 0 after a clean drain, 1 when the node failed, 2
-//! for bad settings.
+//! `crawler-node`: parse the settings, start logging/tracing and the HTTP server (probes
+//! and metrics), run the node until it has drained, then close the browsers. SIGTERM or
+//! SIGINT starts the drain; a second one exits at once. Exit code 0 after a clean drain, 1
+//! when the node failed, 2 for bad settings.
 
 use std::{process::ExitCode, sync::Arc, time::Duration};
 
