@@ -117,7 +117,7 @@ pub struct NodeMetrics {
     pub proxy_bytes: Family<BytesLabels, Counter>,
     pub browser_launches: Counter,
     pub browser_restarts: Family<ReasonLabels, Counter>,
-    /// Managed chromedrivers started again after one died.
+    /// Managed chromedrivers started after one died or failed to start.
     pub chromedriver_restarts: Counter,
     /// 1 while the WebDriver server is up (or not needed yet), 0 while it is down.
     pub chromedriver_up: Gauge,
@@ -187,7 +187,7 @@ impl NodeMetrics {
         let chromedriver_restarts = Counter::default();
         registry.register(
             "chromedriver_restarts",
-            "Managed chromedrivers started again after one died",
+            "Managed chromedrivers started after one died or failed to start",
             chromedriver_restarts.clone(),
         );
         let chromedriver_up = Gauge::default();
