@@ -348,7 +348,11 @@ class Checker:
         exprs = " ".join(t.get("expr", "") for p in dash.get("panels", []) for t in p.get("targets", []))
         for metric in ("lps_jobs", "lps_pickup_latency_seconds_bucket", "lps_job_duration_seconds_bucket",
                        "lps_nodes_connected", "lps_node_free_slots", "lps_proxy_ports", "lps_blocks_total",
-                       "lps_bytes_total", "lps_cost_usd_total", "lps_alert_firing"):
+                       "lps_bytes_total", "lps_cost_usd_total", "lps_alert_firing",
+                       # the crawler nodes' own /metrics
+                       "lps_node_jobs_finished_total", "lps_node_page_load_seconds_bucket",
+                       "lps_node_proxy_bytes_total", "lps_node_browser_restarts_total",
+                       "lps_node_chromedriver_restarts_total", "lps_node_blocks_total"):
             if not re.search(rf"\b{metric}\b", exprs):
                 self.errors.append(f"dashboard: no panel queries {metric}")
         ids = [p.get("id") for p in dash["panels"]]

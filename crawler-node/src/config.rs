@@ -136,7 +136,7 @@ pub struct Config {
     #[arg(long, env = "LPS_RECONNECT_DEADLINE", default_value = DEFAULT_RECONNECT_DEADLINE, value_parser = humantime::parse_duration)]
     pub reconnect_deadline: Duration,
 
-    /// Address of the HTTP server for `/healthz` and `/readyz`.
+    /// Address of the HTTP server for `/healthz`, `/readyz` and `/metrics`.
     #[arg(long, env = "LPS_HTTP_ADDR", default_value = DEFAULT_HTTP_ADDR)]
     pub http_addr: SocketAddr,
 

@@ -168,6 +168,12 @@ pub trait Executor: Send + Sync + 'static {
     /// (the browser executor ends its IP sessions, whose releases are then acked before
     /// Goodbye). Called at most once per node run; the default does nothing.
     async fn drain(&self) {}
+
+    /// Whether the executor could run a job now (`/readyz`): e.g. the browser executor's
+    /// chromedriver is not down. Cheap and non-blocking; the default is always ready.
+    fn is_ready(&self) -> bool {
+        true
+    }
 }
 
 #[async_trait::async_trait]
@@ -178,5 +184,9 @@ impl<E: Executor + ?Sized> Executor for Arc<E> {
 
     async fn drain(&self) {
         (**self).drain().await;
+    }
+
+    fn is_ready(&self) -> bool {
+        (**self).is_ready()
     }
 }

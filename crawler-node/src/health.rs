@@ -1,26 +1,42 @@
-//! The node's HTTP probes (`LPS_HTTP_ADDR`):
+//! The node's HTTP endpoints (`LPS_HTTP_ADDR`):
 //! - `GET /healthz`: 200 while [`Node::run`](crate::Node::run) runs and its loop ticked
-//!   recently, else 503 (the liveness and startup probes);
-//! - `GET /readyz`: 200 while the stream is connected and welcomed, else 503.
+//!   recently, else 503 (the liveness and startup probes). That loop enforces every job's
+//!   hard deadline and drops a run that does not stop within its grace, so "the loop ticks"
+//!   also means no hung browser call can hold a slot for long;
+//! - `GET /readyz`: 200 while the stream is connected and welcomed and the executor is
+//!   ready (the browser executor's chromedriver is not down), else 503 saying which;
+//! - `GET /metrics`: the node's [`NodeMetrics`](crate::NodeMetrics) in the Prometheus text
+//!   format.
 //!
 //! Read-only: it looks at a [`NodeHandle`] and never changes the node. The server stops
 //! accepting when `shutdown` is cancelled.
 
-use axum::{Router, extract::State, http::StatusCode, routing::get};
+use axum::{
+    Router,
+    extract::State,
+    http::{StatusCode, header},
+    response::IntoResponse,
+    routing::get,
+};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::node::NodeHandle;
 
-/// The probe routes.
+/// The content type of the exposition ([`NodeMetrics::encode`](crate::NodeMetrics::encode)
+/// writes OpenMetrics text).
+const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The routes.
 pub fn router(node: NodeHandle) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .with_state(node)
 }
 
-/// Serves the probes on `listener` until `shutdown` is cancelled.
+/// Serves the routes on `listener` until `shutdown` is cancelled.
 pub async fn serve(
     listener: TcpListener,
     node: NodeHandle,
@@ -40,12 +56,24 @@ async fn healthz(State(node): State<NodeHandle>) -> (StatusCode, &'static str) {
 }
 
 async fn readyz(State(node): State<NodeHandle>) -> (StatusCode, &'static str) {
-    if node.is_ready() {
-        (StatusCode::OK, "ready\n")
-    } else {
+    if !node.is_connected() {
         (
             StatusCode::SERVICE_UNAVAILABLE,
             "not connected to the coordinator\n",
         )
+    } else if !node.executor_ready() {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the executor is not ready (chromedriver down)\n",
+        )
+    } else {
+        (StatusCode::OK, "ready\n")
     }
+}
+
+async fn metrics(State(node): State<NodeHandle>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
+        node.metrics().encode(),
+    )
 }

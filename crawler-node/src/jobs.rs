@@ -29,6 +29,7 @@ use tracing::{Instrument as _, info, info_span, warn};
 
 use crate::{
     executor::{Executor, Job, Outcome, Progress, STOP_GRACE},
+    metrics::{JobEnd, NodeMetrics},
     outbox::Report,
 };
 
@@ -78,6 +79,7 @@ pub struct Jobs {
     tasks: JoinSet<Option<Outcome>>,
     table: HashMap<Lease, Entry>,
     by_task: HashMap<tokio::task::Id, Lease>,
+    metrics: Arc<NodeMetrics>,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -90,7 +92,12 @@ impl std::fmt::Debug for Jobs {
 }
 
 impl Jobs {
-    pub fn new(slots: u32, executor: Arc<dyn Executor>, node_id: Arc<str>) -> Self {
+    pub fn new(
+        slots: u32,
+        executor: Arc<dyn Executor>,
+        node_id: Arc<str>,
+        metrics: Arc<NodeMetrics>,
+    ) -> Self {
         Self {
             slots,
             executor,
@@ -98,6 +105,7 @@ impl Jobs {
             tasks: JoinSet::new(),
             table: HashMap::new(),
             by_task: HashMap::new(),
+            metrics,
         }
     }
 
@@ -327,6 +335,13 @@ impl Jobs {
             }
             (Phase::Cancelled | Phase::HandedBack | Phase::DeadlinePassed, _) => None,
         };
+        let end = match (entry.phase, &report) {
+            (Phase::Running, Some(report)) => job_end(report),
+            (Phase::Running | Phase::Cancelled, _) => JobEnd::Cancelled,
+            (Phase::HandedBack, _) => JobEnd::HandedBack,
+            (Phase::DeadlinePassed, _) => JobEnd::Failed(ErrorClass::Deadline),
+        };
+        self.metrics.job_finished(&entry.mall, end);
         info!(
             job.id = lease.job_id,
             job.lease_epoch = lease.epoch,
@@ -361,6 +376,20 @@ impl Jobs {
         }
         self.table.clear();
         self.by_task.clear();
+    }
+}
+
+/// The `outcome` label of a job whose own report is `report`.
+fn job_end(report: &Report) -> JobEnd {
+    match report {
+        Report::Result(result) => match result.outcome {
+            lps_proto::model::Outcome::Found => JobEnd::Found,
+            lps_proto::model::Outcome::NotFound => JobEnd::NotFound,
+        },
+        Report::Failure(failure) => JobEnd::Failed(failure.class),
+        Report::HandBack { .. } => JobEnd::HandedBack,
+        // NB: not job reports; never made here.
+        Report::ProxyRelease { .. } | Report::Block(_) => JobEnd::Failed(ErrorClass::Internal),
     }
 }
 
@@ -441,11 +470,27 @@ mod tests {
     }
 
     fn jobs(slots: u32) -> Jobs {
-        Jobs::new(slots, Arc::new(ScriptedExecutor::new()), Arc::from("n1"))
+        Jobs::new(
+            slots,
+            Arc::new(ScriptedExecutor::new()),
+            Arc::from("n1"),
+            Arc::new(NodeMetrics::new()),
+        )
     }
 
     fn soon() -> Instant {
         Instant::now() + Duration::from_secs(30)
+    }
+
+    /// The `jobs_finished` count of testmall-alpha with `outcome`.
+    fn finished(jobs: &Jobs, outcome: &str) -> u64 {
+        jobs.metrics
+            .jobs_finished
+            .get_or_create(&crate::metrics::MallOutcomeLabels {
+                mall: "testmall-alpha".into(),
+                outcome: outcome.into(),
+            })
+            .get()
     }
 
     async fn next(jobs: &mut Jobs) -> Event {
@@ -471,6 +516,7 @@ mod tests {
             other => panic!("want a result, got {other:?}"),
         }
         assert_eq!(jobs.free_slots(), 2);
+        assert_eq!(finished(&jobs, "found"), 1);
     }
 
     #[tokio::test]
@@ -489,6 +535,7 @@ mod tests {
             Event::Exited { report: None, .. }
         ));
         assert_eq!(jobs.free_slots(), 1);
+        assert_eq!(finished(&jobs, "deadline"), 1);
     }
 
     #[tokio::test]
@@ -511,6 +558,8 @@ mod tests {
             ));
         }
         assert_eq!(jobs.free_slots(), 3);
+        assert_eq!(finished(&jobs, "cancelled"), 1);
+        assert_eq!(finished(&jobs, "handed_back"), 2);
     }
 
     #[tokio::test]
@@ -524,6 +573,7 @@ mod tests {
             } => assert_eq!(f.class, ErrorClass::Internal),
             other => panic!("want a failure, got {other:?}"),
         }
+        assert_eq!(finished(&jobs, "internal"), 1);
     }
 
     #[test]

@@ -16,7 +16,8 @@
 //! - `jobs`: the slot table (one task per job, deadlines, cancels);
 //! - `link`: the stream task that ties them together;
 //! - [`node`]: the public entry point and the status handle;
-//! - [`health`]: `/healthz` and `/readyz`;
+//! - [`health`]: `/healthz`, `/readyz` and `/metrics`;
+//! - [`metrics`]: the node's Prometheus metrics;
 //! - [`judge`]: matching result cards to the product (used by the browser executor);
 //! - [`llm`]: the optional OpenAI-compatible endpoint for keywords and judging.
 #![forbid(unsafe_code)]
@@ -30,6 +31,7 @@ mod jobs;
 pub mod judge;
 mod link;
 pub mod llm;
+pub mod metrics;
 pub mod node;
 pub mod outbox;
 pub mod proxy;
@@ -38,4 +40,5 @@ pub mod session;
 
 pub use config::Config;
 pub use executor::{BrowserExecutor, Executor, Job, Outcome, Progress, ScriptedExecutor};
+pub use metrics::NodeMetrics;
 pub use node::{Node, NodeError, NodeHandle, Status, StreamState};

@@ -1,14 +1,14 @@
-//! `crawler-node`: parse the settings, start logging/tracing and the HTTP probes, run the
-//! node until it has drained, then close the browsers. SIGTERM or SIGINT starts the drain;
-//! a second one exits at once. Exit code 0 after a clean drain, 1 when the node failed, 2
-//! for bad settings.
+//! `crawler-node`: parse the settings, start logging/tracing and the HTTP server (probes
+//! and metrics), run the node until it has drained, then close the browsers. SIGTERM or
+//! SIGINT starts the drain; a second one exits at once. Exit code 0 after a clean drain, 1
+//! when the node failed, 2 for bad settings.
 
 use std::{process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use clap::Parser as _;
 use lps_crawler_node::{
-    BrowserExecutor, Node, NodeError, ScriptedExecutor,
+    BrowserExecutor, Node, NodeError, NodeMetrics, ScriptedExecutor,
     config::{Config, ExecutorKind, LogFormat, ProxyMode},
     executor::browser::BrowserSettings,
     health,
@@ -66,12 +66,15 @@ async fn main() -> ExitCode {
 
 async fn run(config: Config) -> anyhow::Result<()> {
     let mut browsers = None;
+    // One registry for the node and its executor: `/metrics` shows both.
+    let metrics = Arc::new(NodeMetrics::new());
     let node = match config.executor {
         ExecutorKind::Scripted => Node::new(config.clone(), ScriptedExecutor::new()),
         ExecutorKind::Browser => {
             let (link, inbox) = NodeLink::channel();
             let mut executor = BrowserExecutor::new(BrowserSettings::from_config(&config))
-                .with_events(Arc::new(link.clone()));
+                .with_events(Arc::new(link.clone()))
+                .with_metrics(metrics.clone());
             // NB: validated at start-up already; `llm()` only repeats the check.
             if let Some(settings) = config.llm()? {
                 info!(
@@ -93,7 +96,8 @@ async fn run(config: Config) -> anyhow::Result<()> {
             browsers = Some(executor.clone());
             Node::new(config.clone(), executor).with_link(inbox)
         }
-    };
+    }
+    .with_metrics(metrics);
     info!(
         node.id = node.node_id(),
         coordinator = %config.coordinator_url,

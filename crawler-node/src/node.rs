@@ -4,7 +4,8 @@
 //! `run` owns everything for the node's life (the stream, the slot table, the outbox) in
 //! one task, the link (the private `link` module); nothing is global, so several nodes can run in
 //! one test process. The handle only reads: a `watch` of [`Status`] updated by the link
-//! after every event, the latest site profiles, and a liveness tick.
+//! after every event, the latest site profiles, a liveness tick, the executor's readiness
+//! and the node's [`NodeMetrics`].
 //!
 //! Cancellation: cancelling the `shutdown` token passed to `run` starts a drain (it does
 //! not abort anything); dropping the `run` future aborts the node's job tasks without
@@ -26,6 +27,7 @@ use crate::{
     config::{Config, ConfigError},
     executor::Executor,
     link::Link,
+    metrics::NodeMetrics,
     proxy::LinkInbox,
     session::SiteProfiles,
 };
@@ -108,13 +110,24 @@ pub enum NodeError {
 }
 
 /// State shared by the link (the writer) and every [`NodeHandle`] (readers).
-#[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) node_id: String,
     pub(crate) status: watch::Sender<Status>,
     pub(crate) profiles: watch::Sender<Arc<SiteProfiles>>,
+    pub(crate) metrics: Arc<NodeMetrics>,
+    /// Read for `/readyz` only.
+    executor: Arc<dyn Executor>,
     started: Instant,
     alive_ms: AtomicU64,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("node_id", &self.node_id)
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Shared {
@@ -154,9 +167,24 @@ impl NodeHandle {
         status.unwrap_or_else(|_| self.status())
     }
 
-    /// Connected and welcomed (`/readyz`).
+    /// Connected and welcomed, and the executor can run jobs (`/readyz`).
     pub fn is_ready(&self) -> bool {
+        self.is_connected() && self.executor_ready()
+    }
+
+    /// Connected and welcomed.
+    pub fn is_connected(&self) -> bool {
         self.shared.status.borrow().stream == StreamState::Connected
+    }
+
+    /// The executor can run jobs now ([`Executor::is_ready`]: e.g. chromedriver is up).
+    pub fn executor_ready(&self) -> bool {
+        self.shared.executor.is_ready()
+    }
+
+    /// The node's metrics (`/metrics`).
+    pub fn metrics(&self) -> &Arc<NodeMetrics> {
+        &self.shared.metrics
     }
 
     /// `run` has not returned and its loop ticked within [`ALIVE_WINDOW`] (`/healthz`).
@@ -195,19 +223,37 @@ impl Node {
     pub fn new(config: Config, executor: impl Executor) -> Self {
         let (status, _) = watch::channel(Status::new(config.slots));
         let (profiles, _) = watch::channel(Arc::new(SiteProfiles::default()));
+        let executor: Arc<dyn Executor> = Arc::new(executor);
         let shared = Arc::new(Shared {
             node_id: config.node_id.clone(),
             status,
             profiles,
+            metrics: Arc::new(NodeMetrics::new()),
+            executor: executor.clone(),
             started: Instant::now(),
             alive_ms: AtomicU64::new(0),
         });
         Self {
             config,
-            executor: Arc::new(executor),
+            executor,
             shared,
             inbox: None,
         }
+    }
+
+    /// Records into `metrics` (share it with the executor, e.g.
+    /// [`BrowserExecutor::with_metrics`](crate::BrowserExecutor::with_metrics), so one
+    /// `/metrics` shows both). Without it the node has metrics of its own.
+    ///
+    /// # Panics
+    /// When called after [`Node::handle`] (a handle would keep showing the old metrics).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<NodeMetrics>) -> Self {
+        let Some(shared) = Arc::get_mut(&mut self.shared) else {
+            panic!("Node::with_metrics must be called before Node::handle");
+        };
+        shared.metrics = metrics;
+        self
     }
 
     /// Serves `inbox`: the proxy requests and port reports of the executor's

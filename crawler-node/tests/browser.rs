@@ -391,6 +391,10 @@ async fn a_dead_chromedriver_is_restarted() {
         let second = exec.chromedriver_pid().expect("a new chromedriver");
         assert_ne!(first, second);
         assert_eq!(exec.launches(), 2);
+        let metrics = exec.metrics();
+        assert_eq!(metrics.chromedriver_restarts.get(), 1);
+        assert_eq!(metrics.chromedriver_up.get(), 1);
+        assert_eq!(metrics.browser_launches.get(), 2);
     };
     harness.finish(check).await;
     stack.shutdown().await.unwrap();

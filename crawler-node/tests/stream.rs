@@ -697,6 +697,66 @@ async fn probes_follow_the_stream() {
 }
 
 #[tokio::test]
+async fn metrics_count_jobs_reconnects_and_resent_reports() {
+    let coord = FakeCoordinator::start_with(Behaviour {
+        auto_ack: false,
+        ..Behaviour::default()
+    })
+    .await;
+    let node = TestNode::start(&coord, |_| {});
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(health::serve(listener, node.handle.clone(), stop.clone()));
+    node.wait_status("welcomed", |s| s.stream == StreamState::Connected)
+        .await;
+
+    coord.send(0, assign(7, "ok:500", LONG));
+    coord
+        .wait_message(0, "the result of job 7", |m| {
+            matches!(m, Out::Result(r) if r.job_id == 7).then_some(())
+        })
+        .await;
+    coord.send(0, assign(8, "hang", LONG));
+    node.wait_status("job 8 running", |s| s.running_jobs == 1)
+        .await;
+    let running = get_text(addr, "/metrics").await;
+    assert!(running.contains("lps_node_jobs_running 1\n"), "{running}");
+    assert!(running.contains("lps_node_slots_free 1\n"), "{running}");
+    coord.send(
+        0,
+        In::Cancel(pb::Cancel {
+            job_id: 8,
+            lease_epoch: 1,
+            reason: "lease lost".into(),
+        }),
+    );
+    node.wait_status("job 8 stopped", |s| s.running_jobs == 0)
+        .await;
+    // The result of job 7 was never acked: the reconnect resends it.
+    coord.kill(0, Status::unavailable("restarting"));
+    coord
+        .wait_message(1, "the resent result of job 7", |m| {
+            matches!(m, Out::Result(r) if r.job_id == 7).then_some(())
+        })
+        .await;
+
+    let text = get_text(addr, "/metrics").await;
+    for line in [
+        "lps_node_jobs_finished_total{mall=\"testmall-alpha\",outcome=\"found\"} 1\n",
+        "lps_node_jobs_finished_total{mall=\"testmall-alpha\",outcome=\"cancelled\"} 1\n",
+        "lps_node_jobs_running 0\n",
+        "lps_node_slots_free 2\n",
+        "lps_node_reconnects_total 1\n",
+        "lps_node_reports_resent_total 1\n",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in\n{text}");
+    }
+    node.shutdown.cancel();
+    stop.cancel();
+}
+
+#[tokio::test]
 async fn several_nodes_share_one_process() {
     let coord = FakeCoordinator::start().await;
     let a = TestNode::start(&coord, |c| c.node_id = "node-a".into());
@@ -725,6 +785,18 @@ async fn several_nodes_share_one_process() {
 
 /// `GET path` over plain HTTP/1.1; the status code.
 async fn get(addr: std::net::SocketAddr, path: &str) -> u16 {
+    get_response(addr, path).await.0
+}
+
+/// `GET path`; the body of a 200 response.
+async fn get_text(addr: std::net::SocketAddr, path: &str) -> String {
+    let (code, body) = get_response(addr, path).await;
+    assert_eq!(code, 200, "GET {path}: {body}");
+    body
+}
+
+/// `GET path` over plain HTTP/1.1; the status code and the body.
+async fn get_response(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
     conn.write_all(
         format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
@@ -733,9 +805,14 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> u16 {
     .unwrap();
     let mut response = String::new();
     conn.read_to_string(&mut response).await.unwrap();
-    response
+    let code = response
         .split_whitespace()
         .nth(1)
         .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"))
+        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (code, body)
 }

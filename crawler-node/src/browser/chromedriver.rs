@@ -4,7 +4,14 @@
 //! Owns the chromedriver child process. Invariants:
 //! - [`ChromeDriver::url`] returns the URL of a server that answered `/status` ready; a
 //!   managed chromedriver that has died is started again (on a new port) by the next call,
-//!   so one crash costs the sessions it held, not the node.
+//!   so one crash costs the sessions it held, not the node. [`ChromeDriver::check`] does
+//!   the same without a job: the browser executor calls it every second once the
+//!   chromedriver was first needed, so a dead one is replaced before the next job comes.
+//! - [`ChromeDriver::is_up`] is false from the moment a managed chromedriver is seen dead
+//!   (or fails to start) until one is running again (`/readyz`, `lps_node_chromedriver_up`);
+//!   before the first start and after [`ChromeDriver::stop`] it is true (nothing is down,
+//!   the server starts on demand). Every start after a death or a failed start counts in
+//!   `lps_node_chromedriver_restarts_total`.
 //! - The child runs in its own process group; [`ChromeDriver::stop`] kills that group, and
 //!   `kill_on_drop` covers a node that never called `stop`.
 //!
@@ -14,7 +21,10 @@
 use std::{
     path::PathBuf,
     process::Stdio,
-    sync::atomic::{AtomicU32, Ordering},
+    sync::{
+        Arc,
+        atomic::{AtomicU8, AtomicU32, Ordering},
+    },
     time::Duration,
 };
 
@@ -23,6 +33,7 @@ use tokio::{process::Child, sync::Mutex, time::Instant};
 use tracing::{info, instrument, warn};
 
 use super::{BrowserError, http::WebDriverHttp, process};
+use crate::metrics::NodeMetrics;
 
 /// How long a fresh chromedriver may take to answer `/status` ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -36,7 +47,21 @@ pub struct ChromeDriver {
     running: Mutex<Option<Running>>,
     /// The running chromedriver's pid (0: none), readable without the async lock.
     pid: AtomicU32,
+    /// A [`State`], readable without the async lock.
+    state: AtomicU8,
     http: WebDriverHttp,
+    metrics: Arc<NodeMetrics>,
+}
+
+/// Whether the managed chromedriver is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum State {
+    /// Not started yet, or stopped: it starts when needed.
+    Idle = 0,
+    Up = 1,
+    /// Seen dead, or it failed to start; not running until a start succeeds.
+    Down = 2,
 }
 
 #[derive(Debug)]
@@ -60,7 +85,9 @@ impl ChromeDriver {
             mode: Mode::Managed { path: path.into() },
             running: Mutex::new(None),
             pid: AtomicU32::new(0),
+            state: AtomicU8::new(State::Idle as u8),
             http: WebDriverHttp::new(Duration::from_secs(5)),
+            metrics: Arc::new(NodeMetrics::new()),
         }
     }
 
@@ -72,7 +99,46 @@ impl ChromeDriver {
             },
             running: Mutex::new(None),
             pid: AtomicU32::new(0),
+            state: AtomicU8::new(State::Idle as u8),
             http: WebDriverHttp::new(Duration::from_secs(5)),
+            metrics: Arc::new(NodeMetrics::new()),
+        }
+    }
+
+    /// Records restarts and the up/down state into `metrics`.
+    pub fn set_metrics(&mut self, metrics: Arc<NodeMetrics>) {
+        metrics.chromedriver_up.set(i64::from(self.is_up()));
+        self.metrics = metrics;
+    }
+
+    fn state(&self) -> State {
+        match self.state.load(Ordering::SeqCst) {
+            1 => State::Up,
+            2 => State::Down,
+            _ => State::Idle,
+        }
+    }
+
+    fn set_state(&self, state: State) {
+        self.state.store(state as u8, Ordering::SeqCst);
+        self.metrics
+            .chromedriver_up
+            .set(i64::from(state != State::Down));
+    }
+
+    /// False while a managed chromedriver is down (seen dead or failed to start, and not
+    /// running again yet); see the module docs. Always true for an external server.
+    pub fn is_up(&self) -> bool {
+        self.state() != State::Down
+    }
+
+    /// Starts a managed chromedriver again if it died or failed to start since it was
+    /// first needed; nothing before the first [`ChromeDriver::url`], after
+    /// [`ChromeDriver::stop`], or for an external server. Errors like `url`.
+    pub async fn check(&self) -> Result<(), BrowserError> {
+        match (&self.mode, self.state()) {
+            (Mode::External { .. }, _) | (Mode::Managed { .. }, State::Idle) => Ok(()),
+            (Mode::Managed { .. }, State::Up | State::Down) => self.url().await.map(drop),
         }
     }
 
@@ -94,10 +160,13 @@ impl ChromeDriver {
                 ),
                 Err(err) => warn!(error = %err, "cannot check chromedriver; starting a new one"),
             }
+            self.set_state(State::Down);
+            self.pid.store(0, Ordering::SeqCst);
             if let Some(old) = running.take() {
                 process::kill_group(old.pid).await;
             }
         }
+        let restart = self.state() == State::Down;
         let mut last = String::new();
         for attempt in 1..=START_ATTEMPTS {
             match self.start(path).await {
@@ -105,6 +174,11 @@ impl ChromeDriver {
                     let url = started.url.clone();
                     self.pid.store(started.pid, Ordering::SeqCst);
                     *running = Some(started);
+                    self.set_state(State::Up);
+                    if restart {
+                        self.metrics.chromedriver_restarts.inc();
+                        info!("chromedriver restarted");
+                    }
                     return Ok(url);
                 }
                 Err(err) => {
@@ -113,6 +187,7 @@ impl ChromeDriver {
                 }
             }
         }
+        self.set_state(State::Down);
         Err(BrowserError::Driver(last))
     }
 
@@ -164,7 +239,9 @@ impl ChromeDriver {
     /// Kills the managed chromedriver (and anything left in its process group). The next
     /// [`ChromeDriver::url`] would start a new one.
     pub async fn stop(&self) {
-        if let Some(mut old) = self.running.lock().await.take() {
+        let mut running = self.running.lock().await;
+        self.set_state(State::Idle);
+        if let Some(mut old) = running.take() {
             self.pid.store(0, Ordering::SeqCst);
             process::kill_group(old.pid).await;
             let _ = tokio::time::timeout(Duration::from_secs(5), old.child.wait()).await;
@@ -172,7 +249,8 @@ impl ChromeDriver {
         }
     }
 
-    /// The pid of the managed chromedriver, if one was started (it may have died since).
+    /// The pid of the managed chromedriver, if one runs (it may have died since the last
+    /// look).
     pub fn pid(&self) -> Option<u32> {
         Some(self.pid.load(Ordering::SeqCst)).filter(|&pid| pid != 0)
     }

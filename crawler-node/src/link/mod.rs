@@ -82,6 +82,7 @@ use crate::{
     executor::{Executor, STOP_GRACE},
     host,
     jobs::{Event, Jobs},
+    metrics::JobEnd,
     node::{NodeError, Shared, StreamState},
     outbox::{Outbox, Report},
     proxy::{LinkInbox, LinkRequest},
@@ -198,6 +199,7 @@ impl Link {
             config.slots,
             executor.clone(),
             Arc::from(config.node_id.as_str()),
+            shared.metrics.clone(),
         );
         Ok(Self {
             endpoint,
@@ -477,12 +479,19 @@ impl Link {
         self.backoff.reset();
         self.lost_since = None;
         self.connects += 1;
+        if self.connects > 1 {
+            self.shared.metrics.reconnects.inc();
+        }
         self.send_credit();
         let resend: Vec<pb::NodeMessage> = self
             .outbox
             .pending()
             .map(|(seq, report)| report.to_message(seq))
             .collect();
+        self.shared
+            .metrics
+            .reports_resent
+            .inc_by(u64::try_from(resend.len()).unwrap_or(u64::MAX));
         for msg in resend {
             self.send(msg);
         }
@@ -574,6 +583,9 @@ impl Link {
         };
         if let Some(reason) = refuse {
             warn!(job.id = lease.job_id, reason = %reason, "handing back an assignment");
+            self.shared
+                .metrics
+                .job_finished(&job.mall, JobEnd::HandedBack);
             self.report(Report::HandBack { lease, reason });
             // The coordinator counted this assignment against our credit: say again what
             // is free.
@@ -619,8 +631,15 @@ impl Link {
 
     /// Keeps `report` until acked and sends it now if connected.
     fn report(&mut self, report: Report) {
-        if let Report::ProxyRelease { port, .. } = &report {
-            self.desk.on_release(*port);
+        match &report {
+            Report::ProxyRelease { port, session } => {
+                self.desk.on_release(*port);
+                self.shared
+                    .metrics
+                    .ip_session_ended(&session.mall, session.reason);
+            }
+            Report::Block(event) => self.shared.metrics.blocked(&event.mall),
+            Report::Result(_) | Report::Failure(_) | Report::HandBack { .. } => {}
         }
         let (job_id, kind) = (report.job_id(), report.kind());
         let seq = self.outbox.push(report);
@@ -687,6 +706,11 @@ impl Link {
         let unacked_reports = self.outbox.len();
         let draining = self.drain.is_some();
         let connects = self.connects;
+        let metrics = &self.shared.metrics;
+        metrics
+            .jobs_running
+            .set(i64::try_from(running_jobs).unwrap_or(i64::MAX));
+        metrics.slots_free.set(i64::from(free_slots));
         self.shared.status.send_if_modified(|s| {
             let next = crate::node::Status {
                 stream: if s.stream == StreamState::Stopped {

@@ -28,6 +28,13 @@
 //! needs an `.await` after a cancel. [`BrowserExecutor::shutdown`] closes every browser
 //! (each within its own close timeout) and stops chromedriver; the node binary calls it
 //! after the node has stopped.
+//!
+//! Chromedriver: once the first job needed it, a watch task (`browser.chromedriver_watch`,
+//! ended by `shutdown` or by dropping the executor) looks at it every second and starts a
+//! dead one again, backing off while it will not start; [`Executor::is_ready`] is false
+//! while it is down. Metrics (page loads, relay bytes, browser launches and restarts,
+//! chromedriver restarts) go to the [`NodeMetrics`] of
+//! [`with_metrics`](BrowserExecutor::with_metrics).
 
 mod run;
 mod slot;
@@ -35,7 +42,7 @@ mod slot;
 use std::{
     path::PathBuf,
     sync::{
-        Arc,
+        Arc, Weak,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
@@ -57,8 +64,14 @@ use crate::{
     config::Config,
     judge::{self, ProductQuery},
     llm::LlmClient,
+    metrics::NodeMetrics,
     proxy::{EndReason, EventSink, LogEvents, ProxySource},
 };
+
+/// Between two looks at the managed chromedriver.
+const DRIVER_CHECK: Duration = Duration::from_secs(1);
+/// Longest wait between two attempts to start a chromedriver that does not start.
+const DRIVER_RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// Where the WebDriver server comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,6 +146,9 @@ pub(crate) struct Inner {
     permits: Semaphore,
     closed: AtomicBool,
     launches: AtomicU64,
+    metrics: Arc<NodeMetrics>,
+    /// The chromedriver watch task has been started.
+    watching: AtomicBool,
     /// Every slot directory this executor has taken (for [`BrowserExecutor::kill_now`]).
     dirs: std::sync::Mutex<Vec<PathBuf>>,
 }
@@ -142,10 +158,12 @@ impl BrowserExecutor {
     /// until [`with_proxies`](Self::with_proxies) / [`with_events`](Self::with_events).
     /// Nothing starts before the first job.
     pub fn new(settings: BrowserSettings) -> Self {
-        let driver = match &settings.driver {
+        let mut driver = match &settings.driver {
             DriverSource::Managed(path) => ChromeDriver::managed(path.clone()),
             DriverSource::External(url) => ChromeDriver::external(url.clone()),
         };
+        let metrics = Arc::new(NodeMetrics::new());
+        driver.set_metrics(metrics.clone());
         let slots = settings.slots.max(1) as usize;
         Self {
             inner: Arc::new(Inner {
@@ -159,6 +177,8 @@ impl BrowserExecutor {
                 permits: Semaphore::new(slots),
                 closed: AtomicBool::new(false),
                 launches: AtomicU64::new(0),
+                metrics,
+                watching: AtomicBool::new(false),
                 dirs: std::sync::Mutex::new(Vec::new()),
                 settings,
             }),
@@ -192,6 +212,21 @@ impl BrowserExecutor {
     pub fn with_llm(mut self, llm: LlmClient) -> Self {
         self.inner_mut().llm = Some(llm);
         self
+    }
+
+    /// Records page loads, bytes, browser and chromedriver restarts into `metrics` (the
+    /// node's, so `/metrics` shows them; see [`Node::with_metrics`](crate::Node::with_metrics)).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<NodeMetrics>) -> Self {
+        let inner = self.inner_mut();
+        inner.driver.set_metrics(metrics.clone());
+        inner.metrics = metrics;
+        self
+    }
+
+    /// The metrics this executor records into.
+    pub fn metrics(&self) -> &Arc<NodeMetrics> {
+        &self.inner.metrics
     }
 
     /// Browsers started so far (replacements included).
@@ -277,6 +312,10 @@ impl Executor for BrowserExecutor {
         self.run_job(job, progress, cancel).instrument(span).await
     }
 
+    fn is_ready(&self) -> bool {
+        !self.inner.closed.load(Ordering::SeqCst) && self.inner.driver.is_up()
+    }
+
     async fn drain(&self) {
         // Idle slots give their IPs back now, so the releases are acked before Goodbye;
         // browsers close at shutdown.
@@ -342,6 +381,7 @@ impl BrowserExecutor {
                 "the browser executor is shut down".into(),
             );
         };
+        self.watch_driver();
         let mut slot = self.take_slot().await;
         let mut run = Run::new(&self.inner, &job, &profile, &progress, &mut slot, deadline);
         // NB: the node cancels at the deadline and reports DEADLINE itself; the grace keeps
@@ -449,6 +489,43 @@ fn card_offer(
 fn best_first(mut offers: Vec<(usize, Offer)>) -> Vec<Offer> {
     offers.sort_by_key(|(index, o)| (o.effective_price(), o.shipping_fee, *index));
     offers.into_iter().map(|(_, o)| o).collect()
+}
+
+impl BrowserExecutor {
+    /// Starts the chromedriver watch task, once (a managed chromedriver only).
+    fn watch_driver(&self) {
+        if !matches!(self.inner.settings.driver, DriverSource::Managed(_))
+            || self.inner.watching.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        let inner = Arc::downgrade(&self.inner);
+        tokio::spawn(watch_driver(inner).instrument(info_span!("browser.chromedriver_watch")));
+    }
+}
+
+/// Looks at the chromedriver every [`DRIVER_CHECK`] and starts a dead one again, backing
+/// off to [`DRIVER_RETRY_MAX`] while it does not start. Ends when the executor is shut
+/// down or dropped.
+async fn watch_driver(inner: Weak<Inner>) {
+    let mut wait = DRIVER_CHECK;
+    loop {
+        tokio::time::sleep(wait).await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        if inner.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        wait = match inner.driver.check().await {
+            Ok(()) => DRIVER_CHECK,
+            Err(err) => {
+                let next = (wait * 2).min(DRIVER_RETRY_MAX);
+                warn!(error = %err, retry_in = ?next, "chromedriver is down");
+                next
+            }
+        };
+    }
 }
 
 impl Inner {

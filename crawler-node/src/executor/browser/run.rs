@@ -36,6 +36,7 @@ use crate::{
     executor::{Job, Outcome, Progress},
     judge::{self, ProductQuery, Round, RoundKind},
     llm::LlmClient,
+    metrics::BrowserRestart,
     proxy::{Acquired, BlockEvent, EndReason},
 };
 
@@ -197,10 +198,14 @@ impl<'a> Run<'a> {
             self.ensure_ip().await?;
             self.prepare_browser().await?;
             let before = self.relay_counters();
+            let loading = Instant::now();
             let read = {
                 let browser = self.browser()?;
                 read_search_page(browser, self.profile, &url).await
             };
+            self.inner
+                .metrics
+                .page_loaded(&self.job.mall, verdict_str(&read), loading.elapsed());
             let moved = self.relay_counters().since(before);
             self.pages += 1;
             self.progress.page_loaded();
@@ -427,6 +432,9 @@ impl<'a> Run<'a> {
                 && let Err(err) = browser.ping().await
             {
                 warn!(error = %err, "the browser of an interrupted job does not answer; replacing it");
+                self.inner
+                    .metrics
+                    .browser_restarted(BrowserRestart::Unresponsive);
                 self.slot.kill_browser().await;
             }
         }
@@ -455,6 +463,7 @@ impl<'a> Run<'a> {
             self.inner
                 .launches
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.inner.metrics.browser_launches.inc();
             self.slot.browser = Some(browser);
         }
         let patterns = self.blocked_patterns();
@@ -482,6 +491,7 @@ impl<'a> Run<'a> {
     /// per job.
     async fn recover_browser(&mut self, err: &BrowserError) -> Result<(), JobError> {
         warn!(error = %err, restarts = self.browser_restarts, "the browser failed; killing it");
+        self.inner.metrics.browser_restarted(BrowserRestart::Failed);
         self.slot.kill_browser().await;
         if self.browser_restarts >= MAX_BROWSER_RESTARTS {
             return Err(JobError::new(ErrorClass::Browser, err.to_string()));
@@ -609,6 +619,9 @@ impl<'a> Run<'a> {
     /// own.
     pub(super) fn finish(self, result: Result<Found, Stop>) -> Outcome {
         let metrics = self.metrics();
+        self.inner
+            .metrics
+            .proxy_bytes(&self.job.mall, metrics.bytes_in, metrics.bytes_out);
         let rounds = self.rounds;
         match result {
             Ok(found) => {
@@ -666,6 +679,18 @@ impl<'a> Run<'a> {
             pages_loaded: self.pages,
             ports_used: self.ports_used,
         }
+    }
+}
+
+/// The `verdict` label of a search page load.
+fn verdict_str(read: &Result<PageRead, BrowserError>) -> &'static str {
+    match read {
+        Ok(PageRead::Cards(_)) => "results",
+        Ok(PageRead::NoResults) => "no_results",
+        Ok(PageRead::Blocked { .. }) => "blocked",
+        Ok(PageRead::Unreadable { .. }) => "unreadable",
+        Ok(PageRead::ErrorPage { .. }) => "error_page",
+        Err(_) => "failed",
     }
 }
 
