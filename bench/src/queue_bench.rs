@@ -26,6 +26,9 @@ struct Args {
     /// Jobs enqueued one request at a time.
     #[arg(long, default_value_t = 2000)]
     single_enqueues: usize,
+    /// Only 8 concurrent claimers (the targets' figure), for quick repeated runs.
+    #[arg(long)]
+    only_8: bool,
     #[arg(long, env = "DATABASE_URL")]
     database_url: String,
 }
@@ -97,7 +100,7 @@ async fn main() -> anyhow::Result<()> {
                     .unwrap_or(&MallLimits::unlimited(mall.clone())),
             )
             .await?;
-        for claimers in [1usize, 8, 32] {
+        for claimers in claimer_counts(&args) {
             for batch in [1u32, 10, 100] {
                 fill(&queue, &pool, args.jobs).await?;
                 let t = Instant::now();
@@ -116,19 +119,48 @@ async fn main() -> anyhow::Result<()> {
     queue
         .upsert_mall(&MallLimits::unlimited(mall.clone()))
         .await?;
+    let mut node_path = Vec::new();
+    for claimers in claimer_counts(&args) {
+        for batch in [1u32, 10, 100] {
+            fill(&queue, &pool, args.jobs).await?;
+            let t = Instant::now();
+            drain_node_path(&queue, claimers, batch).await?;
+            let elapsed = t.elapsed();
+            check_all_done(&pool, args.jobs).await?;
+            node_path.push((claimers, batch, rate(args.jobs, elapsed)));
+            row(
+                &format!(
+                    "queue complete-and-claim-next (node path), {claimers} claimers, {batch} per claim"
+                ),
+                args.jobs,
+                elapsed,
+            );
+        }
+    }
     let mut baseline = Vec::new();
-    for claimers in [1usize, 8, 32] {
-        fill(&queue, &pool, args.jobs).await?;
-        let t = Instant::now();
-        drain_raw(&pool, claimers).await?;
-        let elapsed = t.elapsed();
-        check_all_done(&pool, args.jobs).await?;
-        baseline.push((claimers, rate(args.jobs, elapsed)));
-        row(
-            &format!("raw SQL baseline, {claimers} claimers, 1 per claim"),
-            args.jobs,
-            elapsed,
-        );
+    let mut baseline_tx = Vec::new();
+    for claimers in claimer_counts(&args) {
+        for one_tx in [false, true] {
+            fill(&queue, &pool, args.jobs).await?;
+            let t = Instant::now();
+            drain_raw(&pool, claimers, one_tx).await?;
+            let elapsed = t.elapsed();
+            check_all_done(&pool, args.jobs).await?;
+            let (target, label) = if one_tx {
+                (
+                    &mut baseline_tx,
+                    "raw SQL complete-and-claim-next in one transaction",
+                )
+            } else {
+                (&mut baseline, "raw SQL baseline")
+            };
+            target.push((claimers, rate(args.jobs, elapsed)));
+            row(
+                &format!("{label}, {claimers} claimers, 1 per claim"),
+                args.jobs,
+                elapsed,
+            );
+        }
     }
 
     let find = |c: usize, b: u32| {
@@ -137,7 +169,14 @@ async fn main() -> anyhow::Result<()> {
             .find(|r| !r.0 && r.1 == c && r.2 == b)
             .map_or(0.0, |r| r.3)
     };
-    let base8 = baseline.iter().find(|b| b.0 == 8).map_or(0.0, |b| b.1);
+    let at8 = |v: &[(usize, f64)]| v.iter().find(|b| b.0 == 8).map_or(0.0, |b| b.1);
+    let node_at8 = |b: u32| {
+        node_path
+            .iter()
+            .find(|r| r.0 == 8 && r.1 == b)
+            .map_or(0.0, |r| r.2)
+    };
+    let (base8, base8_tx, node8) = (at8(&baseline), at8(&baseline_tx), node_at8(1));
     println!();
     println!(
         "single-row claim+complete at 8 claimers: {:.0} jobs/s = {:.0} % of the raw-SQL baseline ({:.0} jobs/s)",
@@ -146,15 +185,26 @@ async fn main() -> anyhow::Result<()> {
         base8
     );
     println!(
+        "node path (complete-and-claim-next) at 8 claimers: {node8:.0} jobs/s = {:.0} % of the raw-SQL baseline, {:.0} % of raw SQL in the same one-transaction shape ({base8_tx:.0} jobs/s)",
+        100.0 * node8 / base8,
+        100.0 * node8 / base8_tx,
+    );
+    println!(
         "10 per claim with batched completion at 8 claimers: {:.0} jobs/s = {:.1}x the single-row rate",
         find(8, 10),
         find(8, 10) / find(8, 1)
     );
     println!(
-        "100 per claim with batched completion at 8 claimers: {:.0} jobs/s",
-        find(8, 100)
+        "100 per claim with batched completion at 8 claimers: {:.0} jobs/s; node path: {:.0} jobs/s at 10 per claim, {:.0} jobs/s at 100",
+        find(8, 100),
+        node_at8(10),
+        node_at8(100)
     );
     Ok(())
+}
+
+fn claimer_counts(args: &Args) -> Vec<usize> {
+    if args.only_8 { vec![8] } else { vec![1, 8, 32] }
 }
 
 fn with_database(url: &str, db: &str) -> String {
@@ -250,17 +300,58 @@ async fn drain_queue(queue: &Queue, claimers: usize, batch: u32) -> anyhow::Resu
     Ok(())
 }
 
-/// The textbook single-statement claim and guarded completion, on the same table.
-async fn drain_raw(pool: &PgPool, claimers: usize) -> anyhow::Result<()> {
-    const CLAIM: &str =
-        "update job set state = 'running', lease_epoch = lease_epoch + 1, node_id = $1,
-            run_started_at = now(), deadline_at = now() + interval '300 s',
-            lease_until = now() + interval '30 s'
-        where job_id = (select job_id from job
-                        where state = 'queued' and mall = $2 and run_after <= now()
-                        order by priority, run_after, job_id
-                        limit 1 for update skip locked)
-        returning job_id, lease_epoch";
+/// What a crawler node's stream does: each finished job is completed and the freed slot's
+/// next job claimed in one transaction (`Queue::complete_and_claim`).
+async fn drain_node_path(queue: &Queue, claimers: usize, batch: u32) -> anyhow::Result<()> {
+    let mut tasks = Vec::new();
+    for c in 0..claimers {
+        let queue = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let node = format!("node-{c}");
+            let mut jobs = queue.claim(&node, None, batch).await?;
+            while !jobs.is_empty() {
+                let results: Vec<JobResult> =
+                    jobs.iter().map(|j| JobResult::not_found(j.lease)).collect();
+                let (applied, next) = queue
+                    .complete_and_claim(&node, &results, None, batch)
+                    .await?;
+                anyhow::ensure!(
+                    applied.iter().all(|(_, ok)| *ok),
+                    "a completion lost its lease"
+                );
+                jobs = next;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}
+
+const RAW_CLAIM: &str =
+    "update job set state = 'running', lease_epoch = lease_epoch + 1, node_id = $1,
+        run_started_at = now(), deadline_at = now() + interval '300 s',
+        lease_until = now() + interval '30 s'
+    where job_id = (select job_id from job
+                    where state = 'queued' and mall = $2 and run_after <= now()
+                    order by priority, run_after, job_id
+                    limit 1 for update skip locked)
+    returning job_id, lease_epoch";
+
+async fn raw_claim(db: impl sqlx::PgExecutor<'_>, node: &str) -> sqlx::Result<Option<(i64, i64)>> {
+    sqlx::query_as(RAW_CLAIM)
+        .bind(node)
+        .bind(MALL)
+        .fetch_optional(db)
+        .await
+}
+
+/// The textbook single-statement claim and guarded completion, on the same table; with
+/// `one_tx`, each completion and the next claim share one transaction (the node path's
+/// shape, so its ratio compares like with like).
+async fn drain_raw(pool: &PgPool, claimers: usize, one_tx: bool) -> anyhow::Result<()> {
     const COMPLETE: &str =
         "update job set state = 'done', outcome = 'not_found', finished_at = now(),
             node_id = null, lease_until = null
@@ -270,22 +361,23 @@ async fn drain_raw(pool: &PgPool, claimers: usize) -> anyhow::Result<()> {
         let pool = pool.clone();
         tasks.push(tokio::spawn(async move {
             let node = format!("raw-{c}");
-            loop {
-                let row: Option<(i64, i64)> = sqlx::query_as(CLAIM)
-                    .bind(&node)
-                    .bind(MALL)
-                    .fetch_optional(&pool)
-                    .await?;
-                let Some((job_id, epoch)) = row else {
-                    return anyhow::Ok(());
+            let mut next = raw_claim(&pool, &node).await?;
+            while let Some((job_id, epoch)) = next {
+                let complete = sqlx::query(COMPLETE).bind(job_id).bind(epoch);
+                let done = if one_tx {
+                    let mut tx = pool.begin().await?;
+                    let done = complete.execute(&mut *tx).await?;
+                    next = raw_claim(&mut *tx, &node).await?;
+                    tx.commit().await?;
+                    done
+                } else {
+                    let done = complete.execute(&pool).await?;
+                    next = raw_claim(&pool, &node).await?;
+                    done
                 };
-                let done = sqlx::query(COMPLETE)
-                    .bind(job_id)
-                    .bind(epoch)
-                    .execute(&pool)
-                    .await?;
                 anyhow::ensure!(done.rows_affected() == 1, "raw completion lost its lease");
             }
+            anyhow::Ok(())
         }));
     }
     for t in tasks {

@@ -249,6 +249,82 @@ async fn stale_completion_after_reclaim_is_rejected(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "MIGRATOR")]
+async fn a_completion_claims_the_next_job_in_its_own_transaction(pool: PgPool) {
+    let queue = queue(&pool).await;
+    // One slot on the mall: the next job can only start in the slot the completion frees.
+    queue
+        .upsert_mall(&MallLimits {
+            max_running: Some(1),
+            ..MallLimits::unlimited(mall(MALL))
+        })
+        .await
+        .unwrap();
+    let accepted = queue
+        .enqueue(
+            &search(&["a", "b", "c"], &[MALL], Priority::BATCH),
+            &EnqueueContext::default(),
+        )
+        .await
+        .unwrap();
+    let ids: Vec<i64> = accepted.items.iter().map(|i| i.job_id).collect();
+    let first = queue.claim("node-a", None, 1).await.unwrap().remove(0);
+    assert!(
+        queue.claim("node-b", None, 1).await.unwrap().is_empty(),
+        "cap 1"
+    );
+
+    let found = JobResult::found(first.lease, vec![offer(12_900, 0)]).unwrap();
+    let (applied, next) = queue
+        .complete_and_claim("node-a", std::slice::from_ref(&found), None, 1)
+        .await
+        .unwrap();
+    assert_eq!(applied, vec![(first.lease, true)]);
+    assert_eq!(next.len(), 1, "the freed slot went to the next job");
+    assert_ne!(next[0].lease.job_id, first.lease.job_id);
+    assert_eq!(job_state(&pool, first.lease.job_id).await.0, JobState::Done);
+    assert_eq!(
+        job_state(&pool, next[0].lease.job_id).await.0,
+        JobState::Running
+    );
+    assert_eq!(
+        count(
+            &pool,
+            "select count(*) from mall_slot where job_id is not null"
+        )
+        .await,
+        1
+    );
+
+    // The same report again is stale: nothing changes for it, and the claim part still
+    // respects the cap (the one slot is taken).
+    let (applied, more) = queue
+        .complete_and_claim("node-a", &[found], None, 1)
+        .await
+        .unwrap();
+    assert_eq!(applied, vec![(first.lease, false)]);
+    assert!(more.is_empty(), "the cap of 1 was exceeded");
+    assert_eq!(count(&pool, "select count(*) from stale_report").await, 1);
+    assert_eq!(count(&pool, "select count(*) from offer").await, 1);
+
+    // No room to claim (n = 0): only the completion happens.
+    let (applied, none) = queue
+        .complete_and_claim("node-a", &[JobResult::not_found(next[0].lease)], None, 0)
+        .await
+        .unwrap();
+    assert_eq!(applied, vec![(next[0].lease, true)]);
+    assert!(none.is_empty());
+    let states: Vec<JobState> = sqlx::query_scalar("select state from job order by job_id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        states,
+        vec![JobState::Done, JobState::Done, JobState::Queued]
+    );
+    assert_eq!(ids.len(), 3);
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
 async fn backoff_grows_and_ends_dead(pool: PgPool) {
     let config = QueueConfig {
         max_attempts: 4,
@@ -822,7 +898,22 @@ async fn bad_input_is_rejected_naming_the_field_and_nothing_is_stored(pool: PgPo
 
 /// Runs claimers against `limits` until `jobs` jobs are done; returns nothing, the
 /// assertions read the database.
-async fn run_claimers(queue: &Queue, claimers: usize, hold: Duration, malls: Vec<MallId>) {
+/// How the claimers of [`run_claimers`] finish a job.
+#[derive(Clone, Copy)]
+enum Finish {
+    /// Complete, then claim again in a separate statement.
+    Separately,
+    /// Complete and claim the next job in one transaction (the node stream's path).
+    WithNextClaim,
+}
+
+async fn run_claimers(
+    queue: &Queue,
+    claimers: usize,
+    hold: Duration,
+    malls: Vec<MallId>,
+    finish: Finish,
+) {
     let mut tasks = Vec::new();
     for c in 0..claimers {
         let queue = queue.clone();
@@ -830,8 +921,11 @@ async fn run_claimers(queue: &Queue, claimers: usize, hold: Duration, malls: Vec
         tasks.push(tokio::spawn(async move {
             let node = format!("node-{c}");
             let mut idle = 0;
+            let mut jobs = Vec::new();
             while idle < 40 {
-                let jobs = queue.claim(&node, Some(&malls), 2).await.unwrap();
+                if jobs.is_empty() {
+                    jobs = queue.claim(&node, Some(&malls), 2).await.unwrap();
+                }
                 if jobs.is_empty() {
                     idle += 1;
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -839,11 +933,24 @@ async fn run_claimers(queue: &Queue, claimers: usize, hold: Duration, malls: Vec
                 }
                 idle = 0;
                 tokio::time::sleep(hold).await;
-                for j in jobs {
-                    queue
-                        .complete_if_leased(&node, &JobResult::not_found(j.lease))
-                        .await
-                        .unwrap();
+                let results: Vec<JobResult> = jobs
+                    .drain(..)
+                    .map(|j| JobResult::not_found(j.lease))
+                    .collect();
+                match finish {
+                    Finish::Separately => {
+                        for r in &results {
+                            queue.complete_if_leased(&node, r).await.unwrap();
+                        }
+                    }
+                    Finish::WithNextClaim => {
+                        let (applied, next) = queue
+                            .complete_and_claim(&node, &results, Some(&malls), 2)
+                            .await
+                            .unwrap();
+                        assert!(applied.iter().all(|(_, ok)| *ok), "{applied:?}");
+                        jobs = next;
+                    }
                 }
             }
         }));
@@ -855,6 +962,18 @@ async fn run_claimers(queue: &Queue, claimers: usize, hold: Duration, malls: Vec
 
 #[sqlx::test(migrator = "MIGRATOR")]
 async fn per_mall_cap_holds_under_concurrent_claimers(_: PgPoolOptions, opts: PgConnectOptions) {
+    per_mall_cap_holds(opts, Finish::Separately).await;
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn per_mall_cap_holds_when_completions_claim_the_next_job(
+    _: PgPoolOptions,
+    opts: PgConnectOptions,
+) {
+    per_mall_cap_holds(opts, Finish::WithNextClaim).await;
+}
+
+async fn per_mall_cap_holds(opts: PgConnectOptions, finish: Finish) {
     let pool = big_pool(opts, 12).await;
     let queue = queue(&pool).await;
     let capped = MallLimits {
@@ -898,6 +1017,7 @@ async fn per_mall_cap_holds_under_concurrent_claimers(_: PgPoolOptions, opts: Pg
         8,
         Duration::from_millis(15),
         vec![mall(MALL), mall("testmall-beta")],
+        finish,
     )
     .await;
     stop.cancel();
@@ -946,6 +1066,18 @@ async fn per_mall_start_gap_holds_under_concurrent_claimers(
     _: PgPoolOptions,
     opts: PgConnectOptions,
 ) {
+    per_mall_start_gap_holds(opts, Finish::Separately).await;
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn per_mall_start_gap_holds_when_completions_claim_the_next_job(
+    _: PgPoolOptions,
+    opts: PgConnectOptions,
+) {
+    per_mall_start_gap_holds(opts, Finish::WithNextClaim).await;
+}
+
+async fn per_mall_start_gap_holds(opts: PgConnectOptions, finish: Finish) {
     let pool = big_pool(opts, 12).await;
     let queue = queue(&pool).await;
     let gap = Duration::from_millis(40);
@@ -966,7 +1098,14 @@ async fn per_mall_start_gap_holds_under_concurrent_claimers(
         )
         .await
         .unwrap();
-    run_claimers(&queue, 8, Duration::from_millis(5), vec![mall(MALL)]).await;
+    run_claimers(
+        &queue,
+        8,
+        Duration::from_millis(5),
+        vec![mall(MALL)],
+        finish,
+    )
+    .await;
 
     let starts: Vec<DateTime<Utc>> = sqlx::query_scalar!(
         r#"select run_started_at as "s!" from job where mall = $1 order by run_started_at"#,

@@ -333,6 +333,11 @@ impl Session {
             .claim(&self.node_id, self.malls.as_deref(), n)
             .await
             .map_err(crate::grpc::status)?;
+        self.assign_all(jobs).await
+    }
+
+    /// Records freshly claimed jobs as held and sends their `Assign`s.
+    async fn assign_all(&mut self, jobs: Vec<queue::ClaimedJob>) -> Result<(), Status> {
         for job in jobs {
             self.held.insert(
                 job.lease.job_id,
@@ -387,7 +392,7 @@ impl Session {
             In::Heartbeat(hb) => self.heartbeat(hb).await?,
             In::Result(r) => {
                 let seq = r.report_seq;
-                let ack = match JobResult::try_from(r) {
+                let (ack, claimed) = match JobResult::try_from(r) {
                     Ok(result) => {
                         if let Some(held) = self.held.remove(&result.lease.job_id) {
                             self.slot_freed();
@@ -397,16 +402,35 @@ impl Session {
                                 &result.metrics,
                             );
                         }
+                        // The freed slot's next job is claimed in the completion's
+                        // transaction: one commit per job, and the Assign follows the Ack.
                         let r = self
                             .d
                             .queue
-                            .complete_if_leased(&self.node_id, &result)
+                            .complete_and_claim(
+                                &self.node_id,
+                                std::slice::from_ref(&result),
+                                self.malls.as_deref(),
+                                self.credits(),
+                            )
                             .await;
-                        self.applied(r)?
+                        match r {
+                            Ok((applied, claimed)) => {
+                                let current = applied.first().is_some_and(|(_, ok)| *ok);
+                                let outcome = if current {
+                                    Ok(())
+                                } else {
+                                    Err(queue::Error::LeaseLost(result.lease))
+                                };
+                                (self.applied(outcome)?, claimed)
+                            }
+                            Err(e) => (self.applied(Err(e))?, Vec::new()),
+                        }
                     }
-                    Err(e) => rejected(&e),
+                    Err(e) => (rejected(&e), Vec::new()),
                 };
                 self.ack(seq, ack).await?;
+                self.assign_all(claimed).await?;
             }
             In::Failure(f) => {
                 let seq = f.report_seq;
