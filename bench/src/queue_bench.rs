@@ -312,14 +312,14 @@ async fn drain_node_path(queue: &Queue, claimers: usize, batch: u32) -> anyhow::
             while !jobs.is_empty() {
                 let results: Vec<JobResult> =
                     jobs.iter().map(|j| JobResult::not_found(j.lease)).collect();
-                let (applied, next) = queue
+                let done = queue
                     .complete_and_claim(&node, &results, None, batch)
                     .await?;
                 anyhow::ensure!(
-                    applied.iter().all(|(_, ok)| *ok),
+                    done.applied.iter().all(|(_, ok)| *ok),
                     "a completion lost its lease"
                 );
-                jobs = next;
+                jobs = done.claimed;
             }
             anyhow::Ok(())
         }));

@@ -274,10 +274,11 @@ async fn a_completion_claims_the_next_job_in_its_own_transaction(pool: PgPool) {
     );
 
     let found = JobResult::found(first.lease, vec![offer(12_900, 0)]).unwrap();
-    let (applied, next) = queue
+    let done = queue
         .complete_and_claim("node-a", std::slice::from_ref(&found), None, 1)
         .await
         .unwrap();
+    let (applied, next) = (done.applied, done.claimed);
     assert_eq!(applied, vec![(first.lease, true)]);
     assert_eq!(next.len(), 1, "the freed slot went to the next job");
     assert_ne!(next[0].lease.job_id, first.lease.job_id);
@@ -297,20 +298,22 @@ async fn a_completion_claims_the_next_job_in_its_own_transaction(pool: PgPool) {
 
     // The same report again is stale: nothing changes for it, and the claim part still
     // respects the cap (the one slot is taken).
-    let (applied, more) = queue
+    let done = queue
         .complete_and_claim("node-a", &[found], None, 1)
         .await
         .unwrap();
+    let (applied, more) = (done.applied, done.claimed);
     assert_eq!(applied, vec![(first.lease, false)]);
     assert!(more.is_empty(), "the cap of 1 was exceeded");
     assert_eq!(count(&pool, "select count(*) from stale_report").await, 1);
     assert_eq!(count(&pool, "select count(*) from offer").await, 1);
 
     // No room to claim (n = 0): only the completion happens.
-    let (applied, none) = queue
+    let done = queue
         .complete_and_claim("node-a", &[JobResult::not_found(next[0].lease)], None, 0)
         .await
         .unwrap();
+    let (applied, none) = (done.applied, done.claimed);
     assert_eq!(applied, vec![(next[0].lease, true)]);
     assert!(none.is_empty());
     let states: Vec<JobState> = sqlx::query_scalar("select state from job order by job_id")
@@ -944,12 +947,12 @@ async fn run_claimers(
                         }
                     }
                     Finish::WithNextClaim => {
-                        let (applied, next) = queue
+                        let done = queue
                             .complete_and_claim(&node, &results, Some(&malls), 2)
                             .await
                             .unwrap();
-                        assert!(applied.iter().all(|(_, ok)| *ok), "{applied:?}");
-                        jobs = next;
+                        assert!(done.applied.iter().all(|(_, ok)| *ok), "{done:?}");
+                        jobs = done.claimed;
                     }
                 }
             }

@@ -415,7 +415,7 @@ impl Session {
                             )
                             .await;
                         match r {
-                            Ok((applied, claimed)) => {
+                            Ok(queue::CompletedAndClaimed { applied, claimed }) => {
                                 let current = applied.first().is_some_and(|(_, ok)| *ok);
                                 let outcome = if current {
                                     Ok(())

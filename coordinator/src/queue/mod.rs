@@ -390,15 +390,19 @@ impl Queue {
         results: &[JobResult],
         malls: Option<&[MallId]>,
         n: u32,
-    ) -> Result<(Vec<(Lease, bool)>, Vec<ClaimedJob>), Error> {
+    ) -> Result<CompletedAndClaimed, Error> {
         if n == 0 {
-            return Ok((self.complete_batch(node, results).await?, Vec::new()));
+            let applied = self.complete_batch(node, results).await?;
+            return Ok(CompletedAndClaimed {
+                applied,
+                claimed: Vec::new(),
+            });
         }
         let mut tx = self.pool.begin().await?;
         let applied = self.complete_on(&mut *tx, node, results).await?;
         let claimed = self.claim_on(&mut *tx, node, malls, n).await?;
         tx.commit().await?;
-        Ok((applied, claimed))
+        Ok(CompletedAndClaimed { applied, claimed })
     }
 
     async fn complete_on(

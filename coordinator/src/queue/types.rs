@@ -60,6 +60,15 @@ pub struct Accepted {
     pub replayed: bool,
 }
 
+/// What [`Queue::complete_and_claim`](super::Queue::complete_and_claim) did: each lease
+/// with whether its completion applied (`false`: stale), and the jobs claimed in the same
+/// transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompletedAndClaimed {
+    pub applied: Vec<(Lease, bool)>,
+    pub claimed: Vec<ClaimedJob>,
+}
+
 /// A job leased to a node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimedJob {
