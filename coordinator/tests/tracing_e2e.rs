@@ -53,12 +53,12 @@ const NODE_TOKEN: &str = "node-secret-K8wA4eGq2Vt7Mx5N";
 const PROXY_USER: &str = "lps-trace";
 const PROXY_PASSWORD: &str = "proxy-secret-P6rD9hLk3Fs1Oj4C";
 const LLM_KEY: &str = "sk-llm-secret-Z2yT5uIb8Nc0Wq7R";
-const SECRETS: [&str; 5] = [
-    CLIENT_TOKEN,
-    ADMIN_TOKEN,
-    NODE_TOKEN,
-    PROXY_PASSWORD,
-    LLM_KEY,
+const SECRETS: [(&str, &str); 5] = [
+    ("LPS_CLIENT_TOKENS", CLIENT_TOKEN),
+    ("LPS_ADMIN_TOKENS", ADMIN_TOKEN),
+    ("LPS_NODE_TOKEN(S)", NODE_TOKEN),
+    ("LPS_PROXY_PASSWORD", PROXY_PASSWORD),
+    ("LPS_LLM_API_KEY", LLM_KEY),
 ];
 
 // ------------------------------------------------------------------ the OTLP receiver
@@ -430,6 +430,33 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
     let node_log = log_to(&mut command, &dir.0, "node");
     let mut node = command.spawn().expect("starting the crawler node");
 
+    let channel = Channel::from_shared(format!("http://{grpc_addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = SearchServiceClient::new(channel);
+
+    // A refused call: the error names no token (the node's token is no client's).
+    let mut refused = Request::new(pb::SearchRequest::default());
+    refused.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {NODE_TOKEN}").parse().unwrap(),
+    );
+    let err = client.search(refused).await.unwrap_err();
+    assert!(
+        matches!(
+            err.code(),
+            tonic::Code::Unauthenticated | tonic::Code::PermissionDenied
+        ),
+        "{:?}",
+        err.code()
+    );
+    assert!(
+        SECRETS.iter().all(|(_, s)| !format!("{err:?}").contains(s)),
+        "the refusal carries a secret"
+    );
+
     // One search, continuing the caller's trace.
     let catalog = Catalog::builtin();
     let product = catalog
@@ -437,12 +464,6 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
         .iter()
         .find(|p| p.decoy_of.is_none() && p.listings.len() == 2)
         .expect("a product both malls sell");
-    let channel = Channel::from_shared(format!("http://{grpc_addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = SearchServiceClient::new(channel);
     let mut request = with_token(pb::SearchRequest {
         products: vec![pb::Product {
             code: String::new(),
@@ -503,13 +524,16 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
     // The relay sends the proxy credentials as `Proxy-Authorization: Basic …`.
     let basic =
         base64::engine::general_purpose::STANDARD.encode(format!("{PROXY_USER}:{PROXY_PASSWORD}"));
-    for secret in SECRETS.iter().copied().chain([basic.as_str()]) {
-        assert!(!logs.contains(secret), "a secret is in the logs");
-        assert!(!metrics.contains(secret), "a secret is in /metrics");
-        assert!(
-            !exported.contains(secret),
-            "a secret is in an exported span"
-        );
+    // NB: the messages name the secret, never print it.
+    for (name, secret) in SECRETS
+        .iter()
+        .copied()
+        .chain([("the proxy's Basic credentials", basic.as_str())])
+    {
+        let lines = |text: &str| text.lines().filter(|l| l.contains(secret)).count();
+        assert_eq!(lines(&logs), 0, "log lines with {name}");
+        assert_eq!(lines(&metrics), 0, "/metrics lines with {name}");
+        assert!(!exported.contains(secret), "{name} is in an exported span");
     }
     assert!(
         logs.lines().any(|l| l.contains("coordinator started")) && logs.contains("trace-node"),
