@@ -530,6 +530,7 @@ impl Session {
                                 node.id = %self.node_id,
                                 port = release.port,
                                 reason = release.reason.as_str(),
+                                otel.status_code = tracing::field::Empty,
                             ),
                             job_id,
                         );
@@ -700,6 +701,8 @@ impl Session {
                 ),
             );
             warn!(job.id = job_id, burns = ?released.job_ip_burns, "job over its IP-burn cap; failing it as page_blocked");
+            // The job's attempt ends here: an error of its trace (`dispatch.proxy_release`).
+            Span::current().record("otel.status_code", "error");
             match self.d.queue.fail_if_leased(&self.node_id, &failure).await {
                 Ok(_) | Err(queue::Error::LeaseLost(_)) => {
                     self.held.remove(&job_id);
