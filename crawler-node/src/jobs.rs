@@ -203,7 +203,9 @@ impl Jobs {
                     }
                     return Some(outcome);
                 }
-                () = cancel.cancelled() => {}
+                () = cancel.cancelled() => {
+                    tracing::Span::current().record("outcome", "cancelled");
+                }
             }
             if tokio::time::timeout(STOP_GRACE, run).await.is_err() {
                 warn!(
