@@ -45,6 +45,9 @@ use tonic::{Request, Response, Status, transport::Channel};
 /// The caller's W3C context: the trace every span of the search must belong to.
 const TRACE_ID: &str = "5ea4c0ffee0ddba11c0ffee0ddba11f7";
 const CALLER_SPAN_ID: &str = "ca11e4ca11e4ca11";
+/// The second search's, whose alpha job fails.
+const FAILING_TRACE_ID: &str = "f00dfa11f00dfa11f00dfa11f00dfa11";
+const FAILING_CALLER_SPAN_ID: &str = "0bad0bad0bad0bad";
 
 // Distinctive secrets: none may appear in a log line, a metric or a span.
 const CLIENT_TOKEN: &str = "client-secret-Q7vX2mLp9Rk4Tz8W";
@@ -368,6 +371,85 @@ async fn wait_final(client: &mut SearchServiceClient<Channel>, search_id: i64) -
     }
 }
 
+/// The spans of trace `trace_id` and a one-line-per-span description of them, after
+/// checking that both services took part, no span repeats an attribute, every parent is the
+/// caller's span (`caller`) or another span of the trace, and the Search call is the only
+/// child of the caller's span.
+fn one_trace<'a>(all: &'a [Got], trace_id: &str, caller: &str) -> (Vec<&'a Got>, String) {
+    let in_trace: Vec<&Got> = all
+        .iter()
+        .filter(|g| hex(&g.span.trace_id) == trace_id)
+        .collect();
+    let summary = |spans: &[&Got]| {
+        spans
+            .iter()
+            .map(|g| {
+                format!(
+                    "{} {} {} <- {} {:?}",
+                    g.service,
+                    g.name(),
+                    hex(&g.span.span_id),
+                    hex(&g.span.parent_span_id),
+                    g.span
+                        .attributes
+                        .iter()
+                        .map(|kv| kv.key.as_str())
+                        .collect::<Vec<_>>()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let described = summary(&in_trace);
+    // Shown with `--nocapture`: the whole trace, one span a line.
+    eprintln!("trace {trace_id}:\n{described}");
+    for service in ["trace-test-coordinator", "trace-test-node"] {
+        assert!(
+            in_trace.iter().any(|g| g.service == service),
+            "no span of {service} in the search's trace; received {} spans in all:\n{described}",
+            all.len()
+        );
+    }
+
+    // Each attribute once per span (a field recorded twice would be exported twice).
+    for g in &in_trace {
+        let mut keys: Vec<&str> = g.span.attributes.iter().map(|kv| kv.key.as_str()).collect();
+        keys.sort_unstable();
+        let before = keys.len();
+        keys.dedup();
+        assert_eq!(
+            keys.len(),
+            before,
+            "{} {} repeats an attribute: {:?}",
+            g.service,
+            g.name(),
+            g.span.attributes
+        );
+    }
+
+    // Every parent is the caller's span or another span of the trace; the only children of
+    // the caller's span are the Search call.
+    let ids: HashSet<String> = in_trace.iter().map(|g| hex(&g.span.span_id)).collect();
+    for g in &in_trace {
+        let parent = hex(&g.span.parent_span_id);
+        assert!(
+            parent == caller || ids.contains(&parent),
+            "{} {} has parent {parent}, which is neither the caller nor a span of the trace:\n{described}",
+            g.service,
+            g.name()
+        );
+    }
+    let roots: Vec<&&Got> = in_trace
+        .iter()
+        .filter(|g| hex(&g.span.parent_span_id) == caller)
+        .collect();
+    assert_eq!(roots.len(), 1, "{described}");
+    assert_eq!(roots[0].name(), "grpc.search", "{described}");
+    assert_eq!(roots[0].service, "trace-test-coordinator");
+
+    (in_trace, described)
+}
+
 // ------------------------------------------------------------------ the test
 
 #[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
@@ -407,7 +489,9 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
         .env("LPS_JOB_DEADLINE", "120s")
         // One search per exit IP: each job gives its IP back (a release) inside the job.
         .env("LPS_IP_REQUEST_BUDGET", "1")
-        .env("LPS_PROXY_REST", "1s");
+        .env("LPS_PROXY_REST", "1s")
+        .env("LPS_PROXY_BLOCK_COOLDOWN_BASE", "2s")
+        .env("LPS_PROXY_BLOCK_COOLDOWN_CAP", "5s");
     let coordinator_log = log_to(&mut command, &dir.0, "coordinator");
     let mut coordinator = command.spawn().expect("starting the coordinator");
     let started = wait_for_log(&coordinator_log, &mut coordinator, "coordinator started").await;
@@ -504,6 +588,43 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
         .unwrap();
     assert!(metrics.contains("lps_"), "{metrics}");
 
+    // A second search, whose alpha job fails: alpha blocks every exit IP, so the job burns
+    // IPs until the coordinator fails it as a page problem.
+    for port in stack.gateway.ports() {
+        stack.alpha.block_exit(&port.label);
+    }
+    let other = catalog
+        .products()
+        .iter()
+        .find(|p| p.decoy_of.is_none() && p.listings.len() == 2 && p.name != product.name)
+        .expect("a second product both malls sell");
+    let mut request = with_token(pb::SearchRequest {
+        products: vec![pb::Product {
+            code: String::new(),
+            name: other.name.clone(),
+        }],
+        ..Default::default()
+    });
+    request.metadata_mut().insert(
+        "traceparent",
+        format!("00-{FAILING_TRACE_ID}-{FAILING_CALLER_SPAN_ID}-01")
+            .parse()
+            .unwrap(),
+    );
+    let failing = client.search(request).await.unwrap().into_inner();
+    let failing_status = wait_final(&mut client, failing.search_id).await;
+    let failed_job = failing_status.products[0]
+        .malls
+        .iter()
+        .find(|m| m.mall == "testmall-alpha")
+        .unwrap_or_else(|| panic!("no alpha job: {failing_status:#?}"));
+    assert_eq!(
+        failed_job.state,
+        pb::JobState::Dead as i32,
+        "{failing_status:#?}"
+    );
+    let failed_job = failed_job.job_id;
+
     // Stop gracefully: the node drains first, then the coordinator; both flush spans.
     drop(client);
     stop(&mut node, "the crawler node").await;
@@ -541,77 +662,7 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
     );
 
     // ---- one trace.
-    let trace_id = TRACE_ID;
-    let in_trace: Vec<&Got> = all
-        .iter()
-        .filter(|g| hex(&g.span.trace_id) == trace_id)
-        .collect();
-    let summary = |spans: &[&Got]| {
-        spans
-            .iter()
-            .map(|g| {
-                format!(
-                    "{} {} {} <- {} {:?}",
-                    g.service,
-                    g.name(),
-                    hex(&g.span.span_id),
-                    hex(&g.span.parent_span_id),
-                    g.span
-                        .attributes
-                        .iter()
-                        .map(|kv| kv.key.as_str())
-                        .collect::<Vec<_>>()
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    let described = summary(&in_trace);
-    // Shown with `--nocapture`: the whole trace, one span a line.
-    eprintln!("the search's trace:\n{described}");
-    for service in ["trace-test-coordinator", "trace-test-node"] {
-        assert!(
-            in_trace.iter().any(|g| g.service == service),
-            "no span of {service} in the search's trace; received {} spans in all:\n{described}",
-            all.len()
-        );
-    }
-
-    // Each attribute once per span (a field recorded twice would be exported twice).
-    for g in &in_trace {
-        let mut keys: Vec<&str> = g.span.attributes.iter().map(|kv| kv.key.as_str()).collect();
-        keys.sort_unstable();
-        let before = keys.len();
-        keys.dedup();
-        assert_eq!(
-            keys.len(),
-            before,
-            "{} {} repeats an attribute: {:?}",
-            g.service,
-            g.name(),
-            g.span.attributes
-        );
-    }
-
-    // Every parent is the caller's span or another span of the trace; the only children of
-    // the caller's span are the Search call.
-    let ids: HashSet<String> = in_trace.iter().map(|g| hex(&g.span.span_id)).collect();
-    for g in &in_trace {
-        let parent = hex(&g.span.parent_span_id);
-        assert!(
-            parent == CALLER_SPAN_ID || ids.contains(&parent),
-            "{} {} has parent {parent}, which is neither the caller nor a span of the trace:\n{described}",
-            g.service,
-            g.name()
-        );
-    }
-    let roots: Vec<&&Got> = in_trace
-        .iter()
-        .filter(|g| hex(&g.span.parent_span_id) == CALLER_SPAN_ID)
-        .collect();
-    assert_eq!(roots.len(), 1, "{described}");
-    assert_eq!(roots[0].name(), "grpc.search", "{described}");
-    assert_eq!(roots[0].service, "trace-test-coordinator");
+    let (in_trace, described) = one_trace(&all, TRACE_ID, CALLER_SPAN_ID);
 
     // The steps of the search.
     let by_id: HashMap<String, &Got> = in_trace
@@ -758,7 +809,23 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
         );
     }
 
-    // The search succeeded: no step of it is marked as an error.
+    // The failing search is one trace too, and the end of its alpha job is an error span.
+    let (failing_trace, failing_described) =
+        one_trace(&all, FAILING_TRACE_ID, FAILING_CALLER_SPAN_ID);
+    assert!(
+        failing_trace.iter().any(|g| {
+            g.service == "trace-test-coordinator"
+                && g.int("job.id") == Some(failed_job)
+                && matches!(g.name(), "dispatch.proxy_release" | "dispatch.failure")
+                && g.span
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.code == StatusCode::Error as i32)
+        }),
+        "job {failed_job} failed but no span of it is marked as an error:\n{failing_described}"
+    );
+
+    // The first search succeeded: no step of it is marked as an error.
     let errors: Vec<&&Got> = in_trace
         .iter()
         .filter(|g| {
