@@ -8,7 +8,9 @@
 //! (SIGTERM, so their exporters flush) it checks that the spans of that search, from both
 //! services, form one trace under the caller's span with correct parent links, that the
 //! expected steps are there with the job's attributes, and that none of the secrets the
-//! processes were given appears in their logs, metrics or exported spans.
+//! processes were given appears in their logs, metrics, errors or exported spans. A second
+//! search, whose alpha job fails because the mall blocks every exit IP, must be one trace
+//! too, with the failure marked as an error span.
 //!
 //! NB: the only test in this binary: it builds `crawler-node` with cargo (once) and runs
 //! Chromium.
