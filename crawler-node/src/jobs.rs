@@ -176,7 +176,8 @@ impl Jobs {
             job.attempt = job.attempt,
             mall = %job.mall,
             node.id = %self.node_id,
-            traceparent = job.traceparent.as_deref().unwrap_or_default(),
+            outcome = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
         );
         // One search is one trace: the job continues the Search call's context.
         if let Some(parent) = job.traceparent.as_deref() {
@@ -201,8 +202,18 @@ impl Jobs {
             tokio::pin!(run);
             tokio::select! {
                 biased;
-                outcome = &mut run => return Some(outcome),
-                () = cancel.cancelled() => {}
+                outcome = &mut run => {
+                    // A failed attempt is an error of the job's span (and of its trace).
+                    let span = tracing::Span::current();
+                    span.record("outcome", outcome_name(&outcome));
+                    if matches!(outcome, Outcome::Failed { .. }) {
+                        span.record("otel.status_code", "error");
+                    }
+                    return Some(outcome);
+                }
+                () = cancel.cancelled() => {
+                    tracing::Span::current().record("outcome", "cancelled");
+                }
             }
             if tokio::time::timeout(STOP_GRACE, run).await.is_err() {
                 warn!(
@@ -390,6 +401,15 @@ fn job_end(report: &Report) -> JobEnd {
         Report::HandBack { .. } => JobEnd::HandedBack,
         // NB: not job reports; never made here.
         Report::ProxyRelease { .. } | Report::Block(_) => JobEnd::Failed(ErrorClass::Internal),
+    }
+}
+
+/// The outcome's name on the job's span.
+fn outcome_name(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Found { .. } => "found",
+        Outcome::NotFound { .. } => "not_found",
+        Outcome::Failed { class, .. } => class.as_str(),
     }
 }
 

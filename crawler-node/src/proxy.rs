@@ -10,6 +10,10 @@
 //!
 //! Grants carry credentials: [`Grant`]'s `Debug` hides the password, and nothing here logs
 //! it.
+//!
+//! Tracing: [`NodeLink`]'s acquire and release are the spans `proxy.acquire` and
+//! `proxy.release`, children of whatever the executor is doing (a job's span, so the IP
+//! lease is part of the search's trace).
 
 use std::{fmt, time::Duration};
 
@@ -19,7 +23,7 @@ use lps_proto::{
     pb,
 };
 use tokio::sync::{mpsc, oneshot};
-use tracing::{debug, warn};
+use tracing::{debug, info_span, instrument, warn};
 
 use crate::{config::Secret, outbox::Report};
 
@@ -242,6 +246,7 @@ impl NodeLink {
 
 #[async_trait::async_trait]
 impl ProxySource for NodeLink {
+    #[instrument(name = "proxy.acquire", skip_all, fields(mall = %mall, job.id = job_id, granted))]
     async fn acquire(&self, mall: &MallId, job_id: i64) -> Acquired {
         let (reply, answer) = oneshot::channel();
         let asked = self.tx.send(LinkRequest::Acquire {
@@ -253,15 +258,28 @@ impl ProxySource for NodeLink {
             debug!("the node link is gone; no proxy");
             return Acquired::Unavailable { retry_at: None };
         }
-        answer
+        let acquired = answer
             .await
-            .unwrap_or(Acquired::Unavailable { retry_at: None })
+            .unwrap_or(Acquired::Unavailable { retry_at: None });
+        tracing::Span::current().record("granted", matches!(acquired, Acquired::Granted(_)));
+        acquired
     }
 
     fn release(&self, grant: &Grant, session: SessionEnd) {
-        self.report(Report::ProxyRelease {
-            port: grant.port,
-            session,
+        // NB: the release is a report (acked, resent after a reconnect): this span covers
+        // handing it to the outbox, the coordinator's `dispatch.proxy_release` the commit.
+        let span = info_span!(
+            "proxy.release",
+            mall = %session.mall,
+            port = grant.port,
+            reason = session.reason.as_str(),
+            requests = session.requests,
+        );
+        span.in_scope(|| {
+            self.report(Report::ProxyRelease {
+                port: grant.port,
+                session,
+            });
         });
     }
 }

@@ -10,13 +10,19 @@
 //!   `traceparent`/`tracestate` strings (stored with jobs, sent in `Assign`),
 //!   [`set_parent`] continues such a context in a span, and [`parent_from_metadata`]
 //!   reads a caller's `traceparent` from gRPC metadata.
+//! - [`record_span`] exports a span whose start lies in the past (the time a job waited in
+//!   the queue is only known when it is claimed); `tracing` spans always start now.
+//!
+//! Secrets: nothing here logs or exports a setting's value; services must not put tokens,
+//! proxy credentials or API keys in span fields either (the end-to-end trace test greps
+//! every exported span and log line for the secrets it configured).
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::SystemTime};
 
 use opentelemetry::{
-    Context,
+    Context, KeyValue,
     propagation::{Extractor, Injector, TextMapPropagator as _},
-    trace::TracerProvider as _,
+    trace::{Span as _, Tracer as _, TracerProvider as _},
 };
 use opentelemetry_sdk::{Resource, propagation::TraceContextPropagator, trace::SdkTracerProvider};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
@@ -94,6 +100,10 @@ pub fn init(service_name: &str, format: LogFormat) -> Result<Telemetry, Error> {
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let provider = tracer_provider(service_name)?;
+    if let Some(provider) = &provider {
+        // For `record_span`: the same exporter and resource as the `tracing` layer.
+        opentelemetry::global::set_tracer_provider(provider.clone());
+    }
     let otel = provider
         .as_ref()
         .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer(service_name.to_owned())));
@@ -155,6 +165,39 @@ pub fn set_parent(span: &tracing::Span, traceparent: &str, tracestate: &str) {
     }
     let _ = span.set_parent(context_from(traceparent, tracestate));
 }
+
+/// Exports a finished span `name` from `start` to `end`, a child of the W3C context in
+/// `traceparent` (a no-op when it is empty or invalid: a span outside any trace is noise,
+/// or when no exporter is installed).
+pub fn record_span(
+    name: &'static str,
+    traceparent: &str,
+    tracestate: &str,
+    start: SystemTime,
+    end: SystemTime,
+    attributes: Vec<KeyValue>,
+) {
+    if traceparent.is_empty() {
+        return;
+    }
+    let parent = context_from(traceparent, tracestate);
+    {
+        use opentelemetry::trace::TraceContextExt as _;
+        if !parent.span().span_context().is_valid() {
+            return;
+        }
+    }
+    let tracer = opentelemetry::global::tracer(TRACER_NAME);
+    let mut span = tracer
+        .span_builder(name)
+        .with_start_time(start.min(end))
+        .with_attributes(attributes)
+        .start_with_context(&tracer, &parent);
+    span.end_with_timestamp(end);
+}
+
+/// The instrumentation scope of spans made by [`record_span`].
+const TRACER_NAME: &str = "lps-telemetry";
 
 /// The caller's `traceparent`/`tracestate` gRPC metadata, if it sent a valid one.
 pub fn parent_from_metadata(metadata: &tonic::metadata::MetadataMap) -> Option<(String, String)> {

@@ -14,6 +14,13 @@
 //!
 //! Cancellation safety: the loop only awaits between whole steps; a step that was started
 //! (a claim, a completion) runs to its end before the next `select!`.
+//!
+//! Tracing: one search is one trace. Each claimed job records its `queue.wait` (enqueue to
+//! claim) and a `dispatch.assign` span under the Search call's context stored on the job
+//! row; the Assign carries the assignment's context to the node. Reports about a held job
+//! (`dispatch.result`, `dispatch.failure`, `dispatch.proxy_acquire`,
+//! `dispatch.proxy_release`) continue the assignment's context, so the commit is part of
+//! the search's trace too; the session's own span (`dispatch.session`) is a trace of its own.
 
 use std::{collections::HashMap, time::Duration};
 
@@ -22,9 +29,10 @@ use lps_proto::{
     model::{self, Hello, JobFailure, JobResult, Lease},
     pb::{self, coordinator_message::Body as Out, node_message::Body as In},
 };
+use opentelemetry::KeyValue;
 use tokio::{sync::mpsc, time::Instant};
 use tonic::{Status, Streaming};
-use tracing::{Instrument as _, debug, info, instrument, warn};
+use tracing::{Instrument as _, Span, debug, info, info_span, instrument, warn};
 use uuid::Uuid;
 
 use super::{Command, Dispatcher, Entry};
@@ -48,8 +56,13 @@ enum End {
 #[derive(Debug, Clone)]
 struct Held {
     epoch: i64,
-    /// Empty for leases re-attached from a Hello (the mall is only for metrics).
+    /// Empty for leases re-attached from a Hello (the mall is only for metrics and spans).
     mall: String,
+    /// 0 for leases re-attached from a Hello.
+    attempt: u32,
+    /// The W3C context (`traceparent`, `tracestate`) of the assignment when it is traced:
+    /// reports about the job continue it. `None` for leases re-attached from a Hello.
+    trace: Option<(String, String)>,
 }
 
 struct Session {
@@ -209,6 +222,8 @@ impl Session {
                 Held {
                     epoch: lease.epoch,
                     mall: String::new(),
+                    attempt: 0,
+                    trace: None,
                 },
             );
         }
@@ -339,13 +354,6 @@ impl Session {
     /// Records freshly claimed jobs as held and sends their `Assign`s.
     async fn assign_all(&mut self, jobs: Vec<queue::ClaimedJob>) -> Result<(), Status> {
         for job in jobs {
-            self.held.insert(
-                job.lease.job_id,
-                Held {
-                    epoch: job.lease.epoch,
-                    mall: job.mall.to_string(),
-                },
-            );
             self.d.metrics.claims.inc();
             if job.attempt == 1 && job.reclaims == 0 {
                 let pickup = (job.run_started_at - job.created_at)
@@ -355,30 +363,86 @@ impl Session {
             }
             self.announced_free = self.announced_free.saturating_sub(1);
             let waited = (job.run_started_at - job.created_at).num_milliseconds();
-            let span = tracing::info_span!(
+            let parent = job.traceparent.as_deref().unwrap_or("");
+            let state = job.tracestate.as_deref().unwrap_or("");
+            self.record_queue_wait(&job);
+            let span = info_span!(
                 "dispatch.assign",
                 job.id = job.lease.job_id,
-                lease.epoch = job.lease.epoch,
+                job.lease_epoch = job.lease.epoch,
+                job.attempt = job.attempt,
                 mall = %job.mall,
-                attempt = job.attempt,
                 node.id = %self.node_id,
                 queue.wait_ms = waited,
             );
-            lps_telemetry::set_parent(
-                &span,
-                job.traceparent.as_deref().unwrap_or(""),
-                job.tracestate.as_deref().unwrap_or(""),
-            );
+            lps_telemetry::set_parent(&span, parent, state);
             let mut message = assign(&job);
-            // The node's spans hang under this assignment when it is being traced.
-            if let Some((parent, state)) = span.in_scope(lps_telemetry::current_traceparent) {
-                message.traceparent = parent;
-                message.tracestate = state;
+            // The node's spans and this job's reports hang under this assignment when it
+            // is being traced.
+            let trace = span.in_scope(lps_telemetry::current_traceparent);
+            if let Some((parent, state)) = &trace {
+                message.traceparent.clone_from(parent);
+                message.tracestate.clone_from(state);
             }
+            self.held.insert(
+                job.lease.job_id,
+                Held {
+                    epoch: job.lease.epoch,
+                    mall: job.mall.to_string(),
+                    attempt: job.attempt,
+                    trace,
+                },
+            );
             span.in_scope(|| debug!("assigning job"));
             self.send(Out::Assign(message)).instrument(span).await?;
         }
         Ok(())
+    }
+
+    /// Exports the time `job` waited in the queue, from its creation to this claim, as a
+    /// `queue.wait` span of its search's trace (known only now, so it is recorded after the
+    /// fact with its real start).
+    fn record_queue_wait(&self, job: &ClaimedJob) {
+        let Some(parent) = job.traceparent.as_deref() else {
+            return;
+        };
+        lps_telemetry::record_span(
+            "queue.wait",
+            parent,
+            job.tracestate.as_deref().unwrap_or(""),
+            job.created_at.into(),
+            job.run_started_at.into(),
+            vec![
+                KeyValue::new("job.id", job.lease.job_id),
+                KeyValue::new("job.lease_epoch", job.lease.epoch),
+                KeyValue::new("job.attempt", i64::from(job.attempt)),
+                KeyValue::new("mall", job.mall.to_string()),
+                KeyValue::new("node.id", self.node_id.clone()),
+                KeyValue::new("job.reclaims", i64::from(job.reclaims)),
+            ],
+        );
+    }
+
+    /// `span` continues the trace of the assignment of `job_id` when this session holds
+    /// it: what a node reports about a job is part of its search's trace.
+    fn job_span(&self, span: Span, job_id: i64) -> Span {
+        if let Some((parent, state)) = self.held.get(&job_id).and_then(|h| h.trace.as_ref()) {
+            lps_telemetry::set_parent(&span, parent, state);
+        }
+        span
+    }
+
+    /// The mall of a held job, when known (a span field).
+    fn held_mall(&self, job_id: i64) -> Option<&str> {
+        self.held
+            .get(&job_id)
+            .map(|h| h.mall.as_str())
+            .filter(|m| !m.is_empty())
+    }
+
+    /// The attempt of a held job, when known (a span field).
+    fn held_attempt(&self, job_id: i64) -> Option<u32> {
+        self.held.get(&job_id).map(|h| h.attempt).filter(|a| *a > 0)
     }
 
     /// Applies one frame. `Ok(Some(end))` ends the session.
@@ -392,60 +456,47 @@ impl Session {
             In::Heartbeat(hb) => self.heartbeat(hb).await?,
             In::Result(r) => {
                 let seq = r.report_seq;
-                let (ack, claimed) = match JobResult::try_from(r) {
+                match JobResult::try_from(r) {
                     Ok(result) => {
-                        if let Some(held) = self.held.remove(&result.lease.job_id) {
-                            self.slot_freed();
-                            self.observe_finished(
-                                &held,
-                                outcome_label(result.outcome),
-                                &result.metrics,
-                            );
-                        }
-                        // The freed slot's next job is claimed in the completion's
-                        // transaction: one commit per job, and the Assign follows the Ack.
-                        let r = self
-                            .d
-                            .queue
-                            .complete_and_claim(
-                                &self.node_id,
-                                std::slice::from_ref(&result),
-                                self.malls.as_deref(),
-                                self.credits(),
-                            )
-                            .await;
-                        match r {
-                            Ok(queue::CompletedAndClaimed { applied, claimed }) => {
-                                let current = applied.first().is_some_and(|(_, ok)| *ok);
-                                let outcome = if current {
-                                    Ok(())
-                                } else {
-                                    Err(queue::Error::LeaseLost(result.lease))
-                                };
-                                (self.applied(outcome)?, claimed)
-                            }
-                            Err(e) => (self.applied(Err(e))?, Vec::new()),
-                        }
+                        let span = self.job_span(
+                            info_span!(
+                                "dispatch.result",
+                                job.id = result.lease.job_id,
+                                job.lease_epoch = result.lease.epoch,
+                                job.attempt = self.held_attempt(result.lease.job_id),
+                                mall = self.held_mall(result.lease.job_id),
+                                node.id = %self.node_id,
+                                outcome = outcome_label(result.outcome),
+                            ),
+                            result.lease.job_id,
+                        );
+                        let claimed = self.complete(seq, &result).instrument(span).await?;
+                        self.assign_all(claimed).await?;
                     }
-                    Err(e) => (rejected(&e), Vec::new()),
-                };
-                self.ack(seq, ack).await?;
-                self.assign_all(claimed).await?;
+                    Err(e) => self.ack(seq, rejected(&e)).await?,
+                }
             }
             In::Failure(f) => {
                 let seq = f.report_seq;
-                let ack = match JobFailure::try_from(f) {
+                match JobFailure::try_from(f) {
                     Ok(failure) => {
-                        if let Some(held) = self.held.remove(&failure.lease.job_id) {
-                            self.slot_freed();
-                            self.observe_finished(&held, failure.class.as_str(), &failure.metrics);
-                        }
-                        let r = self.d.queue.fail_if_leased(&self.node_id, &failure).await;
-                        self.applied(r.map(|_| ()))?
+                        let span = self.job_span(
+                            info_span!(
+                                "dispatch.failure",
+                                job.id = failure.lease.job_id,
+                                job.lease_epoch = failure.lease.epoch,
+                                job.attempt = self.held_attempt(failure.lease.job_id),
+                                mall = self.held_mall(failure.lease.job_id),
+                                node.id = %self.node_id,
+                                class = failure.class.as_str(),
+                                otel.status_code = "error",
+                            ),
+                            failure.lease.job_id,
+                        );
+                        self.fail(seq, &failure).instrument(span).await?;
                     }
-                    Err(e) => rejected(&e),
-                };
-                self.ack(seq, ack).await?;
+                    Err(e) => self.ack(seq, rejected(&e)).await?,
+                }
             }
             In::HandBack(h) => {
                 let seq = h.report_seq;
@@ -458,11 +509,39 @@ impl Session {
                     self.applied(self.d.queue.hand_back_if_leased(&self.node_id, lease).await)?;
                 self.ack(seq, ack).await?;
             }
-            In::ProxyAcquire(a) => self.proxy_acquire(a).await?,
+            In::ProxyAcquire(a) => {
+                let span = self.job_span(
+                    info_span!(
+                        "dispatch.proxy_acquire",
+                        job.id = a.job_id,
+                        job.attempt = self.held_attempt(a.job_id),
+                        mall = %a.mall,
+                        node.id = %self.node_id,
+                    ),
+                    a.job_id,
+                );
+                self.proxy_acquire(a).instrument(span).await?;
+            }
             In::ProxyRelease(r) => {
                 let seq = r.report_seq;
                 let ack = match model::ProxyRelease::try_from(r) {
-                    Ok(release) => self.proxy_release(release).await?,
+                    Ok(release) => {
+                        let job_id = release.session.job_id.unwrap_or_default();
+                        let span = self.job_span(
+                            info_span!(
+                                "dispatch.proxy_release",
+                                job.id = job_id,
+                                job.attempt = self.held_attempt(job_id),
+                                mall = self.held_mall(job_id),
+                                node.id = %self.node_id,
+                                port = release.port,
+                                reason = release.reason.as_str(),
+                                otel.status_code = tracing::field::Empty,
+                            ),
+                            job_id,
+                        );
+                        self.proxy_release(release).instrument(span).await?
+                    }
                     Err(e) => rejected(&e),
                 };
                 self.ack(seq, ack).await?;
@@ -507,6 +586,57 @@ impl Session {
             }
         }
         Ok(None)
+    }
+
+    /// Commits a job's result, then acks the report.
+    ///
+    /// The freed slot's next jobs are claimed in the completion's transaction (one commit
+    /// per finished job on this path) and returned, to be assigned after the ack.
+    async fn complete(
+        &mut self,
+        seq: u64,
+        result: &JobResult,
+    ) -> Result<Vec<queue::ClaimedJob>, Status> {
+        if let Some(held) = self.held.remove(&result.lease.job_id) {
+            self.slot_freed();
+            self.observe_finished(&held, outcome_label(result.outcome), &result.metrics);
+        }
+        let r = self
+            .d
+            .queue
+            .complete_and_claim(
+                &self.node_id,
+                std::slice::from_ref(result),
+                self.malls.as_deref(),
+                self.credits(),
+            )
+            .await;
+        let (outcome, claimed) = match r {
+            Ok(queue::CompletedAndClaimed { applied, claimed }) => {
+                let current = applied.first().is_some_and(|(_, ok)| *ok);
+                let outcome = if current {
+                    Ok(())
+                } else {
+                    Err(queue::Error::LeaseLost(result.lease))
+                };
+                (outcome, claimed)
+            }
+            Err(e) => (Err(e), Vec::new()),
+        };
+        let ack = self.applied(outcome)?;
+        self.ack(seq, ack).await?;
+        Ok(claimed)
+    }
+
+    /// Records a failed attempt (retry or dead-letter), then acks the report.
+    async fn fail(&mut self, seq: u64, failure: &JobFailure) -> Result<(), Status> {
+        if let Some(held) = self.held.remove(&failure.lease.job_id) {
+            self.slot_freed();
+            self.observe_finished(&held, failure.class.as_str(), &failure.metrics);
+        }
+        let r = self.d.queue.fail_if_leased(&self.node_id, failure).await;
+        let ack = self.applied(r.map(|_| ()))?;
+        self.ack(seq, ack).await
     }
 
     fn observe_finished(&self, held: &Held, outcome: &str, metrics: &model::JobMetrics) {
@@ -606,6 +736,8 @@ impl Session {
                 ),
             );
             warn!(job.id = job_id, burns = ?released.job_ip_burns, "job over its IP-burn cap; failing it as page_blocked");
+            // The job's attempt ends here: an error of its trace (`dispatch.proxy_release`).
+            Span::current().record("otel.status_code", "error");
             match self.d.queue.fail_if_leased(&self.node_id, &failure).await {
                 Ok(_) | Err(queue::Error::LeaseLost(_)) => {
                     self.held.remove(&job_id);
@@ -648,7 +780,7 @@ impl Session {
             Err(queue::Error::LeaseLost(lease)) => {
                 info!(
                     job.id = lease.job_id,
-                    lease.epoch = lease.epoch,
+                    job.lease_epoch = lease.epoch,
                     "stale report"
                 );
                 Ok((pb::AckStatus::Stale, "lease is no longer current".into()))

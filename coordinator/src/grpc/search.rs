@@ -89,14 +89,16 @@ impl pb::search_service_server::SearchService for SearchApi {
         let span = info_span!(
             "grpc.search",
             products = req.products.len(),
-            search.id = tracing::field::Empty
+            search.id = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+            grpc.code = tracing::field::Empty,
         );
         // One search is one trace: continue the caller's, and store this span's context
         // with the jobs so the nodes' work hangs under it.
         if let Some(parent) = &ctx.traceparent {
             lps_telemetry::set_parent(&span, parent, ctx.tracestate.as_deref().unwrap_or(""));
         }
-        async {
+        let result: Result<Response<pb::SearchResponse>, Status> = async {
             if let Some((parent, state)) = lps_telemetry::current_traceparent() {
                 ctx.traceparent = Some(parent);
                 ctx.tracestate = Some(state).filter(|s| !s.is_empty());
@@ -131,8 +133,13 @@ impl pb::search_service_server::SearchService for SearchApi {
                 version,
             }))
         }
-        .instrument(span)
-        .await
+        .instrument(span.clone())
+        .await;
+        if let Err(status) = &result {
+            span.record("otel.status_code", "error");
+            span.record("grpc.code", tracing::field::debug(status.code()));
+        }
+        result
     }
 
     async fn get_search(

@@ -266,7 +266,6 @@ impl Queue {
 
     /// Claims at most `n` queued jobs for `node`, of `malls` (`None`: every mall), in claim
     /// order, within each mall's cap and start gap.
-    #[instrument(name = "queue.claim", skip_all, fields(node.id = %node, n), err)]
     pub async fn claim(
         &self,
         node: &str,
@@ -276,6 +275,7 @@ impl Queue {
         self.claim_on(&self.pool, node, malls, n).await
     }
 
+    #[instrument(name = "queue.claim", skip_all, fields(node.id = %node, n), err)]
     async fn claim_on(
         &self,
         db: impl sqlx::PgExecutor<'_>,
@@ -369,7 +369,6 @@ impl Queue {
 
     /// Completes many leases in one statement. Returns each lease with whether it was
     /// applied (`false`: lost, recorded as stale). A lease listed twice is rejected.
-    #[instrument(name = "queue.complete", skip_all, fields(node.id = %node, jobs = results.len()), err)]
     pub async fn complete_batch(
         &self,
         node: &str,
@@ -405,6 +404,7 @@ impl Queue {
         Ok(CompletedAndClaimed { applied, claimed })
     }
 
+    #[instrument(name = "queue.complete", skip_all, fields(node.id = %node, jobs = results.len()), err)]
     async fn complete_on(
         &self,
         db: impl sqlx::PgExecutor<'_>,

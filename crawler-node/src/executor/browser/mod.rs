@@ -500,7 +500,10 @@ impl BrowserExecutor {
             return;
         }
         let inner = Arc::downgrade(&self.inner);
-        tokio::spawn(watch_driver(inner).instrument(info_span!("browser.chromedriver_watch")));
+        // NB: a root span. The first job starts the watch, but the watch outlives it: under
+        // the job's span it would hold that search's trace open for the node's lifetime.
+        let span = info_span!(parent: None, "browser.chromedriver_watch");
+        tokio::spawn(watch_driver(inner).instrument(span));
     }
 }
 
