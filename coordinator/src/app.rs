@@ -1,7 +1,7 @@
 //! The coordinator as a supervised task set with ordered, bounded shutdown.
 //!
 //! [`start`] binds the listeners (port 0 works, for tests), migrates, and spawns: the gRPC
-//! server (TLS when configured, see [`crate::tls`]), the HTTP health server, the job
+//! server and the HTTP health server (TLS when configured, see [`crate::tls`]), the job
 //! listener, the control listener and the reaper.
 //! A background task that exits on its own is fatal: [`Running::wait`] returns its error.
 //!
@@ -256,11 +256,24 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             searches: Searches::new(queue.clone()),
         });
     let http_stop = loops.clone();
+    let http_tls = match (&config.tls, config.http_tls) {
+        (Some(tls), true) => Some(tls.http().context("configuring TLS on the HTTP port")?),
+        _ => None,
+    };
     tasks.spawn(
         async move {
-            let r = axum::serve(http_listener, app)
-                .with_graceful_shutdown(http_stop.cancelled_owned())
-                .await;
+            let r = match http_tls {
+                Some(acceptor) => {
+                    axum::serve(tls::HttpTlsListener::new(http_listener, acceptor), app)
+                        .with_graceful_shutdown(http_stop.cancelled_owned())
+                        .await
+                }
+                None => {
+                    axum::serve(http_listener, app)
+                        .with_graceful_shutdown(http_stop.cancelled_owned())
+                        .await
+                }
+            };
             ("http server", r.map_err(anyhow::Error::from))
         }
         .instrument(info_span!("http.server")),
@@ -271,6 +284,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         %http_addr,
         grpc.tls = config.tls.is_some(),
         grpc.mtls = config.tls.as_ref().is_some_and(|t| t.requires_client_cert()),
+        http.tls = config.http_tls,
         coordinator.id = %config.coordinator_id,
         "coordinator started"
     );

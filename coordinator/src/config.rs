@@ -57,6 +57,10 @@ pub struct ServeArgs {
     /// connect without one. Needs LPS_TLS_CERT.
     #[arg(long, env = "LPS_TLS_CLIENT_CA")]
     pub tls_client_ca: Option<std::path::PathBuf>,
+    /// Serve the HTTP port over TLS too, with LPS_TLS_CERT (no client certificates).
+    /// Off by default: kubelet probes and Prometheus scrape it in plaintext.
+    #[arg(long, env = "LPS_HTTP_TLS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub http_tls: bool,
     /// Comma-separated bearer tokens of SearchService/OpsService callers.
     #[arg(
         long,
@@ -164,6 +168,8 @@ pub struct Config {
     pub http_addr: SocketAddr,
     /// TLS on the gRPC port; `None`: plaintext.
     pub tls: Option<crate::tls::ServerTls>,
+    /// TLS on the HTTP port as well (only with `tls`).
+    pub http_tls: bool,
     pub tokens: Tokens,
     pub coordinator_id: String,
     pub heartbeat_interval: Duration,
@@ -192,6 +198,7 @@ impl std::fmt::Debug for Config {
             .field("grpc_addr", &self.grpc_addr)
             .field("http_addr", &self.http_addr)
             .field("tls", &self.tls)
+            .field("http_tls", &self.http_tls)
             .field("coordinator_id", &self.coordinator_id)
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("lease_ttl", &self.lease_ttl)
@@ -346,6 +353,12 @@ impl ServeArgs {
             self.tls_key.as_deref(),
             self.tls_client_ca.as_deref(),
         )?;
+        if self.http_tls && tls.is_none() {
+            return Err(bad(
+                "LPS_HTTP_TLS",
+                "needs LPS_TLS_CERT and LPS_TLS_KEY (the HTTP port uses the same certificate)",
+            ));
+        }
         let coordinator_id = self.coordinator_id.unwrap_or_else(|| {
             let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "coordinator".into());
             format!("{host}-{}", std::process::id())
@@ -356,6 +369,7 @@ impl ServeArgs {
             grpc_addr: self.grpc_addr,
             http_addr: self.http_addr,
             tls,
+            http_tls: self.http_tls,
             tokens,
             coordinator_id,
             heartbeat_interval: self.heartbeat_interval,

@@ -14,6 +14,11 @@
 //! `NodeService.Connect` refuse a stream whose connection presented none. Bearer tokens
 //! stay required on every service; the certificate is an additional factor for nodes.
 //!
+//! The HTTP port (`/healthz`, `/readyz`, `/metrics`, `/ops`) stays plain unless
+//! `LPS_HTTP_TLS=true`: kubelet probes and Prometheus scrape it. When on, [`HttpTlsListener`]
+//! serves it with the same certificate, without client authentication (those endpoints
+//! carry no credentials on any port).
+//!
 //! NB: the workspace compiles rustls with two crypto providers (ring, which tonic's
 //! `tls-ring` asks for, and aws-lc-rs, which reqwest brings), so rustls cannot choose a
 //! process default by itself, and tonic's server builds its rustls config with the
@@ -21,7 +26,8 @@
 //! ring before the server is built; our own checks name the provider explicitly.
 
 use std::{
-    fmt,
+    fmt, io,
+    net::SocketAddr,
     path::{Path, PathBuf},
     sync::Arc,
     time::Duration,
@@ -33,10 +39,16 @@ use rustls::{
     pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject as _},
     server::WebPkiClientVerifier,
 };
+use tokio::{
+    net::{TcpListener, TcpStream},
+    task::JoinSet,
+};
+use tokio_rustls::{TlsAcceptor, server::TlsStream};
 use tonic::{
     Request, Status,
     transport::{Certificate, Identity, ServerTlsConfig},
 };
+use tracing::{Instrument as _, debug, warn};
 
 use crate::config::ConfigError;
 
@@ -141,7 +153,7 @@ impl ServerTls {
             client_ca,
         };
         // Builds what a handshake will use, so every remaining fault shows up now.
-        tls.rustls_config()?;
+        tls.rustls_config(true)?;
         Ok(Some(tls))
     }
 
@@ -150,13 +162,13 @@ impl ServerTls {
         self.client_ca.is_some()
     }
 
-    /// The rustls server configuration of these files (the same one tonic builds from
-    /// [`Self::grpc`], with the provider named explicitly).
-    fn rustls_config(&self) -> Result<ServerConfig, ConfigError> {
+    /// The rustls server configuration of these files: with `client_auth`, the one tonic
+    /// builds from [`Self::grpc`] (with the provider named explicitly).
+    fn rustls_config(&self, client_auth: bool) -> Result<ServerConfig, ConfigError> {
         let builder = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| bad("LPS_TLS_CERT", format!("TLS protocol versions: {e}")))?;
-        let builder = match &self.client_ca {
+        let builder = match self.client_ca.as_ref().filter(|_| client_auth) {
             Some((pem, path)) => {
                 let mut roots = RootCertStore::empty();
                 for cert in certificates("LPS_TLS_CLIENT_CA", path, pem)? {
@@ -208,6 +220,101 @@ impl ServerTls {
         }
         tls
     }
+
+    /// The acceptor of the HTTP port (`LPS_HTTP_TLS`): the same certificate, HTTP/2 or
+    /// HTTP/1.1, no client certificates.
+    pub fn http(&self) -> Result<TlsAcceptor, ConfigError> {
+        let mut config = self.rustls_config(false)?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(TlsAcceptor::from(Arc::new(config)))
+    }
+}
+
+/// An axum listener that hands out TLS streams. Handshakes run in tasks of their own, each
+/// under [`HANDSHAKE_TIMEOUT`], so a client that connects and stays silent holds up no
+/// one; a failed handshake is logged at debug and dropped. `accept` is cancellation-safe
+/// (a handshake finished while nobody waited is returned by the next call).
+pub struct HttpTlsListener {
+    tcp: TcpListener,
+    acceptor: TlsAcceptor,
+    handshakes: JoinSet<Option<(TlsStream<TcpStream>, SocketAddr)>>,
+}
+
+impl fmt::Debug for HttpTlsListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpTlsListener")
+            .field("tcp", &self.tcp)
+            .field("handshakes", &self.handshakes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpTlsListener {
+    pub fn new(tcp: TcpListener, acceptor: TlsAcceptor) -> Self {
+        Self {
+            tcp,
+            acceptor,
+            handshakes: JoinSet::new(),
+        }
+    }
+}
+
+impl axum::serve::Listener for HttpTlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            tokio::select! {
+                accepted = self.tcp.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        let acceptor = self.acceptor.clone();
+                        self.handshakes.spawn(
+                            async move {
+                                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                                    Ok(Ok(tls)) => Some((tls, peer)),
+                                    Ok(Err(error)) => {
+                                        debug!(%peer, %error, "tls handshake failed");
+                                        None
+                                    }
+                                    Err(_) => {
+                                        debug!(%peer, "tls handshake timed out");
+                                        None
+                                    }
+                                }
+                            }
+                            .in_current_span(),
+                        );
+                    }
+                    Err(error) if is_connection_error(&error) => {}
+                    Err(error) => {
+                        // NB: as axum's own listener: out of file descriptors is worth a
+                        // pause rather than a busy loop.
+                        warn!(%error, "http accept failed");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                },
+                Some(done) = self.handshakes.join_next(), if !self.handshakes.is_empty() => {
+                    if let Ok(Some(ready)) = done {
+                        return ready;
+                    }
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.tcp.local_addr()
+    }
+}
+
+fn is_connection_error(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
 }
 
 /// Refuses a request whose connection presented no client certificate. rustls verified

@@ -405,6 +405,97 @@ async fn search_over_tls_needs_the_bearer_token_but_no_client_certificate(pool: 
     c.shutdown().await;
 }
 
+/// GET `url` with a client trusting `ca` (none: the system roots only); the status and
+/// body, or the error chain.
+async fn get(url: &str, ca: Option<&[u8]>) -> Result<(u16, String), String> {
+    let mut client = reqwest::Client::builder().timeout(Duration::from_secs(30));
+    if let Some(ca) = ca {
+        client = client.tls_certs_only([reqwest::Certificate::from_pem(ca).unwrap()]);
+    }
+    let chain = |e: reqwest::Error| {
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            text.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        text
+    };
+    let response = client
+        .build()
+        .unwrap()
+        .get(url)
+        .send()
+        .await
+        .map_err(chain)?;
+    let status = response.status().as_u16();
+    Ok((status, response.text().await.map_err(chain)?))
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn the_http_port_stays_plain_unless_lps_http_tls(pool: PgPool) {
+    let pki = Pki::new("http");
+    let ca = pki.read("ca.crt");
+
+    // gRPC TLS alone: probes and scrapes keep plain HTTP.
+    let plain = coordinator(&pool, &pki, true).await;
+    let readyz = format!("http://{}/readyz", plain.http_addr);
+    assert_eq!(get(&readyz, None).await, Ok((200, "ready".to_owned())));
+    plain.shutdown().await;
+
+    let (cert, key) = (pki.arg("server.crt"), pki.arg("server.key"));
+    let tls = common::start(
+        &pool,
+        &[
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--http-tls",
+            "true",
+            "--malls",
+            MALL,
+        ],
+    )
+    .await;
+    let port = tls.http_addr.port();
+    for (path, body) in [
+        ("healthz", Some("ok")),
+        ("readyz", Some("ready")),
+        ("metrics", None),
+    ] {
+        let (status, text) = get(&format!("https://localhost:{port}/{path}"), Some(&ca))
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "/{path}: {text}");
+        if let Some(body) = body {
+            assert_eq!(text, body, "/{path}");
+        }
+    }
+    // Plaintext is not served, and the certificate is the gRPC port's.
+    get(&format!("http://127.0.0.1:{port}/healthz"), None)
+        .await
+        .expect_err("plain HTTP was served");
+    let err = get(&format!("https://127.0.0.1:{port}/healthz"), None)
+        .await
+        .unwrap_err();
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
+    // A connection that never starts its handshake does not keep the next client out.
+    let silent = tokio::net::TcpStream::connect(tls.http_addr).await.unwrap();
+    assert_eq!(
+        get(&format!("https://127.0.0.1:{port}/healthz"), Some(&ca)).await,
+        Ok((200, "ok".to_owned()))
+    );
+    drop(silent);
+    // The gRPC port still speaks TLS.
+    search_client(&tls, &pki)
+        .await
+        .search(common::with_token(search_request(&["ok"]), CLIENT_TOKEN))
+        .await
+        .unwrap();
+    tls.shutdown().await;
+}
+
 /// Runs the built `lpsctl` against the TLS coordinator.
 async fn lpsctl(
     running: &Running,
@@ -564,6 +655,11 @@ fn tls_settings_that_do_not_fit_are_named() {
             vec![("--tls-client-ca", p("ca.crt"))],
             "LPS_TLS_CLIENT_CA",
             "needs TLS",
+        ),
+        (
+            vec![("--http-tls", "true".to_owned())],
+            "LPS_HTTP_TLS",
+            "needs LPS_TLS_CERT",
         ),
         (
             vec![("--tls-cert", missing("a")), ("--tls-key", p("server.key"))],
