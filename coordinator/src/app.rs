@@ -1,7 +1,8 @@
 //! The coordinator as a supervised task set with ordered, bounded shutdown.
 //!
 //! [`start`] binds the listeners (port 0 works, for tests), migrates, and spawns: the gRPC
-//! server, the HTTP health server, the job listener, the control listener and the reaper.
+//! server and the HTTP health server (TLS when configured, see [`crate::tls`]), the job
+//! listener, the control listener and the reaper.
 //! A background task that exits on its own is fatal: [`Running::wait`] returns its error.
 //!
 //! Shutdown ([`Running::shutdown`]), all under `shutdown_timeout`: health flips to
@@ -32,6 +33,7 @@ use crate::{
     queue::{JobListener, Queue, QueueConfig},
     reaper,
     search::Searches,
+    tls,
 };
 
 /// A started coordinator.
@@ -200,11 +202,24 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         .await
         .with_context(|| format!("binding LPS_GRPC_ADDR {}", config.grpc_addr))?;
     let grpc_addr = grpc_listener.local_addr()?;
-    let node_api = grpc::node::NodeApi::new(dispatcher.clone(), tokens.clone());
+    let node_api = grpc::node::NodeApi::new(dispatcher.clone(), tokens.clone())
+        .require_client_cert(
+            config
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.requires_client_cert()),
+        );
     let search_api =
         grpc::search::SearchApi::new(queue.clone(), tokens.clone()).with_shutdown(shutdown.clone());
     let ops_api = grpc::ops::OpsApi::new(queue.clone(), tokens.clone()).with_ledger(ledger.clone());
-    let router = tonic::transport::Server::builder()
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = &config.tls {
+        tls::install_crypto_provider();
+        server = server
+            .tls_config(tls.grpc())
+            .context("configuring TLS on the gRPC port (LPS_TLS_CERT)")?;
+    }
+    let router = server
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
         .add_service(health_service)
         .add_service(reflection)
@@ -241,17 +256,38 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             searches: Searches::new(queue.clone()),
         });
     let http_stop = loops.clone();
+    let http_tls = match (&config.tls, config.http_tls) {
+        (Some(tls), true) => Some(tls.http().context("configuring TLS on the HTTP port")?),
+        _ => None,
+    };
     tasks.spawn(
         async move {
-            let r = axum::serve(http_listener, app)
-                .with_graceful_shutdown(http_stop.cancelled_owned())
-                .await;
+            let r = match http_tls {
+                Some(acceptor) => {
+                    axum::serve(tls::HttpTlsListener::new(http_listener, acceptor), app)
+                        .with_graceful_shutdown(http_stop.cancelled_owned())
+                        .await
+                }
+                None => {
+                    axum::serve(http_listener, app)
+                        .with_graceful_shutdown(http_stop.cancelled_owned())
+                        .await
+                }
+            };
             ("http server", r.map_err(anyhow::Error::from))
         }
         .instrument(info_span!("http.server")),
     );
 
-    info!(%grpc_addr, %http_addr, coordinator.id = %config.coordinator_id, "coordinator started");
+    info!(
+        %grpc_addr,
+        %http_addr,
+        grpc.tls = config.tls.is_some(),
+        grpc.mtls = config.tls.as_ref().is_some_and(|t| t.requires_client_cert()),
+        http.tls = config.http_tls,
+        coordinator.id = %config.coordinator_id,
+        "coordinator started"
+    );
     Ok(Running {
         grpc_addr,
         http_addr,

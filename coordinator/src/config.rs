@@ -46,6 +46,21 @@ pub struct ServeArgs {
     /// HTTP listen address (/healthz, /readyz).
     #[arg(long, env = "LPS_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     pub http_addr: SocketAddr,
+    /// PEM certificate chain the gRPC port presents: TLS on that port. Needs LPS_TLS_KEY.
+    #[arg(long, env = "LPS_TLS_CERT")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key of LPS_TLS_CERT.
+    #[arg(long, env = "LPS_TLS_KEY")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// PEM CA bundle that node client certificates must chain to: NodeService.Connect
+    /// then needs a client certificate (mTLS) besides the node token. Other callers may
+    /// connect without one. Needs LPS_TLS_CERT.
+    #[arg(long, env = "LPS_TLS_CLIENT_CA")]
+    pub tls_client_ca: Option<std::path::PathBuf>,
+    /// Serve the HTTP port over TLS too, with LPS_TLS_CERT (no client certificates).
+    /// Off by default: kubelet probes and Prometheus scrape it in plaintext.
+    #[arg(long, env = "LPS_HTTP_TLS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub http_tls: bool,
     /// Comma-separated bearer tokens of SearchService/OpsService callers.
     #[arg(
         long,
@@ -151,6 +166,10 @@ pub struct Config {
     pub db_max_connections: u32,
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    /// TLS on the gRPC port; `None`: plaintext.
+    pub tls: Option<crate::tls::ServerTls>,
+    /// TLS on the HTTP port as well (only with `tls`).
+    pub http_tls: bool,
     pub tokens: Tokens,
     pub coordinator_id: String,
     pub heartbeat_interval: Duration,
@@ -178,6 +197,8 @@ impl std::fmt::Debug for Config {
             .field("database_url", &"***")
             .field("grpc_addr", &self.grpc_addr)
             .field("http_addr", &self.http_addr)
+            .field("tls", &self.tls)
+            .field("http_tls", &self.http_tls)
             .field("coordinator_id", &self.coordinator_id)
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("lease_ttl", &self.lease_ttl)
@@ -327,6 +348,17 @@ impl ServeArgs {
             return Err(bad("LPS_PROXY_USD_PER_GB", "must be a non-negative number"));
         }
         let ledger = self.ledger.validate()?;
+        let tls = crate::tls::ServerTls::load(
+            self.tls_cert.as_deref(),
+            self.tls_key.as_deref(),
+            self.tls_client_ca.as_deref(),
+        )?;
+        if self.http_tls && tls.is_none() {
+            return Err(bad(
+                "LPS_HTTP_TLS",
+                "needs LPS_TLS_CERT and LPS_TLS_KEY (the HTTP port uses the same certificate)",
+            ));
+        }
         let coordinator_id = self.coordinator_id.unwrap_or_else(|| {
             let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "coordinator".into());
             format!("{host}-{}", std::process::id())
@@ -336,6 +368,8 @@ impl ServeArgs {
             db_max_connections: self.db_max_connections,
             grpc_addr: self.grpc_addr,
             http_addr: self.http_addr,
+            tls,
+            http_tls: self.http_tls,
             tokens,
             coordinator_id,
             heartbeat_interval: self.heartbeat_interval,

@@ -18,3 +18,4 @@ pub mod profiles;
 pub mod queue;
 pub mod reaper;
 pub mod search;
+pub mod tls;

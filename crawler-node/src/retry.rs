@@ -59,7 +59,9 @@ pub fn decide(code: Code) -> Decision {
 /// An operator hint for a fatal code, for the last log line.
 pub fn hint(code: Code) -> &'static str {
     match code {
-        Code::Unauthenticated | Code::PermissionDenied => "check LPS_NODE_TOKEN",
+        Code::Unauthenticated | Code::PermissionDenied => {
+            "check LPS_NODE_TOKEN (and LPS_TLS_CERT/LPS_TLS_KEY where the coordinator requires client certificates)"
+        }
         Code::InvalidArgument => "check LPS_NODE_ID, LPS_NODE_SLOTS and LPS_MALLS",
         Code::FailedPrecondition => "the coordinator speaks another protocol version",
         Code::Unimplemented => "check LPS_COORDINATOR_URL: it does not serve lps.v1.NodeService",

@@ -23,7 +23,7 @@ use lps_proto::{
 use tonic::{
     Request, Status,
     metadata::{AsciiMetadataValue, MetadataValue},
-    transport::{Certificate, Channel, ClientTlsConfig, Endpoint},
+    transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity},
 };
 
 /// Watch streams that break (coordinator restart, network) are resumed this many times in a
@@ -54,6 +54,15 @@ struct Cli {
     /// PEM file with the CA that signed the coordinator's certificate (https addresses).
     #[arg(long, env = "LPS_CA_CERT", global = true)]
     ca_cert: Option<PathBuf>,
+    /// PEM client certificate to present (https addresses; needs --client-key).
+    /// SearchService and OpsService callers need none; one that is presented must chain
+    /// to the coordinator's LPS_TLS_CLIENT_CA. Not read from LPS_TLS_CERT: in the
+    /// coordinator's container that is the server's own certificate.
+    #[arg(long, env = "LPS_CLIENT_CERT", global = true, requires = "client_key")]
+    client_cert: Option<PathBuf>,
+    /// PEM private key of --client-cert.
+    #[arg(long, env = "LPS_CLIENT_KEY", global = true, requires = "client_cert")]
+    client_key: Option<PathBuf>,
     /// Time limit of each call (not of waiting for a search), e.g. `30s`.
     #[arg(long, env = "LPS_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration, global = true)]
     timeout: Duration,
@@ -186,14 +195,23 @@ impl Client {
             .with_context(|| format!("bad address {:?}", cli.addr))?
             .connect_timeout(Duration::from_secs(5))
             .tcp_nodelay(true);
+        let read = |path: &PathBuf| {
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+        };
         if cli.addr.starts_with("https://") {
             let mut tls = ClientTlsConfig::new();
             if let Some(path) = &cli.ca_cert {
-                let pem = std::fs::read(path)
-                    .with_context(|| format!("cannot read {}", path.display()))?;
-                tls = tls.ca_certificate(Certificate::from_pem(pem));
+                tls = tls.ca_certificate(Certificate::from_pem(read(path)?));
+            }
+            if let (Some(cert), Some(key)) = (&cli.client_cert, &cli.client_key) {
+                tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
             }
             endpoint = endpoint.tls_config(tls).context("TLS configuration")?;
+        } else if cli.client_cert.is_some() {
+            bail!(
+                "--client-cert needs an https:// address (--addr {})",
+                cli.addr
+            );
         }
         let channel = endpoint
             .connect()

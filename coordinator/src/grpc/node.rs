@@ -1,4 +1,5 @@
-//! `NodeService.Connect` adapter: authenticates the stream, reads and validates `Hello`,
+//! `NodeService.Connect` adapter: authenticates the stream (bearer token, and with mTLS a
+//! verified client certificate on the connection), reads and validates `Hello`,
 //! and hands the stream to a [`crate::dispatch::session`] task. Everything after Hello is
 //! the session's business.
 
@@ -27,11 +28,23 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct NodeApi {
     dispatcher: Dispatcher,
     tokens: Arc<Tokens>,
+    require_client_cert: bool,
 }
 
 impl NodeApi {
     pub fn new(dispatcher: Dispatcher, tokens: Arc<Tokens>) -> Self {
-        Self { dispatcher, tokens }
+        Self {
+            dispatcher,
+            tokens,
+            require_client_cert: false,
+        }
+    }
+
+    /// Refuse streams whose connection presented no client certificate (mTLS on, see
+    /// [`crate::tls`]).
+    pub fn require_client_cert(mut self, require: bool) -> Self {
+        self.require_client_cert = require;
+        self
     }
 }
 
@@ -43,6 +56,9 @@ impl NodeService for NodeApi {
         &self,
         request: Request<Streaming<pb::NodeMessage>>,
     ) -> Result<Response<Self::ConnectStream>, Status> {
+        if self.require_client_cert {
+            crate::tls::require_client_cert(&request)?;
+        }
         self.tokens.check(request.metadata(), Role::Node)?;
         if self.dispatcher.shutdown.is_cancelled() {
             return Err(Status::unavailable(

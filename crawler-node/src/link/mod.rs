@@ -401,12 +401,12 @@ impl Link {
             return Err(NodeError::CoordinatorLost {
                 waited,
                 deadline,
-                last_error: format!("{code:?}: {}", status.message()),
+                last_error: format!("{code:?}: {}", describe(&status)),
             });
         }
         warn!(
             code = ?code,
-            error = status.message(),
+            error = %describe(&status),
             was_connected,
             retry_in = ?delay,
             running_jobs = self.jobs.taken(),
@@ -733,4 +733,24 @@ impl Link {
             }
         });
     }
+}
+
+/// A status's message and the causes tonic keeps behind it, `: `-separated: a broken
+/// connection reads "transport error" alone, and the cause (a TLS alert, a refused
+/// connection) is what tells an operator what to fix.
+fn describe(status: &Status) -> String {
+    let mut text = status.message().to_owned();
+    let mut last = text.clone();
+    let mut cause = std::error::Error::source(status);
+    while let Some(err) = cause {
+        // NB: tonic's transport error repeats the status message one level down.
+        let part = err.to_string();
+        if part != last {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        last = part;
+        cause = err.source();
+    }
+    text
 }

@@ -1,0 +1,752 @@
+//! TLS and mTLS on the coordinator's gRPC port, end to end: the real coordinator on
+//! 127.0.0.1:0 serving TLS with certificates made at test time (rcgen: a CA, a server
+//! certificate for 127.0.0.1/localhost, node client certificates from that CA and from
+//! another one), real crawler nodes (`lps_crawler_node::Node` with the scripted executor)
+//! and generated SearchService clients dialling over TLS, and the built `lpsctl`. Outcomes
+//! are read from the database.
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use clap::Parser as _;
+use lps_coordinator::{
+    app::Running,
+    config::{Cli, ConfigError},
+    db::MIGRATOR,
+    queue::MallLimits,
+};
+use lps_crawler_node::{
+    config::Config as NodeConfig,
+    executor::ScriptedExecutor,
+    node::{Node, NodeError},
+};
+use lps_proto::{
+    model::MallId,
+    pb::{self, search_service_client::SearchServiceClient},
+};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+use tonic::{
+    Code, Request,
+    transport::{Certificate, Channel, ClientTlsConfig, Endpoint},
+};
+
+mod common;
+
+use common::{CLIENT_TOKEN, NODE_TOKEN};
+
+const MALL: &str = "testmall-alpha";
+
+/// PEM files in a directory of their own, removed on drop.
+struct Pki {
+    dir: PathBuf,
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Pki {
+    /// `ca.crt` (the CA of the server and of good nodes), `server.{crt,key}` for
+    /// 127.0.0.1 and localhost, `node.{crt,key}` from that CA, `rogue.{crt,key}` for a node
+    /// from another CA (`rogue-ca.crt`), and `other.key` (belongs to no certificate here).
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("lps-tls-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pki = Self { dir };
+        let ca = new_ca("LPS test CA");
+        let rogue_ca = new_ca("another CA");
+        pki.write("ca.crt", &ca.pem());
+        pki.write("rogue-ca.crt", &rogue_ca.pem());
+        pki.leaf(
+            "server",
+            &ca,
+            &["127.0.0.1", "localhost"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        );
+        pki.leaf(
+            "node",
+            &ca,
+            &["node-1"],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        );
+        pki.leaf(
+            "rogue",
+            &rogue_ca,
+            &["node-1"],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        );
+        pki.write("other.key", &KeyPair::generate().unwrap().serialize_pem());
+        pki
+    }
+
+    fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+
+    fn arg(&self, file: &str) -> String {
+        self.path(file).to_str().unwrap().to_owned()
+    }
+
+    fn write(&self, file: &str, pem: &str) {
+        std::fs::write(self.path(file), pem).unwrap();
+    }
+
+    fn read(&self, file: &str) -> Vec<u8> {
+        std::fs::read(self.path(file)).unwrap()
+    }
+
+    fn leaf(
+        &self,
+        name: &str,
+        ca: &CertifiedIssuer<'static, KeyPair>,
+        names: &[&str],
+        usage: ExtendedKeyUsagePurpose,
+    ) {
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())
+                .unwrap();
+        params.distinguished_name.push(DnType::CommonName, names[0]);
+        params.extended_key_usages = vec![usage];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, ca).unwrap();
+        self.write(&format!("{name}.crt"), &cert.pem());
+        self.write(&format!("{name}.key"), &key.serialize_pem());
+    }
+}
+
+fn new_ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap()
+}
+
+/// A coordinator serving TLS with `server.{crt,key}`; `mtls` adds `ca.crt` as the client CA.
+async fn coordinator(pool: &PgPool, pki: &Pki, mtls: bool) -> Running {
+    let (cert, key, ca) = (
+        pki.arg("server.crt"),
+        pki.arg("server.key"),
+        pki.arg("ca.crt"),
+    );
+    let mut flags = vec![
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--heartbeat-interval",
+        "200ms",
+        "--claim-poll",
+        "500ms",
+        "--shutdown-timeout",
+        "5s",
+        "--malls",
+        MALL,
+    ];
+    if mtls {
+        flags.extend(["--tls-client-ca", &ca]);
+    }
+    let running = common::start(pool, &flags).await;
+    running
+        .queue
+        .upsert_mall(&MallLimits::unlimited(MallId::new(MALL).unwrap()))
+        .await
+        .unwrap();
+    running
+}
+
+/// A node dialling `https://127.0.0.1:<port>`, trusting `ca.crt`, presenting `identity`
+/// (`"node"`, `"rogue"`) when given.
+fn node(running: &Running, pki: &Pki, identity: Option<&str>) -> Node {
+    let mut config = NodeConfig::new(format!("https://{}", running.grpc_addr), NODE_TOKEN);
+    config.node_id = "node-1".into();
+    config.slots = 1;
+    config.drain_timeout = Duration::from_secs(5);
+    // Refusals that look like an unreachable coordinator end the node after this long.
+    config.reconnect_deadline = Duration::from_secs(3);
+    config.tls_ca = Some(pki.path("ca.crt"));
+    if let Some(name) = identity {
+        config.tls_cert = Some(pki.path(&format!("{name}.crt")));
+        config.tls_key = Some(pki.path(&format!("{name}.key")));
+    }
+    Node::new(config, ScriptedExecutor::new())
+}
+
+/// A SearchService client over TLS trusting `ca.crt`, without a client certificate.
+async fn search_client(running: &Running, pki: &Pki) -> SearchServiceClient<Channel> {
+    let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pki.read("ca.crt")));
+    let channel = Endpoint::from_shared(format!("https://{}", running.grpc_addr))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    SearchServiceClient::new(channel)
+}
+
+fn search_request(names: &[&str]) -> pb::SearchRequest {
+    pb::SearchRequest {
+        products: names
+            .iter()
+            .map(|n| pb::Product {
+                code: String::new(),
+                name: (*n).to_owned(),
+            })
+            .collect(),
+        malls: vec![MALL.to_owned()],
+        priority_class: pb::PriorityClass::Interactive as i32,
+        ..Default::default()
+    }
+}
+
+async fn scalar(pool: &PgPool, sql: &'static str) -> i64 {
+    sqlx::query_scalar::<_, i64>(sql)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+async fn wait_for_count(pool: &PgPool, sql: &'static str, want: i64) -> i64 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = scalar(pool, sql).await;
+        if n == want || tokio::time::Instant::now() > deadline {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs `node` until it ends by itself (it is expected to be refused).
+async fn run_to_refusal(node: Node) -> NodeError {
+    tokio::time::timeout(Duration::from_secs(60), node.run(CancellationToken::new()))
+        .await
+        .expect("the node neither connected nor gave up")
+        .expect_err("the node ran and stopped cleanly")
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn a_node_with_a_client_certificate_completes_a_job_over_mtls(pool: PgPool) {
+    let pki = Pki::new("mtls-ok");
+    let c = coordinator(&pool, &pki, true).await;
+
+    // The search comes over TLS without a client certificate: only nodes need one.
+    let mut search = search_client(&c, &pki).await;
+    let accepted = search
+        .search(common::with_token(
+            search_request(&["ok:12900"]),
+            CLIENT_TOKEN,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(accepted.items.len(), 1);
+
+    let node = node(&c, &pki, Some("node"));
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(node.run(stop.clone()));
+    let done = wait_for_count(&pool, "select count(*) from job where state = 'done'", 1).await;
+    assert_eq!(done, 1, "the job was not completed over mTLS");
+    assert_eq!(
+        scalar(
+            &pool,
+            "select count(*) from offer where price = 12900 and mall = 'testmall-alpha'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        scalar(
+            &pool,
+            "select count(*) from job_attempt where node_id = 'node-1' and ended = 'done'"
+        )
+        .await,
+        1
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    c.shutdown().await;
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn with_a_client_ca_a_node_without_a_certificate_is_refused(pool: PgPool) {
+    let pki = Pki::new("mtls-none");
+    let c = coordinator(&pool, &pki, true).await;
+    let job = c
+        .queue
+        .enqueue(
+            &lps_proto::model::SearchRequest::try_from(search_request(&["ok"])).unwrap(),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(job.items.len(), 1);
+
+    let err = run_to_refusal(node(&c, &pki, None)).await;
+    match &err {
+        NodeError::Refused { code, message, .. } => {
+            assert_eq!(*code, Code::Unauthenticated, "{err}");
+            assert!(message.contains("client certificate"), "{err}");
+        }
+        other => panic!("expected a refusal, got {other}"),
+    }
+    assert_eq!(scalar(&pool, "select count(*) from node_session").await, 0);
+    assert_eq!(
+        scalar(
+            &pool,
+            "select count(*) from job where state = 'queued' and lease_epoch = 0"
+        )
+        .await,
+        1,
+        "the refused node got work"
+    );
+    c.shutdown().await;
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn a_node_with_a_certificate_from_another_ca_is_refused(pool: PgPool) {
+    let pki = Pki::new("mtls-rogue");
+    let c = coordinator(&pool, &pki, true).await;
+
+    // The coordinator fails the handshake with an alert; to the node that is a connection
+    // that breaks (it cannot tell a bad certificate from a coordinator restarting behind
+    // a TLS terminator), retried until LPS_RECONNECT_DEADLINE, and its last error names
+    // the alert.
+    let err = run_to_refusal(node(&c, &pki, Some("rogue"))).await;
+    match &err {
+        NodeError::CoordinatorLost { last_error, .. } => {
+            assert!(last_error.contains("UnknownCA"), "{err}");
+        }
+        other => panic!("expected a lost coordinator after TLS failures, got {other}"),
+    }
+    assert_eq!(scalar(&pool, "select count(*) from node_session").await, 0);
+
+    // The failed handshakes did not hurt the server: a good node still gets in.
+    let good = node(&c, &pki, Some("node"));
+    let handle = good.handle();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(good.run(stop.clone()));
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        handle.wait_for(|s| s.session_id.is_some()),
+    )
+    .await
+    .expect("the good node did not connect");
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    c.shutdown().await;
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn tls_without_a_client_ca_accepts_nodes_without_certificates(pool: PgPool) {
+    let pki = Pki::new("tls-only");
+    let c = coordinator(&pool, &pki, false).await;
+    let mut search = search_client(&c, &pki).await;
+    search
+        .search(common::with_token(
+            search_request(&["ok:500"]),
+            CLIENT_TOKEN,
+        ))
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(node(&c, &pki, None).run(stop.clone()));
+    let done = wait_for_count(&pool, "select count(*) from job where state = 'done'", 1).await;
+    assert_eq!(done, 1);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    c.shutdown().await;
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn search_over_tls_needs_the_bearer_token_but_no_client_certificate(pool: PgPool) {
+    let pki = Pki::new("search");
+    let c = coordinator(&pool, &pki, true).await;
+    let mut search = search_client(&c, &pki).await;
+
+    let err = search
+        .search(Request::new(search_request(&["ok"])))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
+    assert_eq!(scalar(&pool, "select count(*) from job").await, 0);
+
+    let accepted = search
+        .search(common::with_token(search_request(&["ok"]), CLIENT_TOKEN))
+        .await
+        .unwrap()
+        .into_inner();
+    let status = search
+        .get_search(common::with_token(
+            pb::GetSearchRequest {
+                search_id: accepted.search_id,
+            },
+            CLIENT_TOKEN,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status.search_id, accepted.search_id);
+    assert_eq!(scalar(&pool, "select count(*) from job").await, 1);
+    c.shutdown().await;
+}
+
+/// GET `url` with a client trusting `ca` (none: the system roots only); the status and
+/// body, or the error chain.
+async fn get(url: &str, ca: Option<&[u8]>) -> Result<(u16, String), String> {
+    let mut client = reqwest::Client::builder().timeout(Duration::from_secs(30));
+    if let Some(ca) = ca {
+        client = client.tls_certs_only([reqwest::Certificate::from_pem(ca).unwrap()]);
+    }
+    let chain = |e: reqwest::Error| {
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            text.push_str(&format!(": {cause}"));
+            source = cause.source();
+        }
+        text
+    };
+    let response = client
+        .build()
+        .unwrap()
+        .get(url)
+        .send()
+        .await
+        .map_err(chain)?;
+    let status = response.status().as_u16();
+    Ok((status, response.text().await.map_err(chain)?))
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn the_http_port_stays_plain_unless_lps_http_tls(pool: PgPool) {
+    let pki = Pki::new("http");
+    let ca = pki.read("ca.crt");
+
+    // gRPC TLS alone: probes and scrapes keep plain HTTP.
+    let plain = coordinator(&pool, &pki, true).await;
+    let readyz = format!("http://{}/readyz", plain.http_addr);
+    assert_eq!(get(&readyz, None).await, Ok((200, "ready".to_owned())));
+    plain.shutdown().await;
+
+    let (cert, key) = (pki.arg("server.crt"), pki.arg("server.key"));
+    let tls = common::start(
+        &pool,
+        &[
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--http-tls",
+            "true",
+            "--malls",
+            MALL,
+        ],
+    )
+    .await;
+    let port = tls.http_addr.port();
+    for (path, body) in [
+        ("healthz", Some("ok")),
+        ("readyz", Some("ready")),
+        ("metrics", None),
+    ] {
+        let (status, text) = get(&format!("https://localhost:{port}/{path}"), Some(&ca))
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "/{path}: {text}");
+        if let Some(body) = body {
+            assert_eq!(text, body, "/{path}");
+        }
+    }
+    // Plaintext is not served, and the certificate is the gRPC port's.
+    get(&format!("http://127.0.0.1:{port}/healthz"), None)
+        .await
+        .expect_err("plain HTTP was served");
+    let err = get(&format!("https://127.0.0.1:{port}/healthz"), None)
+        .await
+        .unwrap_err();
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
+    // A connection that never starts its handshake does not keep the next client out.
+    let silent = tokio::net::TcpStream::connect(tls.http_addr).await.unwrap();
+    assert_eq!(
+        get(&format!("https://127.0.0.1:{port}/healthz"), Some(&ca)).await,
+        Ok((200, "ok".to_owned()))
+    );
+    drop(silent);
+    // The gRPC port still speaks TLS.
+    search_client(&tls, &pki)
+        .await
+        .search(common::with_token(search_request(&["ok"]), CLIENT_TOKEN))
+        .await
+        .unwrap();
+    tls.shutdown().await;
+}
+
+/// Runs the built `lpsctl` against the TLS coordinator.
+async fn lpsctl(
+    running: &Running,
+    envs: &[(&str, PathBuf)],
+    args: &[&str],
+) -> std::process::Output {
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_lpsctl"))
+        .args(args)
+        .env("LPS_ADDR", format!("https://{}", running.grpc_addr))
+        .env("LPS_TOKEN", CLIENT_TOKEN)
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_os_str())))
+        .kill_on_drop(true)
+        .output();
+    tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("lpsctl hung")
+        .unwrap()
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn lpsctl_speaks_tls_with_and_without_a_client_certificate(pool: PgPool) {
+    let pki = Pki::new("lpsctl");
+    let c = coordinator(&pool, &pki, true).await;
+    let ca = ("LPS_CA_CERT", pki.path("ca.crt"));
+
+    let out = lpsctl(&c, std::slice::from_ref(&ca), &["ops", "--json"]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ops: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(ops.is_object(), "{ops}");
+
+    let out = lpsctl(
+        &c,
+        &[
+            ca.clone(),
+            ("LPS_CLIENT_CERT", pki.path("node.crt")),
+            ("LPS_CLIENT_KEY", pki.path("node.key")),
+        ],
+        &["ops", "--json"],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A certificate the coordinator does not trust fails the handshake.
+    let out = lpsctl(
+        &c,
+        &[
+            ca.clone(),
+            ("LPS_CLIENT_CERT", pki.path("rogue.crt")),
+            ("LPS_CLIENT_KEY", pki.path("rogue.key")),
+        ],
+        &["ops", "--json"],
+    )
+    .await;
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+
+    // Without the CA lpsctl does not trust the coordinator.
+    let out = lpsctl(&c, &[], &["ops", "--json"]).await;
+    assert!(!out.status.success());
+    c.shutdown().await;
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn plaintext_to_the_tls_port_fails(pool: PgPool) {
+    let pki = Pki::new("plaintext");
+    let c = coordinator(&pool, &pki, false).await;
+
+    let plain = Endpoint::from_shared(format!("http://{}", c.grpc_addr))
+        .unwrap()
+        .connect_timeout(Duration::from_secs(5));
+    let call = async {
+        let channel = plain.connect().await?;
+        SearchServiceClient::new(channel)
+            .search(common::with_token(search_request(&["ok"]), CLIENT_TOKEN))
+            .await
+            .map_err(Into::<Box<dyn std::error::Error + Send + Sync>>::into)
+    };
+    let result = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("the plaintext call hung");
+    assert!(result.is_err(), "a plaintext call was served");
+
+    // A plaintext node is not served either.
+    let mut config = NodeConfig::new(format!("http://{}", c.grpc_addr), NODE_TOKEN);
+    config.node_id = "node-plain".into();
+    config.reconnect_deadline = Duration::from_secs(3);
+    let err = run_to_refusal(Node::new(config, ScriptedExecutor::new())).await;
+    assert!(
+        matches!(err, NodeError::CoordinatorLost { .. }),
+        "expected a lost coordinator, got {err}"
+    );
+    assert_eq!(scalar(&pool, "select count(*) from job").await, 0);
+    assert_eq!(scalar(&pool, "select count(*) from node_session").await, 0);
+
+    // TLS callers are still served.
+    search_client(&c, &pki)
+        .await
+        .search(common::with_token(search_request(&["ok"]), CLIENT_TOKEN))
+        .await
+        .unwrap();
+    c.shutdown().await;
+}
+
+fn config_error(extra: &[&str]) -> ConfigError {
+    let mut argv = vec![
+        "coordinator",
+        "--database-url",
+        "postgres://unused",
+        "--client-tokens",
+        CLIENT_TOKEN,
+        "--node-tokens",
+        NODE_TOKEN,
+    ];
+    argv.extend_from_slice(extra);
+    Cli::try_parse_from(argv)
+        .unwrap()
+        .serve
+        .validate()
+        .expect_err("the configuration was accepted")
+}
+
+fn args<'a>(pairs: &'a [(&'a str, String)]) -> Vec<&'a str> {
+    pairs
+        .iter()
+        .flat_map(|(flag, value)| [*flag, value.as_str()])
+        .collect()
+}
+
+/// Flags and values, the setting the error must name, and a phrase of its reason.
+type ConfigCase = (Vec<(&'static str, String)>, &'static str, &'static str);
+
+#[test]
+fn tls_settings_that_do_not_fit_are_named() {
+    let pki = Pki::new("config");
+    let missing = |dir: &str| path_arg(&pki.dir.join(dir).join("missing.pem"));
+    let p = |file: &str| pki.arg(file);
+    let cases: Vec<ConfigCase> = vec![
+        (
+            vec![("--tls-cert", p("server.crt"))],
+            "LPS_TLS_KEY",
+            "required",
+        ),
+        (
+            vec![("--tls-key", p("server.key"))],
+            "LPS_TLS_CERT",
+            "required",
+        ),
+        (
+            vec![("--tls-client-ca", p("ca.crt"))],
+            "LPS_TLS_CLIENT_CA",
+            "needs TLS",
+        ),
+        (
+            vec![("--http-tls", "true".to_owned())],
+            "LPS_HTTP_TLS",
+            "needs LPS_TLS_CERT",
+        ),
+        (
+            vec![("--tls-cert", missing("a")), ("--tls-key", p("server.key"))],
+            "LPS_TLS_CERT",
+            "cannot read",
+        ),
+        (
+            vec![("--tls-cert", p("server.crt")), ("--tls-key", missing("b"))],
+            "LPS_TLS_KEY",
+            "cannot read",
+        ),
+        (
+            vec![
+                ("--tls-cert", p("server.crt")),
+                ("--tls-key", p("server.key")),
+                ("--tls-client-ca", missing("c")),
+            ],
+            "LPS_TLS_CLIENT_CA",
+            "cannot read",
+        ),
+        // A key file given as the certificate: no certificate in it.
+        (
+            vec![
+                ("--tls-cert", p("server.key")),
+                ("--tls-key", p("server.key")),
+            ],
+            "LPS_TLS_CERT",
+            "no PEM certificate",
+        ),
+        // A certificate given as the key.
+        (
+            vec![
+                ("--tls-cert", p("server.crt")),
+                ("--tls-key", p("server.crt")),
+            ],
+            "LPS_TLS_KEY",
+            "no PEM private key",
+        ),
+        // A key of another certificate.
+        (
+            vec![
+                ("--tls-cert", p("server.crt")),
+                ("--tls-key", p("other.key")),
+            ],
+            "LPS_TLS_KEY",
+            "not usable with LPS_TLS_CERT",
+        ),
+        (
+            vec![
+                ("--tls-cert", p("server.crt")),
+                ("--tls-key", p("server.key")),
+                ("--tls-client-ca", p("node.key")),
+            ],
+            "LPS_TLS_CLIENT_CA",
+            "no PEM certificate",
+        ),
+    ];
+    for (pairs, setting, reason) in &cases {
+        let e = config_error(&args(pairs));
+        assert_eq!(e.setting, *setting, "{pairs:?}: {e}");
+        assert!(e.reason.contains(reason), "{pairs:?}: {e}");
+    }
+
+    // The good files validate, and the key stays out of the config's Debug text.
+    let mut argv = vec![
+        "coordinator",
+        "--database-url",
+        "postgres://unused",
+        "--client-tokens",
+        CLIENT_TOKEN,
+        "--node-tokens",
+        NODE_TOKEN,
+    ];
+    let good = [
+        ("--tls-cert", p("server.crt")),
+        ("--tls-key", p("server.key")),
+        ("--tls-client-ca", p("ca.crt")),
+    ];
+    argv.extend(args(&good));
+    let config = Cli::try_parse_from(argv).unwrap().serve.validate().unwrap();
+    let tls = config.tls.as_ref().expect("TLS is configured");
+    assert!(tls.requires_client_cert());
+    let key = String::from_utf8(pki.read("server.key")).unwrap();
+    let key_body = key.lines().nth(1).unwrap();
+    assert!(!format!("{config:?}").contains(key_body));
+}
+
+fn path_arg(path: &Path) -> String {
+    path.to_str().unwrap().to_owned()
+}
