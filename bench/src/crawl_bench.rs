@@ -5,7 +5,8 @@
 //!
 //! - **searches per node-minute** with 1 and 2 slots: a batch of searches (one search = one
 //!   job: one product on one mall, up to three query rounds) from enqueue to the last one
-//!   final, after one warm-up search per slot;
+//!   final, after one warm-up search per slot. The batch is enqueued in rounds of every
+//!   catalog product on both malls (decoys included), each round waited for;
 //! - **bytes per search** with resource blocking on and off (`LPS_BLOCK_RESOURCES`): the
 //!   bytes the node's proxy relay metered for the job (`job.bytes`), next to the bytes the
 //!   malls served;
@@ -19,8 +20,8 @@
 //!   warm-up searches and a series of fresh nodes with one search each. Warm = every other
 //!   job. The launch and chromedriver start inside cold jobs are shown separately.
 //!
-//! Usage: `cargo run --release -p lps-bench --bin crawl-bench -- [--searches 40]
-//! [--cold-runs 5]` (DATABASE_URL names the server; the benchmark uses a fresh database
+//! Usage: `cargo run --release -p lps-bench --bin crawl-bench -- [--searches 100]
+//! [--cold-runs 5] [--ports 64]` (DATABASE_URL names the server; the benchmark uses a fresh database
 //! `lps_bench_crawl`; Chromium and chromedriver from `/usr/bin`). The timings come from
 //! the node's own tracing spans, read by a layer of this process: no hook in the node.
 //! Prints Markdown tables for BENCHMARKS.md.
@@ -69,13 +70,13 @@ use tracing_subscriber::{
 #[derive(Debug, Parser)]
 struct Args {
     /// Searches (jobs) per measured batch; half as many products, each on both malls.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 100)]
     searches: usize,
     /// Fresh nodes started for one cold search each.
     #[arg(long, default_value_t = 5)]
     cold_runs: usize,
     /// Gateway ports (exit IPs) in the ledger.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 64)]
     ports: usize,
     #[arg(long, env = "DATABASE_URL")]
     database_url: String,
@@ -380,7 +381,10 @@ impl Bench {
             .queue
             .enqueue(&req, &EnqueueContext::default())
             .await?;
-        Ok(accepted.items.iter().map(|i| i.job_id).collect())
+        let mut jobs: Vec<i64> = accepted.items.iter().map(|i| i.job_id).collect();
+        jobs.sort_unstable();
+        jobs.dedup();
+        Ok(jobs)
     }
 
     /// Waits until every job is final.
@@ -474,13 +478,21 @@ async fn batch(
         .await?;
     bench.wait_final(&warmup).await?;
 
-    let products = bench.products(1, searches.div_ceil(2));
     let stop_sampling = CancellationToken::new();
     let sampler = tokio::spawn(sample_memory(profiles.clone(), stop_sampling.clone()));
     let bytes_before = bench.mall_bytes();
     let started = Instant::now();
-    let jobs = bench.enqueue(&products, &[]).await?;
-    bench.wait_final(&jobs).await?;
+    // NB: in rounds of at most every product once: a product searched again while its
+    // job is active would join that job instead of crawling.
+    let mut jobs = Vec::new();
+    let (mut left, mut from) = (searches.div_ceil(2), 1);
+    while left > 0 {
+        let n = left.min(bench.products.len());
+        let round = bench.enqueue(&bench.products(from, n), &[]).await?;
+        bench.wait_final(&round).await?;
+        jobs.extend(round);
+        (left, from) = (left - n, from + n);
+    }
     let elapsed = started.elapsed();
     let mall_bytes = bench.mall_bytes() - bytes_before;
     stop_sampling.cancel();
@@ -662,12 +674,9 @@ async fn main() -> anyhow::Result<()> {
     let running = app::start(config).await?;
     let pool = db::connect(&url, 4).await?;
     let catalog = Catalog::builtin();
-    let products = catalog
-        .products()
-        .iter()
-        .filter(|p| p.decoy_of.is_none())
-        .map(|p| p.name.clone())
-        .collect();
+    // NB: decoys too: they are products of their own, and a batch needs distinct products
+    // (a repeated one would join the active job instead of crawling again).
+    let products = catalog.products().iter().map(|p| p.name.clone()).collect();
     let bench = Bench {
         stack,
         running,
