@@ -317,13 +317,15 @@ impl Executor for BrowserExecutor {
     }
 
     async fn drain(&self) {
-        // Idle slots give their IPs back now, so the releases are acked before Goodbye;
+        // Every slot gives its IP back now, so the releases are acked before Goodbye;
         // browsers close at shutdown.
+        // NB: the node drains the executor once no job is *running*, but a job it just
+        // handed back may still be stopping and hold its slot for a moment: wait for it
+        // (the node bounds the whole drain by its deadline). Skipping a busy slot lost that
+        // IP session's release: it was sent after Goodbye and dropped.
         let proxies = self.inner.proxies.as_deref();
         for slot in &self.inner.slots {
-            if let Ok(mut slot) = slot.try_lock() {
-                slot.end_ip(proxies, EndReason::Shutdown);
-            }
+            slot.lock().await.end_ip(proxies, EndReason::Shutdown);
         }
     }
 }
