@@ -23,35 +23,10 @@ use tonic::{Request, transport::Channel};
 
 mod common;
 
-use common::{CLIENT_TOKEN, NODE_TOKEN};
+use common::{CLIENT_TOKEN, NODE_TOKEN, TempDir, gateway_ports, write_profiles};
 
 const PROXY_USER: &str = "lps-e2e";
 const PROXY_PASSWORD: &str = "gateway-password-e2e-77";
-
-/// The built-in test-mall profiles, pointed at this test's malls.
-fn write_profiles(dir: &Path, stack: &StackHandle) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
-    for (file, fixed, base) in [
-        (
-            "testmall-alpha.toml",
-            "http://127.0.0.1:18081",
-            stack.alpha.base_url(),
-        ),
-        (
-            "testmall-beta.toml",
-            "http://127.0.0.1:18082",
-            stack.beta.base_url(),
-        ),
-    ] {
-        let text = std::fs::read_to_string(root.join(file)).unwrap();
-        let base = base.to_string();
-        std::fs::write(
-            dir.join(file),
-            text.replace(fixed, base.trim_end_matches('/')),
-        )
-        .unwrap();
-    }
-}
 
 struct System {
     stack: StackHandle,
@@ -60,29 +35,7 @@ struct System {
     node_stop: CancellationToken,
     node: JoinHandle<Result<(), NodeError>>,
     browsers: BrowserExecutor,
-    _dir: tempdir::Dir,
-}
-
-mod tempdir {
-    /// A directory removed on drop.
-    #[derive(Debug)]
-    pub struct Dir(pub std::path::PathBuf);
-    impl Dir {
-        pub fn new(tag: &str) -> Self {
-            let p = std::env::temp_dir().join(format!(
-                "lps-e2e-{tag}-{}-{}",
-                std::process::id(),
-                fastrand::u32(..)
-            ));
-            std::fs::create_dir_all(&p).unwrap();
-            Self(p)
-        }
-    }
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    _dir: TempDir,
 }
 
 async fn start(pool: &PgPool, block_after: Option<u32>, ports: usize) -> System {
@@ -90,15 +43,9 @@ async fn start(pool: &PgPool, block_after: Option<u32>, ports: usize) -> System 
     stack_config.gateway = GatewayConfig::new(ports).with_credentials(PROXY_USER, PROXY_PASSWORD);
     stack_config.block_after = block_after;
     let stack = Stack::start(stack_config).await.unwrap();
-    let dir = tempdir::Dir::new("profiles");
+    let dir = TempDir::new("e2e-profiles");
     write_profiles(&dir.0, &stack);
-    let ports: Vec<String> = stack
-        .gateway
-        .ports()
-        .iter()
-        .map(|p| p.addr.port().to_string())
-        .collect();
-    let port_list = ports.join(",");
+    let port_list = gateway_ports(&stack).join(",");
     let flags = [
         "--profiles-dir",
         dir.0.to_str().unwrap(),
