@@ -39,7 +39,7 @@ use lps_crawler_node::{
 use lps_proto::pb::{self, node_message::Body as Out};
 use lps_test_kit::stack::{Stack, StackConfig, StackHandle};
 use serde_json::{Value, json};
-use support::{Behaviour, FakeCoordinator, assign, browser_node_config, wait_welcomed};
+use support::{Behaviour, FakeCoordinator, assign, browser_node_config, drain, wait_welcomed};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -440,12 +440,7 @@ where
     let body = async {
         wait_welcomed(&handle).await;
         check(coord.clone()).await;
-        shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(30), run)
-            .await
-            .expect("the node stops")
-            .unwrap()
-            .expect("a clean drain");
+        drain(&shutdown, run).await;
     };
     harness.finish(body).await;
 }

@@ -13,7 +13,8 @@ use common::{Harness, alpha_profile};
 use lps_crawler_node::{BrowserExecutor, Node, StreamState, proxy::NodeLink};
 use lps_proto::pb::{self, node_message::Body as Out};
 use support::{
-    Behaviour, FakeCoordinator, assign, browser_node_config, gated_stack, grant_plan, wait_welcomed,
+    Behaviour, FakeCoordinator, assign, browser_node_config, drain, gated_stack, grant_plan,
+    wait_welcomed,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -134,12 +135,7 @@ async fn a_node_searches_a_mall_through_granted_proxies_and_releases_them() {
         assert_eq!(acquires, 2);
 
         // Shutdown: the held port is released (and acked) before Goodbye.
-        shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(30), run)
-            .await
-            .expect("the node stops")
-            .unwrap()
-            .expect("a clean drain");
+        drain(&shutdown, run).await;
         let messages = coord.messages(1);
         let released = messages
             .iter()

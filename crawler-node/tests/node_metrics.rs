@@ -22,8 +22,8 @@ use lps_crawler_node::{
 use lps_proto::pb::{self, node_message::Body as Out};
 use lps_test_kit::stack::{Stack, StackConfig};
 use support::{
-    Behaviour, FakeCoordinator, assign, browser_node_config, gated_stack, grant_plan, http_get,
-    wait_welcomed,
+    Behaviour, FakeCoordinator, assign, browser_node_config, drain, gated_stack, grant_plan,
+    http_get, wait_welcomed,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -58,6 +58,17 @@ async fn wait_readyz(addr: SocketAddr, code: u16) {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Asserts the chromedriver series in `text`: `lps_node_chromedriver_up` and
+/// `lps_node_chromedriver_restarts_total`.
+fn assert_chromedriver(text: &str, up: f64, restarts: f64) {
+    assert_eq!(sample(text, "lps_node_chromedriver_up"), Some(up), "{text}");
+    assert_eq!(
+        sample(text, "lps_node_chromedriver_restarts_total"),
+        Some(restarts),
+        "{text}"
+    );
 }
 
 /// Waits for the outcome of job `job_id`; panics on a failure.
@@ -160,12 +171,7 @@ async fn searches_blocks_and_bytes_show_up_in_metrics() {
         );
         assert_eq!(block_loads, Some(1.0), "{text}");
 
-        shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(30), run)
-            .await
-            .expect("the node stops")
-            .unwrap()
-            .expect("a clean drain");
+        drain(&shutdown, run).await;
         let text = metrics.encode();
         let at_shutdown =
             format!("lps_node_ip_sessions_ended_total{{mall=\"{MALL}\",reason=\"shutdown\"}}");
@@ -253,32 +259,14 @@ async fn a_killed_chromedriver_turns_readiness_off_until_it_is_restarted() {
         let (_, why) = http_get(addr, "/readyz").await;
         assert!(why.contains("chromedriver"), "{why}");
         let text = metrics_text(addr).await;
-        assert_eq!(
-            sample(&text, "lps_node_chromedriver_up"),
-            Some(0.0),
-            "{text}"
-        );
-        assert_eq!(
-            sample(&text, "lps_node_chromedriver_restarts_total"),
-            Some(0.0),
-            "{text}"
-        );
+        assert_chromedriver(&text, 0.0, 0.0);
         assert!(handle.is_connected(), "only the executor is down");
 
         // It can start again: the watch task restarts it without waiting for a job.
         driver.set_broken(false);
         wait_readyz(addr, 200).await;
         let text = metrics_text(addr).await;
-        assert_eq!(
-            sample(&text, "lps_node_chromedriver_up"),
-            Some(1.0),
-            "{text}"
-        );
-        assert_eq!(
-            sample(&text, "lps_node_chromedriver_restarts_total"),
-            Some(1.0),
-            "{text}"
-        );
+        assert_chromedriver(&text, 1.0, 1.0);
         let second = exec.chromedriver_pid().expect("a new chromedriver");
         assert_ne!(first, second);
 
@@ -296,12 +284,7 @@ async fn a_killed_chromedriver_turns_readiness_off_until_it_is_restarted() {
         );
         assert_eq!(sample(&text, "lps_node_browser_launches_total"), Some(2.0));
 
-        shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(30), run)
-            .await
-            .expect("the node stops")
-            .unwrap()
-            .expect("a clean drain");
+        drain(&shutdown, run).await;
     };
     harness.finish(check).await;
     stop_http.cancel();

@@ -510,6 +510,16 @@ pub async fn wait_welcomed(handle: &NodeHandle) {
     .expect("welcomed");
 }
 
+/// Cancels `shutdown` and waits (30 s at most) for `run` to end with a clean drain.
+pub async fn drain(shutdown: &CancellationToken, run: JoinHandle<Result<(), NodeError>>) {
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the node stops")
+        .unwrap()
+        .expect("a clean drain");
+}
+
 /// A node under test, running in this process.
 pub struct TestNode {
     pub handle: NodeHandle,
