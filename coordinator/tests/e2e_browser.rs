@@ -19,7 +19,7 @@ use lps_test_kit::{
 use sqlx::PgPool;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::{Request, transport::Channel};
+use tonic::transport::Channel;
 
 mod common;
 
@@ -106,19 +106,18 @@ impl System {
     }
 
     async fn search(&self, names: &[&str]) -> pb::SearchResponse {
-        let mut request = Request::new(pb::SearchRequest {
-            products: names
-                .iter()
-                .map(|n| pb::Product {
-                    code: String::new(),
-                    name: (*n).into(),
-                })
-                .collect(),
-            ..Default::default()
-        });
-        request.metadata_mut().insert(
-            "authorization",
-            format!("Bearer {CLIENT_TOKEN}").parse().unwrap(),
+        let request = common::with_token(
+            pb::SearchRequest {
+                products: names
+                    .iter()
+                    .map(|n| pb::Product {
+                        code: String::new(),
+                        name: (*n).into(),
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+            CLIENT_TOKEN,
         );
         self.client()
             .await
@@ -129,29 +128,14 @@ impl System {
     }
 
     async fn wait_final(&self, search_id: i64) -> pb::SearchStatus {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
-        loop {
-            let mut request = Request::new(pb::GetSearchRequest { search_id });
-            request.metadata_mut().insert(
-                "authorization",
-                format!("Bearer {CLIENT_TOKEN}").parse().unwrap(),
-            );
-            let status = self
-                .client()
-                .await
-                .get_search(request)
-                .await
-                .unwrap()
-                .into_inner();
-            if status.r#final {
-                return status;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "search {search_id} not final in time: {status:#?}"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        let mut client = self.client().await;
+        common::wait_final(
+            &mut client,
+            CLIENT_TOKEN,
+            search_id,
+            Duration::from_secs(240),
+        )
+        .await
     }
 
     async fn stop(mut self) {

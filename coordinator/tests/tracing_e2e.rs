@@ -307,22 +307,7 @@ fn with_token<T>(message: T) -> Request<T> {
 }
 
 async fn wait_final(client: &mut SearchServiceClient<Channel>, search_id: i64) -> pb::SearchStatus {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
-    loop {
-        let status = client
-            .get_search(with_token(pb::GetSearchRequest { search_id }))
-            .await
-            .unwrap()
-            .into_inner();
-        if status.r#final {
-            return status;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "search {search_id} not final in time: {status:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    common::wait_final(client, CLIENT_TOKEN, search_id, Duration::from_secs(300)).await
 }
 
 /// The spans of trace `trace_id` and a one-line-per-span description of them, after

@@ -15,10 +15,13 @@ use lps_coordinator::{
     config::Cli,
     queue::MallLimits,
 };
-use lps_proto::model::MallId;
+use lps_proto::{
+    model::MallId,
+    pb::{self, search_service_client::SearchServiceClient},
+};
 use lps_test_kit::stack::StackHandle;
 use sqlx::{PgPool, postgres::PgPoolOptions};
-use tonic::Request;
+use tonic::{Request, transport::Channel};
 
 pub const NODE_TOKEN: &str = "node-token-for-tests-0001";
 pub const CLIENT_TOKEN: &str = "client-token-for-tests-01";
@@ -68,6 +71,32 @@ pub fn with_token<T>(message: T, token: &str) -> Request<T> {
         .metadata_mut()
         .insert("authorization", format!("Bearer {token}").parse().unwrap());
     request
+}
+
+/// Polls GetSearch (as `token`) until search `search_id` is final; panics when it is not
+/// within `within`.
+pub async fn wait_final(
+    client: &mut SearchServiceClient<Channel>,
+    token: &str,
+    search_id: i64,
+    within: Duration,
+) -> pb::SearchStatus {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let status = client
+            .get_search(with_token(pb::GetSearchRequest { search_id }, token))
+            .await
+            .unwrap()
+            .into_inner();
+        if status.r#final {
+            return status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "search {search_id} not final in time: {status:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// Runs the built `lpsctl` against `addr` (a URL) with `token` and the extra environment
