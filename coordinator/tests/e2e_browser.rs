@@ -19,39 +19,14 @@ use lps_test_kit::{
 use sqlx::PgPool;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::{Request, transport::Channel};
+use tonic::transport::Channel;
 
 mod common;
 
-use common::{CLIENT_TOKEN, NODE_TOKEN};
+use common::{CLIENT_TOKEN, NODE_TOKEN, TempDir, gateway_ports, write_profiles};
 
 const PROXY_USER: &str = "lps-e2e";
 const PROXY_PASSWORD: &str = "gateway-password-e2e-77";
-
-/// The built-in test-mall profiles, pointed at this test's malls.
-fn write_profiles(dir: &Path, stack: &StackHandle) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
-    for (file, fixed, base) in [
-        (
-            "testmall-alpha.toml",
-            "http://127.0.0.1:18081",
-            stack.alpha.base_url(),
-        ),
-        (
-            "testmall-beta.toml",
-            "http://127.0.0.1:18082",
-            stack.beta.base_url(),
-        ),
-    ] {
-        let text = std::fs::read_to_string(root.join(file)).unwrap();
-        let base = base.to_string();
-        std::fs::write(
-            dir.join(file),
-            text.replace(fixed, base.trim_end_matches('/')),
-        )
-        .unwrap();
-    }
-}
 
 struct System {
     stack: StackHandle,
@@ -60,29 +35,7 @@ struct System {
     node_stop: CancellationToken,
     node: JoinHandle<Result<(), NodeError>>,
     browsers: BrowserExecutor,
-    _dir: tempdir::Dir,
-}
-
-mod tempdir {
-    /// A directory removed on drop.
-    #[derive(Debug)]
-    pub struct Dir(pub std::path::PathBuf);
-    impl Dir {
-        pub fn new(tag: &str) -> Self {
-            let p = std::env::temp_dir().join(format!(
-                "lps-e2e-{tag}-{}-{}",
-                std::process::id(),
-                fastrand::u32(..)
-            ));
-            std::fs::create_dir_all(&p).unwrap();
-            Self(p)
-        }
-    }
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    _dir: TempDir,
 }
 
 async fn start(pool: &PgPool, block_after: Option<u32>, ports: usize) -> System {
@@ -90,15 +43,9 @@ async fn start(pool: &PgPool, block_after: Option<u32>, ports: usize) -> System 
     stack_config.gateway = GatewayConfig::new(ports).with_credentials(PROXY_USER, PROXY_PASSWORD);
     stack_config.block_after = block_after;
     let stack = Stack::start(stack_config).await.unwrap();
-    let dir = tempdir::Dir::new("profiles");
+    let dir = TempDir::new("e2e-profiles");
     write_profiles(&dir.0, &stack);
-    let ports: Vec<String> = stack
-        .gateway
-        .ports()
-        .iter()
-        .map(|p| p.addr.port().to_string())
-        .collect();
-    let port_list = ports.join(",");
+    let port_list = gateway_ports(&stack).join(",");
     let flags = [
         "--profiles-dir",
         dir.0.to_str().unwrap(),
@@ -159,19 +106,18 @@ impl System {
     }
 
     async fn search(&self, names: &[&str]) -> pb::SearchResponse {
-        let mut request = Request::new(pb::SearchRequest {
-            products: names
-                .iter()
-                .map(|n| pb::Product {
-                    code: String::new(),
-                    name: (*n).into(),
-                })
-                .collect(),
-            ..Default::default()
-        });
-        request.metadata_mut().insert(
-            "authorization",
-            format!("Bearer {CLIENT_TOKEN}").parse().unwrap(),
+        let request = common::with_token(
+            pb::SearchRequest {
+                products: names
+                    .iter()
+                    .map(|n| pb::Product {
+                        code: String::new(),
+                        name: (*n).into(),
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+            CLIENT_TOKEN,
         );
         self.client()
             .await
@@ -182,29 +128,14 @@ impl System {
     }
 
     async fn wait_final(&self, search_id: i64) -> pb::SearchStatus {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
-        loop {
-            let mut request = Request::new(pb::GetSearchRequest { search_id });
-            request.metadata_mut().insert(
-                "authorization",
-                format!("Bearer {CLIENT_TOKEN}").parse().unwrap(),
-            );
-            let status = self
-                .client()
-                .await
-                .get_search(request)
-                .await
-                .unwrap()
-                .into_inner();
-            if status.r#final {
-                return status;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "search {search_id} not final in time: {status:#?}"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        let mut client = self.client().await;
+        common::wait_final(
+            &mut client,
+            CLIENT_TOKEN,
+            search_id,
+            Duration::from_secs(240),
+        )
+        .await
     }
 
     async fn stop(mut self) {

@@ -4,10 +4,7 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use lps_coordinator::{
-    app::Running,
-    queue::{EnqueueContext, MallLimits},
-};
+use lps_coordinator::{app::Running, queue::EnqueueContext};
 use lps_crawler_node::{
     config::Config as NodeConfig,
     executor::ScriptedExecutor,
@@ -44,13 +41,7 @@ async fn coordinator_at(pool: &PgPool, grpc: &str, grace: &str) -> Running {
         "--malls",
         MALL,
     ];
-    let running = common::start(pool, &flags).await;
-    running
-        .queue
-        .upsert_mall(&MallLimits::unlimited(MallId::new(MALL).unwrap()))
-        .await
-        .unwrap();
-    running
+    common::start_with_mall(pool, MALL, &flags).await
 }
 
 async fn coordinator(pool: &PgPool, grace: &str) -> Running {

@@ -4,10 +4,7 @@
 
 use std::time::Duration;
 
-use lps_coordinator::{
-    app::Running,
-    queue::{EnqueueContext, MallLimits},
-};
+use lps_coordinator::{app::Running, queue::EnqueueContext};
 use lps_proto::{
     PROTOCOL_VERSION,
     model::{MallId, Priority, ProductSpec, SearchRequest},
@@ -38,13 +35,7 @@ async fn coordinator(pool: &PgPool, grace: &str) -> Running {
         "--shutdown-timeout",
         "3s",
     ];
-    let running = common::start(pool, &flags).await;
-    running
-        .queue
-        .upsert_mall(&MallLimits::unlimited(MallId::new(MALL).unwrap()))
-        .await
-        .unwrap();
-    running
+    common::start_with_mall(pool, MALL, &flags).await
 }
 
 struct RawNode {

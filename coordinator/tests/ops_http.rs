@@ -9,10 +9,7 @@ use std::{
 };
 
 use axum::{Json, Router, extract::State, routing::post};
-use lps_coordinator::{
-    app::Running,
-    queue::{EnqueueContext, MallLimits},
-};
+use lps_coordinator::{app::Running, queue::EnqueueContext};
 use lps_proto::model::{MallId, Priority, ProductSpec, SearchRequest};
 use sqlx::{
     PgPool,
@@ -59,13 +56,7 @@ async fn coordinator(pool: PgPool, hook: SocketAddr) -> Running {
         "--malls",
         MALL,
     ];
-    let running = common::start(&pool, &flags).await;
-    running
-        .queue
-        .upsert_mall(&MallLimits::unlimited(MallId::new(MALL).unwrap()))
-        .await
-        .unwrap();
-    running
+    common::start_with_mall(&pool, MALL, &flags).await
 }
 
 async fn get(addr: SocketAddr, path: &str) -> (u16, String) {

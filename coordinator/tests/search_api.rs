@@ -26,6 +26,8 @@ use tonic::{
     transport::{Channel, Endpoint, Server},
 };
 
+mod common;
+
 const CLIENT: &str = "client-secret-1";
 const ADMIN: &str = "admin-secret-1";
 const ALPHA: &str = "testmall-alpha";
@@ -1300,16 +1302,7 @@ async fn ops_snapshot_and_proxy_ports(pool: PgPool) {
 
 /// Runs the built `lpsctl` against the test server.
 async fn lpsctl(addr: SocketAddr, token: &str, args: &[&str]) -> std::process::Output {
-    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_lpsctl"))
-        .args(args)
-        .env("LPS_ADDR", format!("http://{addr}"))
-        .env("LPS_TOKEN", token)
-        .kill_on_drop(true)
-        .output();
-    tokio::time::timeout(Duration::from_secs(60), run)
-        .await
-        .expect("lpsctl hung")
-        .unwrap()
+    common::lpsctl(&format!("http://{addr}"), token, &[], args).await
 }
 
 #[sqlx::test(migrator = "MIGRATOR")]

@@ -13,19 +13,15 @@ use std::{
 use clap::Parser as _;
 use lps_coordinator::{
     app::Running,
-    config::{Cli, ConfigError},
+    config::{Cli, ConfigError, ServeArgs},
     db::MIGRATOR,
-    queue::MallLimits,
 };
 use lps_crawler_node::{
     config::Config as NodeConfig,
     executor::ScriptedExecutor,
     node::{Node, NodeError},
 };
-use lps_proto::{
-    model::MallId,
-    pb::{self, search_service_client::SearchServiceClient},
-};
+use lps_proto::pb::{self, search_service_client::SearchServiceClient};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose,
@@ -159,13 +155,7 @@ async fn coordinator(pool: &PgPool, pki: &Pki, mtls: bool) -> Running {
     if mtls {
         flags.extend(["--tls-client-ca", &ca]);
     }
-    let running = common::start(pool, &flags).await;
-    running
-        .queue
-        .upsert_mall(&MallLimits::unlimited(MallId::new(MALL).unwrap()))
-        .await
-        .unwrap();
-    running
+    common::start_with_mall(pool, MALL, &flags).await
 }
 
 /// A node dialling `https://127.0.0.1:<port>`, trusting `ca.crt`, presenting `identity`
@@ -502,17 +492,8 @@ async fn lpsctl(
     envs: &[(&str, PathBuf)],
     args: &[&str],
 ) -> std::process::Output {
-    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_lpsctl"))
-        .args(args)
-        .env("LPS_ADDR", format!("https://{}", running.grpc_addr))
-        .env("LPS_TOKEN", CLIENT_TOKEN)
-        .envs(envs.iter().map(|(k, v)| (*k, v.as_os_str())))
-        .kill_on_drop(true)
-        .output();
-    tokio::time::timeout(Duration::from_secs(60), run)
-        .await
-        .expect("lpsctl hung")
-        .unwrap()
+    let addr = format!("https://{}", running.grpc_addr);
+    common::lpsctl(&addr, CLIENT_TOKEN, envs, args).await
 }
 
 #[sqlx::test(migrator = "MIGRATOR")]
@@ -607,7 +588,8 @@ async fn plaintext_to_the_tls_port_fails(pool: PgPool) {
     c.shutdown().await;
 }
 
-fn config_error(extra: &[&str]) -> ConfigError {
+/// `serve` with the test tokens and `extra`, as `Cli` parses it.
+fn parse(extra: &[&str]) -> ServeArgs {
     let mut argv = vec![
         "coordinator",
         "--database-url",
@@ -618,9 +600,11 @@ fn config_error(extra: &[&str]) -> ConfigError {
         NODE_TOKEN,
     ];
     argv.extend_from_slice(extra);
-    Cli::try_parse_from(argv)
-        .unwrap()
-        .serve
+    Cli::try_parse_from(argv).unwrap().serve
+}
+
+fn config_error(extra: &[&str]) -> ConfigError {
+    parse(extra)
         .validate()
         .expect_err("the configuration was accepted")
 }
@@ -630,6 +614,13 @@ fn args<'a>(pairs: &'a [(&'a str, String)]) -> Vec<&'a str> {
         .iter()
         .flat_map(|(flag, value)| [*flag, value.as_str()])
         .collect()
+}
+
+/// `--tls-cert cert --tls-key key` and, when given, `--tls-client-ca ca`.
+fn tls_flags(cert: String, key: String, ca: Option<String>) -> Vec<(&'static str, String)> {
+    let mut pairs = vec![("--tls-cert", cert), ("--tls-key", key)];
+    pairs.extend(ca.map(|ca| ("--tls-client-ca", ca)));
+    pairs
 }
 
 /// Flags and values, the setting the error must name, and a phrase of its reason.
@@ -662,57 +653,40 @@ fn tls_settings_that_do_not_fit_are_named() {
             "needs LPS_TLS_CERT",
         ),
         (
-            vec![("--tls-cert", missing("a")), ("--tls-key", p("server.key"))],
+            tls_flags(missing("a"), p("server.key"), None),
             "LPS_TLS_CERT",
             "cannot read",
         ),
         (
-            vec![("--tls-cert", p("server.crt")), ("--tls-key", missing("b"))],
+            tls_flags(p("server.crt"), missing("b"), None),
             "LPS_TLS_KEY",
             "cannot read",
         ),
         (
-            vec![
-                ("--tls-cert", p("server.crt")),
-                ("--tls-key", p("server.key")),
-                ("--tls-client-ca", missing("c")),
-            ],
+            tls_flags(p("server.crt"), p("server.key"), Some(missing("c"))),
             "LPS_TLS_CLIENT_CA",
             "cannot read",
         ),
         // A key file given as the certificate: no certificate in it.
         (
-            vec![
-                ("--tls-cert", p("server.key")),
-                ("--tls-key", p("server.key")),
-            ],
+            tls_flags(p("server.key"), p("server.key"), None),
             "LPS_TLS_CERT",
             "no PEM certificate",
         ),
         // A certificate given as the key.
         (
-            vec![
-                ("--tls-cert", p("server.crt")),
-                ("--tls-key", p("server.crt")),
-            ],
+            tls_flags(p("server.crt"), p("server.crt"), None),
             "LPS_TLS_KEY",
             "no PEM private key",
         ),
         // A key of another certificate.
         (
-            vec![
-                ("--tls-cert", p("server.crt")),
-                ("--tls-key", p("other.key")),
-            ],
+            tls_flags(p("server.crt"), p("other.key"), None),
             "LPS_TLS_KEY",
             "not usable with LPS_TLS_CERT",
         ),
         (
-            vec![
-                ("--tls-cert", p("server.crt")),
-                ("--tls-key", p("server.key")),
-                ("--tls-client-ca", p("node.key")),
-            ],
+            tls_flags(p("server.crt"), p("server.key"), Some(p("node.key"))),
             "LPS_TLS_CLIENT_CA",
             "no PEM certificate",
         ),
@@ -724,22 +698,8 @@ fn tls_settings_that_do_not_fit_are_named() {
     }
 
     // The good files validate, and the key stays out of the config's Debug text.
-    let mut argv = vec![
-        "coordinator",
-        "--database-url",
-        "postgres://unused",
-        "--client-tokens",
-        CLIENT_TOKEN,
-        "--node-tokens",
-        NODE_TOKEN,
-    ];
-    let good = [
-        ("--tls-cert", p("server.crt")),
-        ("--tls-key", p("server.key")),
-        ("--tls-client-ca", p("ca.crt")),
-    ];
-    argv.extend(args(&good));
-    let config = Cli::try_parse_from(argv).unwrap().serve.validate().unwrap();
+    let good = tls_flags(p("server.crt"), p("server.key"), Some(p("ca.crt")));
+    let config = parse(&args(&good)).validate().unwrap();
     let tls = config.tls.as_ref().expect("TLS is configured");
     assert!(tls.requires_client_cert());
     let key = String::from_utf8(pki.read("server.key")).unwrap();

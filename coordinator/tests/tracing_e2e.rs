@@ -29,7 +29,7 @@ use lps_proto::pb::{self, search_service_client::SearchServiceClient};
 use lps_test_kit::{
     catalog::Catalog,
     gateway::GatewayConfig,
-    stack::{Stack, StackConfig, StackHandle},
+    stack::{Stack, StackConfig},
 };
 use opentelemetry_proto::tonic::{
     collector::trace::v1::{
@@ -43,6 +43,10 @@ use sqlx::PgPool;
 use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, transport::Channel};
+
+mod common;
+
+use common::{TempDir, gateway_ports, write_profiles};
 
 /// The caller's W3C context: the trace every span of the search must belong to.
 const TRACE_ID: &str = "5ea4c0ffee0ddba11c0ffee0ddba11f7";
@@ -186,53 +190,6 @@ fn hex(bytes: &[u8]) -> String {
 
 // ------------------------------------------------------------------ the processes
 
-/// A temporary directory removed on drop.
-#[derive(Debug)]
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let p = std::env::temp_dir().join(format!(
-            "lps-trace-e2e-{}-{}",
-            std::process::id(),
-            fastrand::u32(..)
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        Self(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The built-in test-mall profiles, pointed at this test's malls.
-fn write_profiles(dir: &Path, stack: &StackHandle) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
-    for (file, fixed, base) in [
-        (
-            "testmall-alpha.toml",
-            "http://127.0.0.1:18081",
-            stack.alpha.base_url(),
-        ),
-        (
-            "testmall-beta.toml",
-            "http://127.0.0.1:18082",
-            stack.beta.base_url(),
-        ),
-    ] {
-        let text = std::fs::read_to_string(root.join(file)).unwrap();
-        let base = base.to_string();
-        std::fs::write(
-            dir.join(file),
-            text.replace(fixed, base.trim_end_matches('/')),
-        )
-        .unwrap();
-    }
-}
-
 /// The `crawler-node` binary of this workspace, built by cargo now (a no-op when it is up
 /// to date) with the profile this test was built with.
 fn crawler_node_binary() -> PathBuf {
@@ -346,31 +303,11 @@ fn database_url(pool: &PgPool) -> String {
 }
 
 fn with_token<T>(message: T) -> Request<T> {
-    let mut request = Request::new(message);
-    request.metadata_mut().insert(
-        "authorization",
-        format!("Bearer {CLIENT_TOKEN}").parse().unwrap(),
-    );
-    request
+    common::with_token(message, CLIENT_TOKEN)
 }
 
 async fn wait_final(client: &mut SearchServiceClient<Channel>, search_id: i64) -> pb::SearchStatus {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(300);
-    loop {
-        let status = client
-            .get_search(with_token(pb::GetSearchRequest { search_id }))
-            .await
-            .unwrap()
-            .into_inner();
-        if status.r#final {
-            return status;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "search {search_id} not final in time: {status:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    common::wait_final(client, CLIENT_TOKEN, search_id, Duration::from_secs(300)).await
 }
 
 /// The spans of trace `trace_id` and a one-line-per-span description of them, after
@@ -457,7 +394,7 @@ fn one_trace<'a>(all: &'a [Got], trace_id: &str, caller: &str) -> (Vec<&'a Got>,
 #[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
 async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks(pool: PgPool) {
     let node_exe = crawler_node_binary();
-    let dir = TempDir::new();
+    let dir = TempDir::new("trace-e2e");
     let stop_receiver = CancellationToken::new();
     let (receiver, otlp) = Receiver::start(stop_receiver.clone()).await;
 
@@ -465,12 +402,7 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
     stack_config.gateway = GatewayConfig::new(4).with_credentials(PROXY_USER, PROXY_PASSWORD);
     let stack = Stack::start(stack_config).await.unwrap();
     write_profiles(&dir.0, &stack);
-    let ports: Vec<String> = stack
-        .gateway
-        .ports()
-        .iter()
-        .map(|p| p.addr.port().to_string())
-        .collect();
+    let ports = gateway_ports(&stack);
 
     // The coordinator.
     let mut command = Command::new(env!("CARGO_BIN_EXE_coordinator"));

@@ -32,14 +32,14 @@ use axum::{
 };
 use common::{Harness, alpha_profile};
 use lps_crawler_node::{
-    BrowserExecutor, Config, Node, StreamState,
+    BrowserExecutor, Node,
     config::Secret,
     llm::{CallFor, LlmClient, LlmError, LlmSettings, Product},
 };
 use lps_proto::pb::{self, node_message::Body as Out};
 use lps_test_kit::stack::{Stack, StackConfig, StackHandle};
 use serde_json::{Value, json};
-use support::{Behaviour, FakeCoordinator, TOKEN, assign};
+use support::{Behaviour, FakeCoordinator, assign, browser_node_config, drain, wait_welcomed};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -432,28 +432,15 @@ where
     let harness = Harness::build(name, |settings| {
         BrowserExecutor::new(settings).with_llm(llm)
     });
-    let mut config = Config::new(coord.url(), TOKEN);
-    config.node_id = format!("node-{name}");
-    config.slots = 1;
-    config.drain_timeout = Duration::from_secs(30);
+    let config = browser_node_config(&coord, &format!("node-{name}"));
     let node = Node::new(config, harness.executor.clone());
     let handle = node.handle();
     let shutdown = CancellationToken::new();
     let run = tokio::spawn(node.run(shutdown.clone()));
     let body = async {
-        tokio::time::timeout(
-            Duration::from_secs(10),
-            handle.wait_for(|s| s.stream == StreamState::Connected),
-        )
-        .await
-        .expect("welcomed");
+        wait_welcomed(&handle).await;
         check(coord.clone()).await;
-        shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(30), run)
-            .await
-            .expect("the node stops")
-            .unwrap()
-            .expect("a clean drain");
+        drain(&shutdown, run).await;
     };
     harness.finish(body).await;
 }

@@ -10,13 +10,12 @@ mod support;
 use std::{sync::Arc, time::Duration};
 
 use common::{Harness, alpha_profile};
-use lps_crawler_node::{BrowserExecutor, Config, Node, StreamState, proxy::NodeLink};
+use lps_crawler_node::{BrowserExecutor, Node, StreamState, proxy::NodeLink};
 use lps_proto::pb::{self, node_message::Body as Out};
-use lps_test_kit::{
-    gateway::GatewayConfig,
-    stack::{Stack, StackConfig},
+use support::{
+    Behaviour, FakeCoordinator, assign, browser_node_config, drain, gated_stack, grant_plan,
+    wait_welcomed,
 };
-use support::{Behaviour, FakeCoordinator, GrantPlan, TOKEN, assign};
 use tokio_util::sync::CancellationToken;
 
 const JOB_WAIT: Duration = Duration::from_secs(90);
@@ -53,25 +52,12 @@ async fn result_of(coord: &FakeCoordinator, job_id: i64) -> pb::JobResult {
 #[tokio::test]
 async fn a_node_searches_a_mall_through_granted_proxies_and_releases_them() {
     let _serial = common::serial().await;
-    let mut stack_config = StackConfig::new(2);
-    stack_config.gateway = GatewayConfig::new(2).with_credentials("lps-node", "gw-pass-77");
-    stack_config.block_after = Some(1);
-    let stack = Stack::start(stack_config).await.unwrap();
-    let ports: Vec<u32> = stack
-        .gateway
-        .ports()
-        .iter()
-        .map(|p| u32::from(p.addr.port()))
-        .collect();
+    let stack = gated_stack(2, Some(1)).await;
+    let grants = grant_plan(&stack);
+    let ports = grants.ports.clone();
     let coord = FakeCoordinator::start_with(Behaviour {
         profiles: vec![alpha_profile(&stack.alpha)],
-        grants: Some(GrantPlan {
-            host: "127.0.0.1".into(),
-            ports: ports.clone(),
-            username: "lps-node".into(),
-            password: "gw-pass-77".into(),
-            request_budget: 5,
-        }),
+        grants: Some(grants),
         lease_ttl: Duration::from_secs(10),
         ..Behaviour::default()
     })
@@ -82,21 +68,16 @@ async fn a_node_searches_a_mall_through_granted_proxies_and_releases_them() {
             .with_proxies(Arc::new(link.clone()))
             .with_events(Arc::new(link))
     });
-    let mut config = Config::new(coord.url(), TOKEN);
-    config.node_id = "node-browser".into();
-    config.slots = 1;
-    config.drain_timeout = Duration::from_secs(30);
-    let node = Node::new(config, harness.executor.clone()).with_link(inbox);
+    let node = Node::new(
+        browser_node_config(&coord, "node-browser"),
+        harness.executor.clone(),
+    )
+    .with_link(inbox);
     let handle = node.handle();
     let shutdown = CancellationToken::new();
     let run = tokio::spawn(node.run(shutdown.clone()));
     let check = async {
-        tokio::time::timeout(
-            Duration::from_secs(10),
-            handle.wait_for(|s| s.stream == StreamState::Connected),
-        )
-        .await
-        .expect("welcomed");
+        wait_welcomed(&handle).await;
 
         // Job 1: a grant for exit-01, one search, found.
         coord.send(0, assign(1, "삼다수 2L x 12", Duration::from_secs(120)));
@@ -154,12 +135,7 @@ async fn a_node_searches_a_mall_through_granted_proxies_and_releases_them() {
         assert_eq!(acquires, 2);
 
         // Shutdown: the held port is released (and acked) before Goodbye.
-        shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(30), run)
-            .await
-            .expect("the node stops")
-            .unwrap()
-            .expect("a clean drain");
+        drain(&shutdown, run).await;
         let messages = coord.messages(1);
         let released = messages
             .iter()

@@ -14,17 +14,17 @@ mod support;
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
-use common::{CHROMEDRIVER, Harness, alpha_profile, http_get, sample};
+use common::{CHROMEDRIVER, Harness, alpha_profile, sample};
 use lps_crawler_node::{
-    BrowserExecutor, Config, Node, NodeHandle, NodeMetrics, StreamState,
-    executor::browser::DriverSource, health, proxy::NodeLink,
+    BrowserExecutor, Node, NodeHandle, NodeMetrics, executor::browser::DriverSource, health,
+    proxy::NodeLink,
 };
 use lps_proto::pb::{self, node_message::Body as Out};
-use lps_test_kit::{
-    gateway::GatewayConfig,
-    stack::{Stack, StackConfig},
+use lps_test_kit::stack::{Stack, StackConfig};
+use support::{
+    Behaviour, FakeCoordinator, assign, browser_node_config, drain, gated_stack, grant_plan,
+    http_get, wait_welcomed,
 };
-use support::{Behaviour, FakeCoordinator, GrantPlan, TOKEN, assign};
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -60,6 +60,17 @@ async fn wait_readyz(addr: SocketAddr, code: u16) {
     }
 }
 
+/// Asserts the chromedriver series in `text`: `lps_node_chromedriver_up` and
+/// `lps_node_chromedriver_restarts_total`.
+fn assert_chromedriver(text: &str, up: f64, restarts: f64) {
+    assert_eq!(sample(text, "lps_node_chromedriver_up"), Some(up), "{text}");
+    assert_eq!(
+        sample(text, "lps_node_chromedriver_restarts_total"),
+        Some(restarts),
+        "{text}"
+    );
+}
+
 /// Waits for the outcome of job `job_id`; panics on a failure.
 async fn wait_found(coord: &FakeCoordinator, job_id: i64) -> pb::JobResult {
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -79,37 +90,14 @@ async fn wait_found(coord: &FakeCoordinator, job_id: i64) -> pb::JobResult {
     }
 }
 
-fn node_config(coord: &FakeCoordinator, node_id: &str) -> Config {
-    let mut config = Config::new(coord.url(), TOKEN);
-    config.node_id = node_id.into();
-    config.slots = 1;
-    config.drain_timeout = Duration::from_secs(30);
-    config
-}
-
 #[tokio::test]
 async fn searches_blocks_and_bytes_show_up_in_metrics() {
     let _serial = common::serial().await;
-    let mut stack_config = StackConfig::new(2);
-    stack_config.gateway = GatewayConfig::new(2).with_credentials("lps-node", "gw-pass-77");
     // A second search on one exit IP is blocked.
-    stack_config.block_after = Some(1);
-    let stack = Stack::start(stack_config).await.unwrap();
-    let ports: Vec<u32> = stack
-        .gateway
-        .ports()
-        .iter()
-        .map(|p| u32::from(p.addr.port()))
-        .collect();
+    let stack = gated_stack(2, Some(1)).await;
     let coord = FakeCoordinator::start_with(Behaviour {
         profiles: vec![alpha_profile(&stack.alpha)],
-        grants: Some(GrantPlan {
-            host: "127.0.0.1".into(),
-            ports,
-            username: "lps-node".into(),
-            password: "gw-pass-77".into(),
-            request_budget: 5,
-        }),
+        grants: Some(grant_plan(&stack)),
         lease_ttl: Duration::from_secs(10),
         ..Behaviour::default()
     })
@@ -123,7 +111,7 @@ async fn searches_blocks_and_bytes_show_up_in_metrics() {
             .with_metrics(metrics.clone())
     });
     let node = Node::new(
-        node_config(&coord, "node-metrics"),
+        browser_node_config(&coord, "node-metrics"),
         harness.executor.clone(),
     )
     .with_link(inbox)
@@ -134,12 +122,7 @@ async fn searches_blocks_and_bytes_show_up_in_metrics() {
     let shutdown = CancellationToken::new();
     let run = tokio::spawn(node.run(shutdown.clone()));
     let check = async {
-        tokio::time::timeout(
-            Duration::from_secs(10),
-            handle.wait_for(|s| s.stream == StreamState::Connected),
-        )
-        .await
-        .expect("welcomed");
+        wait_welcomed(&handle).await;
         wait_readyz(addr, 200).await;
         let idle = metrics_text(addr).await;
         assert_eq!(sample(&idle, "lps_node_slots_free"), Some(1.0), "{idle}");
@@ -188,12 +171,7 @@ async fn searches_blocks_and_bytes_show_up_in_metrics() {
         );
         assert_eq!(block_loads, Some(1.0), "{text}");
 
-        shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(30), run)
-            .await
-            .expect("the node stops")
-            .unwrap()
-            .expect("a clean drain");
+        drain(&shutdown, run).await;
         let text = metrics.encode();
         let at_shutdown =
             format!("lps_node_ip_sessions_ended_total{{mall=\"{MALL}\",reason=\"shutdown\"}}");
@@ -260,20 +238,15 @@ async fn a_killed_chromedriver_turns_readiness_off_until_it_is_restarted() {
         BrowserExecutor::new(settings).with_metrics(metrics.clone())
     });
     let exec = harness.executor.clone();
-    let node =
-        Node::new(node_config(&coord, "node-driver"), exec.clone()).with_metrics(metrics.clone());
+    let node = Node::new(browser_node_config(&coord, "node-driver"), exec.clone())
+        .with_metrics(metrics.clone());
     let handle = node.handle();
     let stop_http = CancellationToken::new();
     let addr = serve_http(handle.clone(), stop_http.clone()).await;
     let shutdown = CancellationToken::new();
     let run = tokio::spawn(node.run(shutdown.clone()));
     let check = async {
-        tokio::time::timeout(
-            Duration::from_secs(10),
-            handle.wait_for(|s| s.stream == StreamState::Connected),
-        )
-        .await
-        .expect("welcomed");
+        wait_welcomed(&handle).await;
         coord.send(0, assign(1, "삼다수 2L x 12", Duration::from_secs(120)));
         wait_found(&coord, 1).await;
         wait_readyz(addr, 200).await;
@@ -286,32 +259,14 @@ async fn a_killed_chromedriver_turns_readiness_off_until_it_is_restarted() {
         let (_, why) = http_get(addr, "/readyz").await;
         assert!(why.contains("chromedriver"), "{why}");
         let text = metrics_text(addr).await;
-        assert_eq!(
-            sample(&text, "lps_node_chromedriver_up"),
-            Some(0.0),
-            "{text}"
-        );
-        assert_eq!(
-            sample(&text, "lps_node_chromedriver_restarts_total"),
-            Some(0.0),
-            "{text}"
-        );
+        assert_chromedriver(&text, 0.0, 0.0);
         assert!(handle.is_connected(), "only the executor is down");
 
         // It can start again: the watch task restarts it without waiting for a job.
         driver.set_broken(false);
         wait_readyz(addr, 200).await;
         let text = metrics_text(addr).await;
-        assert_eq!(
-            sample(&text, "lps_node_chromedriver_up"),
-            Some(1.0),
-            "{text}"
-        );
-        assert_eq!(
-            sample(&text, "lps_node_chromedriver_restarts_total"),
-            Some(1.0),
-            "{text}"
-        );
+        assert_chromedriver(&text, 1.0, 1.0);
         let second = exec.chromedriver_pid().expect("a new chromedriver");
         assert_ne!(first, second);
 
@@ -329,12 +284,7 @@ async fn a_killed_chromedriver_turns_readiness_off_until_it_is_restarted() {
         );
         assert_eq!(sample(&text, "lps_node_browser_launches_total"), Some(2.0));
 
-        shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(30), run)
-            .await
-            .expect("the node stops")
-            .unwrap()
-            .expect("a clean drain");
+        drain(&shutdown, run).await;
     };
     harness.finish(check).await;
     stop_http.cancel();

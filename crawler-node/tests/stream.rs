@@ -15,10 +15,7 @@ use std::{
 use lps_crawler_node::{NodeError, StreamState, health};
 use lps_proto::pb::{self, coordinator_message::Body as In, node_message::Body as Out};
 use support::{Behaviour, FakeCoordinator, Seen, TestNode, ack, assign, report_job, report_seq};
-use tokio::{
-    io::{AsyncReadExt as _, AsyncWriteExt as _},
-    time::Instant,
-};
+use tokio::time::Instant;
 use tonic::{Code, Status};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -785,34 +782,12 @@ async fn several_nodes_share_one_process() {
 
 /// `GET path` over plain HTTP/1.1; the status code.
 async fn get(addr: std::net::SocketAddr, path: &str) -> u16 {
-    get_response(addr, path).await.0
+    support::http_get(addr, path).await.0
 }
 
 /// `GET path`; the body of a 200 response.
 async fn get_text(addr: std::net::SocketAddr, path: &str) -> String {
-    let (code, body) = get_response(addr, path).await;
+    let (code, body) = support::http_get(addr, path).await;
     assert_eq!(code, 200, "GET {path}: {body}");
     body
-}
-
-/// `GET path` over plain HTTP/1.1; the status code and the body.
-async fn get_response(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
-    conn.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
-    let mut response = String::new();
-    conn.read_to_string(&mut response).await.unwrap();
-    let code = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default();
-    (code, body)
 }

@@ -4,13 +4,24 @@
 // NB: each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
 
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
 use clap::Parser as _;
 use lps_coordinator::{
     app::{self, Running},
     config::Cli,
+    queue::MallLimits,
 };
+use lps_proto::{
+    model::MallId,
+    pb::{self, search_service_client::SearchServiceClient},
+};
+use lps_test_kit::stack::StackHandle;
 use sqlx::{PgPool, postgres::PgPoolOptions};
-use tonic::Request;
+use tonic::{Request, transport::Channel};
 
 pub const NODE_TOKEN: &str = "node-token-for-tests-0001";
 pub const CLIENT_TOKEN: &str = "client-token-for-tests-01";
@@ -42,6 +53,17 @@ pub async fn start(pool: &PgPool, extra: &[&str]) -> Running {
     app::start_with_pool(config, own).await.unwrap()
 }
 
+/// [`start`], then `mall` registered without limits.
+pub async fn start_with_mall(pool: &PgPool, mall: &str, extra: &[&str]) -> Running {
+    let running = start(pool, extra).await;
+    running
+        .queue
+        .upsert_mall(&MallLimits::unlimited(MallId::new(mall).unwrap()))
+        .await
+        .unwrap();
+    running
+}
+
 /// `message` with `authorization: Bearer <token>`.
 pub fn with_token<T>(message: T, token: &str) -> Request<T> {
     let mut request = Request::new(message);
@@ -49,4 +71,108 @@ pub fn with_token<T>(message: T, token: &str) -> Request<T> {
         .metadata_mut()
         .insert("authorization", format!("Bearer {token}").parse().unwrap());
     request
+}
+
+/// Polls GetSearch (as `token`) until search `search_id` is final; panics when it is not
+/// within `within`.
+pub async fn wait_final(
+    client: &mut SearchServiceClient<Channel>,
+    token: &str,
+    search_id: i64,
+    within: Duration,
+) -> pb::SearchStatus {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let status = client
+            .get_search(with_token(pb::GetSearchRequest { search_id }, token))
+            .await
+            .unwrap()
+            .into_inner();
+        if status.r#final {
+            return status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "search {search_id} not final in time: {status:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Runs the built `lpsctl` against `addr` (a URL) with `token` and the extra environment
+/// `envs`; its output, or a panic when it does not end within a minute.
+pub async fn lpsctl(
+    addr: &str,
+    token: &str,
+    envs: &[(&str, PathBuf)],
+    args: &[&str],
+) -> std::process::Output {
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_lpsctl"))
+        .args(args)
+        .env("LPS_ADDR", addr)
+        .env("LPS_TOKEN", token)
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_os_str())))
+        .kill_on_drop(true)
+        .output();
+    tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("lpsctl hung")
+        .unwrap()
+}
+
+/// A temporary directory `lps-<tag>-<pid>-<random>`, removed on drop.
+#[derive(Debug)]
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!(
+            "lps-{tag}-{}-{}",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Writes the built-in test-mall profiles into `dir`, pointed at this test's malls.
+pub fn write_profiles(dir: &Path, stack: &StackHandle) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
+    for (file, fixed, base) in [
+        (
+            "testmall-alpha.toml",
+            "http://127.0.0.1:18081",
+            stack.alpha.base_url(),
+        ),
+        (
+            "testmall-beta.toml",
+            "http://127.0.0.1:18082",
+            stack.beta.base_url(),
+        ),
+    ] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        let base = base.to_string();
+        std::fs::write(
+            dir.join(file),
+            text.replace(fixed, base.trim_end_matches('/')),
+        )
+        .unwrap();
+    }
+}
+
+/// The ports of the stack's gateway, as strings for a `--proxy-ports` list.
+pub fn gateway_ports(stack: &StackHandle) -> Vec<String> {
+    stack
+        .gateway
+        .ports()
+        .iter()
+        .map(|p| p.addr.port().to_string())
+        .collect()
 }

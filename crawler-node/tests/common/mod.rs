@@ -345,29 +345,6 @@ impl EventSink for TestEvents {
     }
 }
 
-/// `GET path` over plain HTTP/1.1 (the node's probe server); the status code and the body.
-pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
-    conn.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
-    let mut response = String::new();
-    conn.read_to_string(&mut response).await.unwrap();
-    let code = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default();
-    (code, body)
-}
-
 /// The value of the sample `series` (name and labels exactly as exposed) in a Prometheus
 /// text exposition, if present.
 pub fn sample(text: &str, series: &str) -> Option<f64> {

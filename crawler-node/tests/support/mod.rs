@@ -17,7 +17,7 @@ use std::{
 };
 
 use chrono::Utc;
-use lps_crawler_node::{Config, Node, NodeError, NodeHandle, ScriptedExecutor};
+use lps_crawler_node::{Config, Node, NodeError, NodeHandle, ScriptedExecutor, StreamState};
 use lps_proto::{
     model::{duration_to_pb, timestamp_to_pb},
     pb::{
@@ -26,6 +26,10 @@ use lps_proto::{
         node_message::Body as Out,
         node_service_server::{NodeService, NodeServiceServer},
     },
+};
+use lps_test_kit::{
+    gateway::GatewayConfig,
+    stack::{Stack, StackConfig, StackHandle},
 };
 use tokio::{sync::mpsc, sync::watch, task::JoinHandle};
 use tokio_stream::wrappers::{TcpListenerStream, UnboundedReceiverStream};
@@ -457,6 +461,65 @@ pub fn assign(job_id: i64, name: &str, deadline: Duration) -> In {
     })
 }
 
+/// The user name and the password of [`gated_stack`]'s gateway.
+pub const PROXY_USER: &str = "lps-node";
+pub const PROXY_PASSWORD: &str = "gw-pass-77";
+
+/// The test kit's malls behind a gateway of `ports` exit IPs that wants [`PROXY_USER`] and
+/// [`PROXY_PASSWORD`]; with `block_after`, the malls block an exit IP after that many
+/// searches.
+pub async fn gated_stack(ports: usize, block_after: Option<u32>) -> StackHandle {
+    let mut stack_config = StackConfig::new(ports);
+    stack_config.gateway = GatewayConfig::new(ports).with_credentials(PROXY_USER, PROXY_PASSWORD);
+    stack_config.block_after = block_after;
+    Stack::start(stack_config).await.unwrap()
+}
+
+/// Grants of every port of `stack`'s gateway, with its credentials, 5 requests an exit IP.
+pub fn grant_plan(stack: &StackHandle) -> GrantPlan {
+    GrantPlan {
+        host: "127.0.0.1".into(),
+        ports: stack
+            .gateway
+            .ports()
+            .iter()
+            .map(|p| u32::from(p.addr.port()))
+            .collect(),
+        username: PROXY_USER.into(),
+        password: PROXY_PASSWORD.into(),
+        request_budget: 5,
+    }
+}
+
+/// Settings of a browser node `node_id` against `coordinator`: one slot, 30 s to drain.
+pub fn browser_node_config(coordinator: &FakeCoordinator, node_id: &str) -> Config {
+    let mut config = Config::new(coordinator.url(), TOKEN);
+    config.node_id = node_id.into();
+    config.slots = 1;
+    config.drain_timeout = Duration::from_secs(30);
+    config
+}
+
+/// Waits (at most [`WAIT`]) until the node of `handle` is connected and welcomed.
+pub async fn wait_welcomed(handle: &NodeHandle) {
+    tokio::time::timeout(
+        WAIT,
+        handle.wait_for(|s| s.stream == StreamState::Connected),
+    )
+    .await
+    .expect("welcomed");
+}
+
+/// Cancels `shutdown` and waits (30 s at most) for `run` to end with a clean drain.
+pub async fn drain(shutdown: &CancellationToken, run: JoinHandle<Result<(), NodeError>>) {
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the node stops")
+        .unwrap()
+        .expect("a clean drain");
+}
+
 /// A node under test, running in this process.
 pub struct TestNode {
     pub handle: NodeHandle,
@@ -519,4 +582,27 @@ fn init_logs() {
         .with_env_filter(filter)
         .with_test_writer()
         .try_init();
+}
+
+/// `GET path` over plain HTTP/1.1 (the node's probe server); the status code and the body.
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut response = String::new();
+    conn.read_to_string(&mut response).await.unwrap();
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (code, body)
 }
