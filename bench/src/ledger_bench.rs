@@ -150,9 +150,9 @@ async fn run(ledger: &Ledger, acquirers: usize, cycles: usize) -> anyhow::Result
             let session = SessionStats::new(mall.clone(), 1, 1, 0, Duration::ZERO, None)?;
             let mut waits = 0;
             while reserved.fetch_add(1, Ordering::Relaxed) < cycles {
-                let port = loop {
+                let (port, lease_id) = loop {
                     match ledger.acquire(&node, &mall, None).await? {
-                        Acquired::Grant(g) => break g.port,
+                        Acquired::Grant(g) => break (g.port, g.lease_id),
                         Acquired::NoneFree { .. } => {
                             waits += 1;
                             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -160,7 +160,13 @@ async fn run(ledger: &Ledger, acquirers: usize, cycles: usize) -> anyhow::Result
                     }
                 };
                 let released = ledger
-                    .release(&node, port, SessionEndReason::Rotate, &session)
+                    .release(
+                        &node,
+                        port,
+                        Some(lease_id),
+                        SessionEndReason::Rotate,
+                        &session,
+                    )
                     .await?;
                 anyhow::ensure!(released.held, "port {port} was not held by {node}");
             }

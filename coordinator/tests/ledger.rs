@@ -176,7 +176,13 @@ async fn two_coordinators_never_hand_one_port_to_two_holders(
                     SessionStats::new(mall.clone(), 1, 1, 0, released.saturating_sub(got), None)
                         .unwrap();
                 let r = ledger
-                    .release(&node, grant.port, SessionEndReason::Rotate, &session)
+                    .release(
+                        &node,
+                        grant.port,
+                        Some(grant.lease_id),
+                        SessionEndReason::Rotate,
+                        &session,
+                    )
                     .await
                     .unwrap();
                 // Checked after the log: the log is the evidence, not the ledger's word.
@@ -266,6 +272,7 @@ async fn an_expired_lease_frees_the_port(pool: PgPool) {
         .release(
             "node-a",
             10_000,
+            None,
             SessionEndReason::Block,
             &stats(NAVER, 3, 1, Some(1)),
         )
@@ -323,6 +330,7 @@ async fn a_non_holder_release_changes_nothing_but_records_the_session(pool: PgPo
             .release(
                 node,
                 g.port,
+                None,
                 SessionEndReason::Block,
                 &stats(NAVER, 2, 1, job),
             )
@@ -342,6 +350,7 @@ async fn a_non_holder_release_changes_nothing_but_records_the_session(pool: PgPo
         .release(
             "node-a",
             g.port,
+            None,
             SessionEndReason::Window,
             &stats(NAVER, 2, 0, Some(7)),
         )
@@ -353,6 +362,74 @@ async fn a_non_holder_release_changes_nothing_but_records_the_session(pool: PgPo
     assert_eq!(port.holder, None);
     assert_eq!(port.last_reason, Some(SessionEndReason::Window));
     assert_eq!(count(&pool, "select count(*) from ip_session").await, 4);
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn a_lease_is_released_by_its_id_whichever_job_used_the_ip_last(pool: PgPool) {
+    let ledger = ledger(&pool, [1]).await.with_jitter(1.0);
+    let first = job(&pool, NAVER).await;
+    let second: i64 = sqlx::query_scalar(
+        "insert into job (dedupe_key, mall, product_name, product_key, priority)
+         values ('naver|name:y', 'naver', 'y', 'name:y', 10) returning job_id",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let g = grant(&ledger, "node-a", NAVER, Some(first)).await;
+    // The IP session served `first`, then `second`, which was blocked on it: the release
+    // names the lease and the job that used the IP last.
+    let r = ledger
+        .release(
+            "node-a",
+            g.port,
+            Some(g.lease_id),
+            SessionEndReason::Block,
+            &stats(NAVER, 3, 1, Some(second)),
+        )
+        .await
+        .unwrap();
+    assert!(r.held, "the lease was not released");
+    assert_eq!(r.job_ip_burns, Some(1));
+    let burns: Vec<i16> = sqlx::query_scalar("select ip_burns from job order by job_id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(burns, vec![0, 1], "the block burns the job that saw it");
+    let port = &ledger.ports().await.unwrap()[0];
+    assert_ne!(port.state, PortState::Leased);
+
+    // The port is leased again (for another mall: it cools down for naver). A late copy of
+    // the first release (a resend after a reconnect) must not end the new lease.
+    let again = grant(&ledger, "node-a", COUPANG, Some(second)).await;
+    assert_eq!(again.port, g.port);
+    assert!(again.lease_id > g.lease_id, "lease ids only grow");
+    let late = ledger
+        .release(
+            "node-a",
+            g.port,
+            Some(g.lease_id),
+            SessionEndReason::Block,
+            &stats(NAVER, 3, 1, Some(second)),
+        )
+        .await
+        .unwrap();
+    assert!(!late.held, "a stale release ended a newer lease");
+    let port = &ledger.ports().await.unwrap()[0];
+    assert_eq!(port.state, PortState::Leased);
+    assert_eq!(port.holder.as_ref().unwrap().job_id, Some(second));
+
+    let r = ledger
+        .release(
+            "node-a",
+            again.port,
+            Some(again.lease_id),
+            SessionEndReason::Budget,
+            &stats(COUPANG, 3, 0, Some(second)),
+        )
+        .await
+        .unwrap();
+    assert!(r.held);
+    assert_eq!(count(&pool, "select count(*) from ip_session").await, 3);
 }
 
 // ------------------------------------------------------------------ rest and cooldowns
@@ -367,6 +444,7 @@ async fn a_block_cools_the_port_for_that_mall_only(pool: PgPool) {
         .release(
             "node-a",
             1,
+            None,
             SessionEndReason::Block,
             &stats(NAVER, 3, 1, None),
         )
@@ -386,6 +464,7 @@ async fn a_block_cools_the_port_for_that_mall_only(pool: PgPool) {
         .release(
             "node-b",
             g.port,
+            None,
             SessionEndReason::Rotate,
             &stats(COUPANG, 1, 0, None),
         )
@@ -414,6 +493,7 @@ async fn block_cooldowns_grow_exponentially_with_full_jitter(pool: PgPool) {
             .release(
                 "node-a",
                 1,
+                None,
                 SessionEndReason::Block,
                 &stats(NAVER, 2, 1, None),
             )
@@ -433,6 +513,7 @@ async fn block_cooldowns_grow_exponentially_with_full_jitter(pool: PgPool) {
         .release(
             "node-a",
             1,
+            None,
             SessionEndReason::Block,
             &stats(NAVER, 2, 1, None),
         )
@@ -451,6 +532,7 @@ async fn block_cooldowns_grow_exponentially_with_full_jitter(pool: PgPool) {
             .release(
                 "node-a",
                 1,
+                None,
                 SessionEndReason::Block,
                 &stats(COUPANG, 2, 1, None),
             )
@@ -478,6 +560,7 @@ async fn budget_rests_the_port(pool: PgPool) {
         .release(
             "node-a",
             1,
+            None,
             SessionEndReason::Budget,
             &stats(NAVER, 3, 0, None),
         )
@@ -508,6 +591,7 @@ async fn a_proxy_error_cools_the_port_for_every_mall(pool: PgPool) {
         .release(
             "node-a",
             1,
+            None,
             SessionEndReason::ProxyError,
             &stats(NAVER, 1, 0, None),
         )
@@ -541,6 +625,7 @@ async fn the_least_recently_used_port_is_granted_first(pool: PgPool) {
             .release(
                 node,
                 port,
+                None,
                 SessionEndReason::Window,
                 &stats(NAVER, 1, 0, None),
             )
@@ -573,6 +658,7 @@ async fn the_burn_cap_trips_after_n_plus_one_blocks(pool: PgPool) {
             .release(
                 "node-a",
                 g.port,
+                None,
                 SessionEndReason::Block,
                 &stats(NAVER, 2, 1, Some(job)),
             )
@@ -601,6 +687,7 @@ async fn the_burn_cap_trips_after_n_plus_one_blocks(pool: PgPool) {
         .release(
             "node-a",
             g.port,
+            None,
             SessionEndReason::Budget,
             &stats(NAVER, 3, 0, Some(job)),
         )
@@ -701,6 +788,7 @@ async fn reconcile_disables_removed_ports_and_keeps_their_history(
         five.release(
             &node,
             g.port,
+            None,
             SessionEndReason::Block,
             &stats(NAVER, 1, 1, None),
         )
@@ -832,7 +920,13 @@ async fn the_password_never_shows(pool: PgPool) {
     shown.push(format!("{e:?}"));
     shown.push(e.to_string());
     let e = ledger
-        .release("a", 1, SessionEndReason::Rotate, &stats(NAVER, 1, 0, None))
+        .release(
+            "a",
+            1,
+            None,
+            SessionEndReason::Rotate,
+            &stats(NAVER, 1, 0, None),
+        )
         .await
         .unwrap_err();
     shown.push(format!("{e:?}"));
@@ -945,7 +1039,7 @@ async fn ops_counts_every_state(pool: PgPool) {
     ] {
         let g = grant(&l, node, NAVER, None).await;
         if let Some(reason) = reason {
-            l.release(node, g.port, reason, &stats(NAVER, 3, 1, None))
+            l.release(node, g.port, None, reason, &stats(NAVER, 3, 1, None))
                 .await
                 .unwrap();
         }
@@ -1094,7 +1188,7 @@ async fn acquire_and_release_update_ports_in_place(_: PgPoolOptions, opts: PgCon
             SessionEndReason::Rotate
         };
         ledger
-            .release(&node, g.port, reason, &stats(NAVER, 1, 0, None))
+            .release(&node, g.port, None, reason, &stats(NAVER, 1, 0, None))
             .await
             .unwrap();
     }

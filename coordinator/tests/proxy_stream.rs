@@ -279,6 +279,7 @@ async fn a_job_that_burns_too_many_ips_fails_as_page_blocked(pool: PgPool) {
             port: grant.port,
             reason: pb::SessionEndReason::Block as i32,
             session: Some(session),
+            lease_id: grant.lease_id,
         };
         tx.send(pb::NodeMessage {
             body: Some(In::ProxyRelease(release)),

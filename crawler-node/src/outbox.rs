@@ -35,7 +35,12 @@ pub enum Report {
     /// The node gives the job back unfinished (draining, or it could not take it).
     HandBack { lease: Lease, reason: String },
     /// A proxy port goes back to the ledger; `session` is its IP session's end.
-    ProxyRelease { port: u16, session: SessionEnd },
+    ProxyRelease {
+        port: u16,
+        /// The grant's lease id (see [`Grant::lease_id`](crate::proxy::Grant::lease_id)).
+        lease_id: i64,
+        session: SessionEnd,
+    },
     /// A mall blocked a page.
     Block(BlockEvent),
 }
@@ -101,11 +106,16 @@ impl Report {
                 lease_epoch: lease.epoch,
                 reason: reason.clone(),
             }),
-            Self::ProxyRelease { port, session } => Body::ProxyRelease(pb::ProxyRelease {
+            Self::ProxyRelease {
+                port,
+                lease_id,
+                session,
+            } => Body::ProxyRelease(pb::ProxyRelease {
                 report_seq: seq,
                 port: u32::from(*port),
                 reason: pb::SessionEndReason::from(session.reason) as i32,
                 session: Some(session.to_pb(seq)),
+                lease_id: *lease_id,
             }),
             Self::Block(event) => Body::BlockEvent(event.to_pb(seq)),
         };

@@ -38,6 +38,8 @@ pub struct Grant {
     pub lease_until: Option<DateTime<Utc>>,
     /// Searches allowed on this IP before rotating; 0: the profile's or the limits' budget.
     pub request_budget: u32,
+    /// The ledger's id of this lease; the release names it (0: none, e.g. a direct proxy).
+    pub lease_id: i64,
 }
 
 impl fmt::Debug for Grant {
@@ -278,6 +280,7 @@ impl ProxySource for NodeLink {
         span.in_scope(|| {
             self.report(Report::ProxyRelease {
                 port: grant.port,
+                lease_id: grant.lease_id,
                 session,
             });
         });
@@ -303,6 +306,7 @@ mod tests {
             password: Secret::new("s3cr3t"),
             lease_until: None,
             request_budget: 3,
+            lease_id: 1,
         };
         let shown = format!("{grant:?}");
         assert!(!shown.contains("s3cr3t"), "{shown}");

@@ -687,6 +687,7 @@ impl Session {
                     password: g.password.expose().to_owned(),
                     lease_until: Some(model::timestamp_to_pb(g.lease_until)),
                     request_budget: g.request_budget,
+                    lease_id: g.lease_id,
                 };
                 self.send(Out::ProxyGrant(grant)).await
             }
@@ -711,6 +712,7 @@ impl Session {
             .release(
                 &self.node_id,
                 release.port,
+                release.lease_id,
                 release.reason,
                 &release.session,
             )

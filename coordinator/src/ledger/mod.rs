@@ -159,15 +159,18 @@ impl Ledger {
         )
         .fetch_one(&self.pool)
         .await?;
-        match (r.host, r.port, r.leased_until) {
-            (Some(host), Some(port), Some(lease_until)) => Ok(Acquired::Grant(Grant {
-                host,
-                port: port_u16(port)?,
-                username: self.config.username.clone(),
-                password: self.config.password.clone(),
-                lease_until,
-                request_budget: self.config.budget_for(mall),
-            })),
+        match (r.host, r.port, r.leased_until, r.lease_id) {
+            (Some(host), Some(port), Some(lease_until), Some(lease_id)) => {
+                Ok(Acquired::Grant(Grant {
+                    host,
+                    port: port_u16(port)?,
+                    username: self.config.username.clone(),
+                    password: self.config.password.clone(),
+                    lease_until,
+                    request_budget: self.config.budget_for(mall),
+                    lease_id,
+                }))
+            }
             _ => Ok(Acquired::NoneFree {
                 next_free_at: r.next_free_at,
             }),
@@ -202,20 +205,22 @@ impl Ledger {
             .collect()
     }
 
-    /// Returns `port` (held by `node` for `session.job_id`) with `reason`, and records the
-    /// IP session. A node that no longer holds the port changes nothing on it (`held:
-    /// false`), but the session is still recorded. `over_burn_cap` says the job has now been
+    /// Returns `port` (`node`'s lease `lease_id`, see [`Grant::lease_id`]; `None` from an
+    /// older node: the lease of `session.job_id`) with `reason`, and records the IP session.
+    /// A node that no longer holds that lease changes nothing on the port (`held: false`),
+    /// but the session is still recorded. `over_burn_cap` says the job has now been
     /// blocked on more IPs than allowed: fail it as `page_blocked`.
     #[instrument(
         name = "ledger.release",
         skip_all,
-        fields(node.id = %node, port, reason = reason.as_str(), mall = %session.mall, job.id = ?session.job_id),
+        fields(node.id = %node, port, lease.id = ?lease_id, reason = reason.as_str(), mall = %session.mall, job.id = ?session.job_id),
         err
     )]
     pub async fn release(
         &self,
         node: &str,
         port: u16,
+        lease_id: Option<i64>,
         reason: SessionEndReason,
         session: &SessionStats,
     ) -> Result<Released, Error> {
@@ -238,6 +243,7 @@ impl Ledger {
             jitter,
             millis(self.config.proxy_error_cooldown),
             self.now,
+            lease_id,
         )
         .fetch_one(&self.pool)
         .await

@@ -39,6 +39,8 @@ pub struct Grant {
     pub lease_until: DateTime<Utc>,
     /// Searches allowed on this IP before the node rotates (the mall's budget).
     pub request_budget: u32,
+    /// The lease's fencing token (the port's grant count): a release must name it.
+    pub lease_id: i64,
 }
 
 /// A lease a heartbeat extended.

@@ -632,7 +632,7 @@ impl Link {
     /// Keeps `report` until acked and sends it now if connected.
     fn report(&mut self, report: Report) {
         match &report {
-            Report::ProxyRelease { port, session } => {
+            Report::ProxyRelease { port, session, .. } => {
                 self.desk.on_release(*port);
                 self.shared
                     .metrics

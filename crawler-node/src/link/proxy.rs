@@ -118,6 +118,7 @@ impl ProxyDesk {
         let lease_until = grant
             .lease_until
             .and_then(|t| timestamp_from_pb("lease_until", t).ok());
+        let answer_lease_id = grant.lease_id;
         let answer = Grant {
             host: grant.host,
             port,
@@ -125,6 +126,7 @@ impl ProxyDesk {
             password: Secret::new(grant.password),
             lease_until,
             request_budget: grant.request_budget,
+            lease_id: grant.lease_id,
         };
         self.held.insert(port);
         debug!(
@@ -143,6 +145,7 @@ impl ProxyDesk {
                 self.held.remove(&port);
                 Some(Report::ProxyRelease {
                     port,
+                    lease_id: answer_lease_id,
                     session: SessionEnd {
                         port,
                         mall: pending.mall,
@@ -207,6 +210,7 @@ mod tests {
             password: "p".into(),
             lease_until: None,
             request_budget: 3,
+            lease_id: 41,
         }
     }
 
@@ -258,6 +262,7 @@ mod tests {
         match desk.on_grant(grant(a.request_id, 8002)) {
             Some(Report::ProxyRelease {
                 port: 8002,
+                lease_id: 41,
                 session,
             }) => {
                 assert_eq!(session.reason, EndReason::Rotate);

@@ -319,6 +319,7 @@ impl ProxySource for TestProxies {
             password: Secret::new(password),
             lease_until: None,
             request_budget: self.budget,
+            lease_id: i64::try_from(i).unwrap_or(i64::MAX) + 1,
         })
     }
 

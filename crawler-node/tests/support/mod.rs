@@ -185,6 +185,7 @@ impl State {
                             password: plan.password.clone(),
                             lease_until: None,
                             request_budget: plan.request_budget,
+                            lease_id: i64::try_from(n).unwrap_or(i64::MAX) + 1,
                         }),
                     );
                 }

@@ -229,6 +229,8 @@ pub struct ProxyRelease {
     pub port: u16,
     pub reason: SessionEndReason,
     pub session: SessionStats,
+    /// The grant's lease id; `None` from a node older than lease ids (matched by job).
+    pub lease_id: Option<i64>,
 }
 
 impl TryFrom<pb::ProxyRelease> for ProxyRelease {
@@ -239,6 +241,11 @@ impl TryFrom<pb::ProxyRelease> for ProxyRelease {
     fn try_from(r: pb::ProxyRelease) -> Result<Self, FieldError> {
         let port = port("port", r.port)?;
         let reason = SessionEndReason::from_pb("reason", r.reason)?;
+        let lease_id = match r.lease_id {
+            0 => None,
+            id if id > 0 => Some(id),
+            id => return Err(FieldError::new("lease_id", format!("{id} is negative"))),
+        };
         let mut s = r
             .session
             .ok_or_else(|| FieldError::new("session", "is required"))?;
@@ -258,6 +265,7 @@ impl TryFrom<pb::ProxyRelease> for ProxyRelease {
             port,
             reason,
             session,
+            lease_id,
         })
     }
 }
@@ -362,10 +370,24 @@ mod tests {
                 end_reason: 0,
                 ..session_end(3, 3, 0)
             }),
+            lease_id: 17,
         };
         let r = ProxyRelease::try_from(good.clone()).unwrap();
         assert_eq!(r.reason, SessionEndReason::Budget);
         assert_eq!(r.session.requests, 3);
+        assert_eq!(r.lease_id, Some(17));
+        let old_node = ProxyRelease::try_from(pb::ProxyRelease {
+            lease_id: 0,
+            ..good.clone()
+        })
+        .unwrap();
+        assert_eq!(old_node.lease_id, None);
+        let e = ProxyRelease::try_from(pb::ProxyRelease {
+            lease_id: -3,
+            ..good.clone()
+        })
+        .unwrap_err();
+        assert_eq!(e.field, "lease_id");
         let e = ProxyRelease::try_from(pb::ProxyRelease {
             session: None,
             ..good.clone()

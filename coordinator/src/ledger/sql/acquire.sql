@@ -15,6 +15,7 @@
 -- When nothing is free the single row has no port, and next_free_at says when the first
 -- port becomes usable for this mall if no lease is renewed (null: the gateway has no
 -- enabled ports). It is only computed then (an InitPlan is evaluated on first use).
+-- The port's use_count after the grant is the lease's id (its fencing token for release).
 -- $5 lease TTL in ms, $6 now.
 with
 clock as materialized (select coalesce($6::timestamptz, clock_timestamp()) as now),
@@ -49,9 +50,10 @@ granted as (
         use_count = p.use_count + 1
     from pick, clock
     where p.host = pick.host and p.port = pick.port
-    returning p.host, p.port, p.leased_until
+    returning p.host, p.port, p.leased_until, p.use_count
 )
 select g.host as "host?", g.port as "port?", g.leased_until as "leased_until?",
+       g.use_count as "lease_id?",
        case when g.port is null then (
            select min(greatest(
                       clock.now, p.leased_until, p.rest_until, p.cooldown_until,

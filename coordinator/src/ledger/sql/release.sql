@@ -1,7 +1,10 @@
 -- Release port $2 of gateway $1 by node $3 with reason $4, and record the IP session, in
--- ONE statement. Guarded by the holder: only the lease of node $3 for job $6 (null: a
--- warm-up) is ended; a node (or a job) that no longer holds the port changes nothing on
--- it, but its session is still recorded. By reason:
+-- ONE statement. Guarded by the holder: only node $3's lease with id $17 (the port's
+-- use_count when it was granted) is ended, so a late or resent release never ends a newer
+-- lease of the same port. Without $17 (a node older than lease ids) the lease is matched
+-- by job $6 (null: a warm-up). A node that no longer holds the lease changes nothing on
+-- the port, but its session is still recorded. $6 is the job that used the IP last: the
+-- session's job, and the job a block burns. By reason:
 --   budget      -> the port rests until now + $11 ms;
 --   block       -> burn_count + 1 and a cooldown for mall $5 of
 --                  min($13 cap, $12 base * 2^burns_before) * $14 (the jitter fraction in
@@ -33,7 +36,8 @@ released as (
     where p.host = $1::text
       and p.port = $2::int
       and p.holder_node = $3::text
-      and p.holder_job is not distinct from $6::bigint
+      and case when $17::bigint is null then p.holder_job is not distinct from $6::bigint
+               else p.use_count = $17::bigint end
     returning p.host, p.port, p.burn_count, p.rest_until, p.cooldown_until
 ),
 cooled as (

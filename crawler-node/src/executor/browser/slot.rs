@@ -175,6 +175,7 @@ mod tests {
             password: Secret::default(),
             lease_until: None,
             request_budget: budget,
+            lease_id: 1,
         };
         IpSession::new(grant, MallId::new("naver").unwrap(), budget, 1)
     }
