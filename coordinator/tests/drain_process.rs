@@ -183,14 +183,14 @@ fn kill(signal: &str, pids: &[u32]) {
 struct NodeProcess {
     id: String,
     child: Child,
-    dir: tempdir::Dir,
+    dir: common::TempDir,
     /// Every process the node started, as seen while it ran.
     started: Vec<Proc>,
 }
 
 impl NodeProcess {
     fn spawn(binary: &Path, coordinator: SocketAddr, id: &str, drain_timeout: &str) -> Self {
-        let dir = tempdir::Dir::new(id);
+        let dir = common::TempDir::new(&format!("drain-{id}"));
         let log = File::create(dir.0.join("node.log")).unwrap();
         let http = TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -320,28 +320,6 @@ impl Drop for NodeProcess {
     }
 }
 
-mod tempdir {
-    /// A directory removed on drop.
-    #[derive(Debug)]
-    pub struct Dir(pub std::path::PathBuf);
-    impl Dir {
-        pub fn new(tag: &str) -> Self {
-            let p = std::env::temp_dir().join(format!(
-                "lps-drain-{tag}-{}-{}",
-                std::process::id(),
-                fastrand::u32(..)
-            ));
-            std::fs::create_dir_all(&p).unwrap();
-            Self(p)
-        }
-    }
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
 // ---------------------------------------------------------------- the rest of the system
 
 /// The test kit's malls and gateway and a coordinator with the proxy ledger on its ports.
@@ -349,7 +327,7 @@ struct Rig {
     stack: StackHandle,
     coordinator: Option<Running>,
     pool: PgPool,
-    _profiles: tempdir::Dir,
+    _profiles: common::TempDir,
 }
 
 impl Rig {
@@ -357,27 +335,9 @@ impl Rig {
         let mut stack_config = StackConfig::new(2);
         stack_config.gateway = GatewayConfig::new(2).with_credentials(PROXY_USER, PROXY_PASSWORD);
         let stack = Stack::start(stack_config).await.unwrap();
-        let profiles = tempdir::Dir::new("site-profiles");
-        let file = format!("{MALL}.toml");
-        let text = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("profiles")
-                .join(&file),
-        )
-        .unwrap();
-        let base = stack.alpha.base_url();
-        std::fs::write(
-            profiles.0.join(&file),
-            text.replace("http://127.0.0.1:18081", base.trim_end_matches('/')),
-        )
-        .unwrap();
-        let ports: Vec<String> = stack
-            .gateway
-            .ports()
-            .iter()
-            .map(|p| p.addr.port().to_string())
-            .collect();
-        let ports = ports.join(",");
+        let profiles = common::TempDir::new("drain-site-profiles");
+        common::write_profiles(&profiles.0, &stack);
+        let ports = common::gateway_ports(&stack).join(",");
         let flags = [
             "--profiles-dir",
             profiles.0.to_str().unwrap(),
