@@ -24,7 +24,12 @@ done as (
         bytes = j.bytes + i.bytes,
         cost_usd = j.cost_usd + i.cost_usd
     from input i, clock
-    where j.job_id = i.job_id and j.state = 'running' and j.lease_epoch = i.lease_epoch
+    -- `(…) is true` is the same test as `j.state = 'running'`, written so that the planner
+    -- looks each job up by its key: given the plain test, a generic plan whose statistics
+    -- show few running jobs scans a whole partial index over running jobs instead, and
+    -- under churn that index holds many dead entries (queue-bench: 100 per claim ran at
+    -- ~11,000 jobs/s with the plain test, ~20,000 with this one).
+    where j.job_id = i.job_id and (j.state = 'running') is true and j.lease_epoch = i.lease_epoch
     returning j.job_id, j.lease_epoch, j.dedupe_key, j.mall, j.outcome, i.bytes, i.cost_usd
 ),
 attempt as (

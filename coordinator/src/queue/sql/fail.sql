@@ -5,6 +5,8 @@
 --
 -- $3 error class, $4 retryable, $5 message, $6 backoff base ms, $7 backoff cap ms,
 -- $8 bytes, $9 cost_usd, $10 node_id, $11 now.
+-- `(j.state = 'running') is true` means `j.state = 'running'`; the form makes the planner look
+-- the job up by its key (see complete.sql).
 with
 clock as materialized (select coalesce($11::timestamptz, clock_timestamp()) as now),
 failed as (
@@ -25,7 +27,7 @@ failed as (
         bytes = j.bytes + $8::bigint,
         cost_usd = j.cost_usd + $9::float8
     from clock
-    where j.job_id = $1::bigint and j.state = 'running' and j.lease_epoch = $2::bigint
+    where j.job_id = $1::bigint and (j.state = 'running') is true and j.lease_epoch = $2::bigint
     returning j.job_id, j.lease_epoch, j.state, j.attempts, j.run_after
 ),
 attempt as (

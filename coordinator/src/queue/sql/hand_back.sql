@@ -1,11 +1,13 @@
 -- A node hands back lease ($1, $2) it will not finish (it is draining): the job is queued
 -- again at once, no attempt and no reclaim counted. $3 node_id, $4 now.
+-- `(j.state = 'running') is true` means `j.state = 'running'`; the form makes the planner look
+-- the job up by its key (see complete.sql).
 with
 clock as materialized (select coalesce($4::timestamptz, clock_timestamp()) as now),
 back as (
     update job j set state = 'queued', run_after = clock.now, node_id = null, lease_until = null
     from clock
-    where j.job_id = $1::bigint and j.state = 'running' and j.lease_epoch = $2::bigint
+    where j.job_id = $1::bigint and (j.state = 'running') is true and j.lease_epoch = $2::bigint
     returning j.job_id, j.lease_epoch, j.mall
 ),
 attempt as (
