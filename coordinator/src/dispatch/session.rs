@@ -76,6 +76,9 @@ struct Session {
     /// Free slots the node last announced, minus assignments since.
     announced_free: u32,
     draining: bool,
+    /// The last message's handling already claimed for every free slot (a result's
+    /// completion claims the freed slot's next job in its transaction).
+    claimed: bool,
     out: Outbound,
     /// Proxy ports this node holds (granted here or re-attached from Hello).
     ports: std::collections::BTreeSet<u16>,
@@ -120,6 +123,7 @@ pub async fn run(
         held: HashMap::new(),
         announced_free: 0,
         draining: false,
+        claimed: false,
         out,
         ports: std::collections::BTreeSet::new(),
         recorded_free: hello.slots,
@@ -289,7 +293,7 @@ impl Session {
                     match frame {
                         Ok(Some(msg)) => match self.handle(msg).await {
                             Ok(Some(end)) => return end,
-                            Ok(None) => claim_now = true,
+                            Ok(None) => claim_now = !std::mem::take(&mut self.claimed),
                             Err(status) => {
                                 warn!(code = ?status.code(), message = status.message(), "ending the stream");
                                 let _ = self.out.send(Err(status)).await;
@@ -601,6 +605,7 @@ impl Session {
             self.slot_freed();
             self.observe_finished(&held, outcome_label(result.outcome), &result.metrics);
         }
+        let credits = self.credits();
         let r = self
             .d
             .queue
@@ -608,9 +613,10 @@ impl Session {
                 &self.node_id,
                 std::slice::from_ref(result),
                 self.malls.as_deref(),
-                self.credits(),
+                credits,
             )
             .await;
+        self.claimed = credits > 0 && r.is_ok();
         let (outcome, claimed) = match r {
             Ok(queue::CompletedAndClaimed { applied, claimed }) => {
                 let current = applied.first().is_some_and(|(_, ok)| *ok);
