@@ -249,6 +249,43 @@ async fn stale_completion_after_reclaim_is_rejected(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "MIGRATOR")]
+async fn a_limit_set_by_another_replica_holds_before_this_one_rereads_the_limits(pool: PgPool) {
+    // Replica A has read the malls (none limited: it claims through the lean statement).
+    let a = queue(&pool).await;
+    a.enqueue(
+        &search(&["a", "b", "c"], &[MALL], Priority::BATCH),
+        &EnqueueContext::default(),
+    )
+    .await
+    .unwrap();
+    let first = a.claim("node-a", None, 1).await.unwrap();
+    assert_eq!(first.len(), 1);
+
+    // Replica B caps the mall at 1: A's view of the limits is now stale.
+    let b = Queue::new(pool.clone(), QueueConfig::default());
+    b.upsert_mall(&MallLimits {
+        max_running: Some(1),
+        ..MallLimits::unlimited(mall(MALL))
+    })
+    .await
+    .unwrap();
+    // A's lean claim skips the now-limited mall instead of breaking its cap...
+    assert!(
+        a.claim("node-a", None, 2).await.unwrap().is_empty(),
+        "a stale view of the limits claimed a capped mall's job"
+    );
+    // ...and once A re-reads the limits it claims within the cap: the first job (started
+    // before the cap existed) holds no slot, so exactly one more may start.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(a.claim("node-a", None, 2).await.unwrap().len(), 1);
+    assert!(a.claim("node-b", None, 2).await.unwrap().is_empty());
+    assert_eq!(
+        count(&pool, "select count(*) from job where state = 'running'").await,
+        2
+    );
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
 async fn a_completion_claims_the_next_job_in_its_own_transaction(pool: PgPool) {
     let queue = queue(&pool).await;
     // One slot on the mall: the next job can only start in the slot the completion frees.

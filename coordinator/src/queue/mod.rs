@@ -24,7 +24,11 @@ mod error;
 mod listener;
 mod types;
 
-use std::time::Duration;
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use chrono::{DateTime, Utc};
 use lps_proto::model::{
@@ -78,7 +82,18 @@ pub struct Queue {
     pool: PgPool,
     config: QueueConfig,
     now: Option<DateTime<Utc>>,
+    limited: Arc<LimitedMalls>,
 }
+
+/// Which malls have a concurrency cap or a start gap, as last read from the `mall` table
+/// (shared by clones). It only picks the claim statement: `claim_unlimited.sql` skips a
+/// limited mall by itself, so a stale answer can delay that mall's jobs by at most
+/// [`LIMITS_TTL`] but never breaks a limit.
+#[derive(Debug, Default)]
+struct LimitedMalls(Mutex<Option<(Instant, Arc<HashSet<String>>)>>);
+
+/// How long a read of the limited malls is trusted (another replica may change a limit).
+const LIMITS_TTL: Duration = Duration::from_secs(1);
 
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -90,6 +105,7 @@ impl Queue {
             pool,
             config,
             now: None,
+            limited: Arc::default(),
         }
     }
 
@@ -131,6 +147,7 @@ impl Queue {
         .fetch_one(&self.pool)
         .await
         .map_err(|e| Error::from_db(e, "max_running"))?;
+        self.forget_limits();
         Ok(())
     }
 
@@ -272,55 +289,96 @@ impl Queue {
         malls: Option<&[MallId]>,
         n: u32,
     ) -> Result<Vec<ClaimedJob>, Error> {
-        self.claim_on(&self.pool, node, malls, n).await
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let limited = self.any_limited(malls).await?;
+        self.claim_on(&self.pool, node, malls, n, limited).await
     }
 
-    #[instrument(name = "queue.claim", skip_all, fields(node.id = %node, n), err)]
+    /// Whether any of `malls` (`None`: any mall) may have a cap or a start gap, from a read
+    /// at most [`LIMITS_TTL`] old.
+    async fn any_limited(&self, malls: Option<&[MallId]>) -> Result<bool, Error> {
+        let cached = self
+            .limited
+            .0
+            .lock()
+            .map_err(|_| Error::Internal("limited malls lock poisoned".into()))?
+            .as_ref()
+            .filter(|(read_at, _)| read_at.elapsed() < LIMITS_TTL)
+            .map(|(_, set)| Arc::clone(set));
+        let limited = match cached {
+            Some(set) => set,
+            None => {
+                let rows = sqlx::query_scalar!(
+                    "select mall_id from mall
+                     where enabled and (max_running is not null or min_start_gap_ms > 0)"
+                )
+                .fetch_all(&self.pool)
+                .await?;
+                let set = Arc::new(rows.into_iter().collect::<HashSet<_>>());
+                *self
+                    .limited
+                    .0
+                    .lock()
+                    .map_err(|_| Error::Internal("limited malls lock poisoned".into()))? =
+                    Some((Instant::now(), Arc::clone(&set)));
+                set
+            }
+        };
+        Ok(match malls {
+            None => !limited.is_empty(),
+            Some(ms) => ms.iter().any(|m| limited.contains(m.as_str())),
+        })
+    }
+
+    fn forget_limits(&self) {
+        if let Ok(mut cached) = self.limited.0.lock() {
+            *cached = None;
+        }
+    }
+
+    /// `claim.sql`, or its lean form `claim_unlimited.sql` when no mall in `malls` is
+    /// `limited`.
+    #[instrument(name = "queue.claim", skip_all, fields(node.id = %node, n, limited), err)]
     async fn claim_on(
         &self,
         db: impl sqlx::PgExecutor<'_>,
         node: &str,
         malls: Option<&[MallId]>,
         n: u32,
+        limited: bool,
     ) -> Result<Vec<ClaimedJob>, Error> {
-        if n == 0 {
-            return Ok(Vec::new());
-        }
         let malls: Option<Vec<String>> =
             malls.map(|ms| ms.iter().map(|m| m.as_str().to_owned()).collect());
-        let rows = sqlx::query_file!(
-            "src/queue/sql/claim.sql",
-            node,
-            malls.as_deref(),
-            i32::try_from(n).unwrap_or(i32::MAX),
-            millis(self.config.lease_ttl),
-            self.now,
-        )
-        .fetch_all(db)
-        .await?;
-        rows.into_iter()
-            .map(|r| {
-                Ok(ClaimedJob {
-                    lease: Lease {
-                        job_id: r.job_id,
-                        epoch: r.lease_epoch,
-                    },
-                    mall: MallId::new(r.mall)?,
-                    product_code: r.product_code,
-                    product_name: r.product_name,
-                    priority: u8::try_from(r.priority).unwrap_or(u8::MAX),
-                    attempt: u32::try_from(r.attempts).unwrap_or_default() + 1,
-                    max_attempts: u32::try_from(r.max_attempts).unwrap_or_default(),
-                    reclaims: u32::try_from(r.reclaims).unwrap_or_default(),
-                    created_at: r.created_at,
-                    run_started_at: r.run_started_at,
-                    deadline_at: r.deadline_at,
-                    lease_until: r.lease_until,
-                    traceparent: r.traceparent,
-                    tracestate: r.tracestate,
-                })
-            })
-            .collect()
+        let n = i32::try_from(n).unwrap_or(i32::MAX);
+        let ttl = millis(self.config.lease_ttl);
+        let rows = if limited {
+            sqlx::query_file_as!(
+                ClaimRow,
+                "src/queue/sql/claim.sql",
+                node,
+                malls.as_deref(),
+                n,
+                ttl,
+                self.now,
+            )
+            .fetch_all(db)
+            .await?
+        } else {
+            sqlx::query_file_as!(
+                ClaimRow,
+                "src/queue/sql/claim_unlimited.sql",
+                node,
+                malls.as_deref(),
+                n,
+                ttl,
+                self.now,
+            )
+            .fetch_all(db)
+            .await?
+        };
+        rows.into_iter().map(ClaimedJob::try_from).collect()
     }
 
     /// Renews the leases `node` still holds, never past their deadlines. Returns the renewed
@@ -397,9 +455,11 @@ impl Queue {
                 claimed: Vec::new(),
             });
         }
+        // Read before the transaction: it must not wait for a second connection.
+        let limited = self.any_limited(malls).await?;
         let mut tx = self.pool.begin().await?;
         let applied = self.complete_on(&mut *tx, node, results).await?;
-        let claimed = self.claim_on(&mut *tx, node, malls, n).await?;
+        let claimed = self.claim_on(&mut *tx, node, malls, n, limited).await?;
         tx.commit().await?;
         Ok(CompletedAndClaimed { applied, claimed })
     }
@@ -721,5 +781,50 @@ impl CompleteColumns {
             self.offer_score.push(o.match_score);
         }
         Ok(())
+    }
+}
+
+/// A row of `claim.sql` and `claim_unlimited.sql`.
+struct ClaimRow {
+    job_id: i64,
+    lease_epoch: i64,
+    mall: String,
+    product_code: Option<String>,
+    product_name: String,
+    priority: i16,
+    attempts: i16,
+    max_attempts: i16,
+    reclaims: i16,
+    created_at: DateTime<Utc>,
+    run_started_at: DateTime<Utc>,
+    deadline_at: DateTime<Utc>,
+    lease_until: DateTime<Utc>,
+    traceparent: Option<String>,
+    tracestate: Option<String>,
+}
+
+impl TryFrom<ClaimRow> for ClaimedJob {
+    type Error = Error;
+
+    fn try_from(r: ClaimRow) -> Result<Self, Error> {
+        Ok(Self {
+            lease: Lease {
+                job_id: r.job_id,
+                epoch: r.lease_epoch,
+            },
+            mall: MallId::new(r.mall)?,
+            product_code: r.product_code,
+            product_name: r.product_name,
+            priority: u8::try_from(r.priority).unwrap_or(u8::MAX),
+            attempt: u32::try_from(r.attempts).unwrap_or_default() + 1,
+            max_attempts: u32::try_from(r.max_attempts).unwrap_or_default(),
+            reclaims: u32::try_from(r.reclaims).unwrap_or_default(),
+            created_at: r.created_at,
+            run_started_at: r.run_started_at,
+            deadline_at: r.deadline_at,
+            lease_until: r.lease_until,
+            traceparent: r.traceparent,
+            tracestate: r.tracestate,
+        })
     }
 }
