@@ -35,6 +35,9 @@ struct Args {
 
 const MALL: &str = "bench-mall";
 
+/// Jobs per claim. 500 matches the local queue size of the batched reference mode.
+const BATCHES: [u32; 4] = [1, 10, 100, 500];
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -101,7 +104,7 @@ async fn main() -> anyhow::Result<()> {
             )
             .await?;
         for claimers in claimer_counts(&args) {
-            for batch in [1u32, 10, 100] {
+            for batch in BATCHES {
                 fill(&queue, &pool, args.jobs).await?;
                 let t = Instant::now();
                 drain_queue(&queue, claimers, batch).await?;
@@ -121,7 +124,7 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     let mut node_path = Vec::new();
     for claimers in claimer_counts(&args) {
-        for batch in [1u32, 10, 100] {
+        for batch in BATCHES {
             fill(&queue, &pool, args.jobs).await?;
             let t = Instant::now();
             drain_node_path(&queue, claimers, batch).await?;
@@ -195,10 +198,12 @@ async fn main() -> anyhow::Result<()> {
         find(8, 10) / find(8, 1)
     );
     println!(
-        "100 per claim with batched completion at 8 claimers: {:.0} jobs/s; node path: {:.0} jobs/s at 10 per claim, {:.0} jobs/s at 100",
+        "100 and 500 per claim with batched completion at 8 claimers: {:.0} and {:.0} jobs/s; node path: {:.0} jobs/s at 10 per claim, {:.0} at 100, {:.0} at 500",
         find(8, 100),
+        find(8, 500),
         node_at8(10),
-        node_at8(100)
+        node_at8(100),
+        node_at8(500)
     );
     Ok(())
 }
