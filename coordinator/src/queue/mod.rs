@@ -26,7 +26,7 @@ mod types;
 
 use std::{
     collections::HashSet,
-    sync::{Arc, Mutex},
+    sync::{Arc, Mutex, PoisonError},
     time::{Duration, Instant},
 };
 
@@ -303,7 +303,7 @@ impl Queue {
             .limited
             .0
             .lock()
-            .map_err(|_| Error::Internal("limited malls lock poisoned".into()))?
+            .unwrap_or_else(PoisonError::into_inner)
             .as_ref()
             .filter(|(read_at, _)| read_at.elapsed() < LIMITS_TTL)
             .map(|(_, set)| Arc::clone(set));
@@ -321,7 +321,7 @@ impl Queue {
                     .limited
                     .0
                     .lock()
-                    .map_err(|_| Error::Internal("limited malls lock poisoned".into()))? =
+                    .unwrap_or_else(PoisonError::into_inner) =
                     Some((Instant::now(), Arc::clone(&set)));
                 set
             }
@@ -333,9 +333,11 @@ impl Queue {
     }
 
     fn forget_limits(&self) {
-        if let Ok(mut cached) = self.limited.0.lock() {
-            *cached = None;
-        }
+        *self
+            .limited
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
     }
 
     /// `claim.sql`, or its lean form `claim_unlimited.sql` when no mall in `malls` is
@@ -353,30 +355,18 @@ impl Queue {
             malls.map(|ms| ms.iter().map(|m| m.as_str().to_owned()).collect());
         let n = i32::try_from(n).unwrap_or(i32::MAX);
         let ttl = millis(self.config.lease_ttl);
+        // Both statements take the same parameters and return the same columns.
+        macro_rules! claim {
+            ($file:literal) => {
+                sqlx::query_file_as!(ClaimRow, $file, node, malls.as_deref(), n, ttl, self.now)
+                    .fetch_all(db)
+                    .await?
+            };
+        }
         let rows = if limited {
-            sqlx::query_file_as!(
-                ClaimRow,
-                "src/queue/sql/claim.sql",
-                node,
-                malls.as_deref(),
-                n,
-                ttl,
-                self.now,
-            )
-            .fetch_all(db)
-            .await?
+            claim!("src/queue/sql/claim.sql")
         } else {
-            sqlx::query_file_as!(
-                ClaimRow,
-                "src/queue/sql/claim_unlimited.sql",
-                node,
-                malls.as_deref(),
-                n,
-                ttl,
-                self.now,
-            )
-            .fetch_all(db)
-            .await?
+            claim!("src/queue/sql/claim_unlimited.sql")
         };
         rows.into_iter().map(ClaimedJob::try_from).collect()
     }
