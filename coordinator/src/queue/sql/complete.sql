@@ -65,5 +65,5 @@ stale as (
     where i.job_id not in (select job_id from done)
       and exists (select 1 from job j where j.job_id = i.job_id)
 )
-select i.job_id as "job_id!", exists (select 1 from done d where d.job_id = i.job_id) as "applied!"
-from input i
+select i.job_id as "job_id!", d.job_id is not null as "applied!"
+from input i left join done d using (job_id)
