@@ -52,7 +52,7 @@ use lps_test_kit::{
     gateway::GatewayConfig,
     stack::{Stack, StackConfig, StackHandle},
 };
-use sqlx::{Executor as _, PgPool};
+use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tracing::{
     Level, Subscriber,
@@ -558,42 +558,6 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
-fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = url
-        .split_once('?')
-        .map_or((url, None), |(b, q)| (b, Some(q)));
-    let base = base.rsplit_once('/').map_or(base, |(b, _)| b);
-    match query {
-        Some(q) => format!("{base}/{db}?{q}"),
-        None => format!("{base}/{db}"),
-    }
-}
-
-/// The built-in test-mall profiles, pointed at this stack's malls.
-fn write_profiles(dir: &Path, stack: &StackHandle) -> anyhow::Result<()> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../coordinator/profiles");
-    for (file, fixed, base) in [
-        (
-            "testmall-alpha.toml",
-            "http://127.0.0.1:18081",
-            stack.alpha.base_url(),
-        ),
-        (
-            "testmall-beta.toml",
-            "http://127.0.0.1:18082",
-            stack.beta.base_url(),
-        ),
-    ] {
-        let text = std::fs::read_to_string(root.join(file))
-            .with_context(|| format!("reading {}", root.join(file).display()))?;
-        std::fs::write(
-            dir.join(file),
-            text.replace(fixed, base.trim_end_matches('/')),
-        )?;
-    }
-    Ok(())
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -616,14 +580,7 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let load_before = loadavg();
 
-    let admin = db::connect(&args.database_url, 2)
-        .await
-        .context("connecting to DATABASE_URL")?;
-    admin
-        .execute("drop database if exists lps_bench_crawl")
-        .await?;
-    admin.execute("create database lps_bench_crawl").await?;
-    let url = with_database(&args.database_url, "lps_bench_crawl");
+    let url = lps_bench::fresh_database(&args.database_url, "lps_bench_crawl").await?;
 
     let dir = std::env::temp_dir().join(format!("lps-crawl-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -633,7 +590,9 @@ async fn main() -> anyhow::Result<()> {
     let stack = Stack::start(stack_config).await?;
     let site_profiles = dir.join("site-profiles");
     std::fs::create_dir_all(&site_profiles)?;
-    write_profiles(&site_profiles, &stack)?;
+    stack
+        .write_site_profiles(&site_profiles)
+        .context("writing the site profiles")?;
     let ports: Vec<String> = stack
         .gateway
         .ports()

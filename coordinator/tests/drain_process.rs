@@ -336,7 +336,7 @@ impl Rig {
         stack_config.gateway = GatewayConfig::new(2).with_credentials(PROXY_USER, PROXY_PASSWORD);
         let stack = Stack::start(stack_config).await.unwrap();
         let profiles = common::TempDir::new("drain-site-profiles");
-        common::write_profiles(&profiles.0, &stack);
+        stack.write_site_profiles(&profiles.0).unwrap();
         let ports = common::gateway_ports(&stack).join(",");
         let flags = [
             "--profiles-dir",
@@ -425,24 +425,7 @@ impl Rig {
     }
 
     async fn wait_final(&self, search_id: i64, within: Duration) -> pb::SearchStatus {
-        let deadline = Instant::now() + within;
-        loop {
-            let status = self
-                .client()
-                .await
-                .get_search(with_token(pb::GetSearchRequest { search_id }, CLIENT_TOKEN))
-                .await
-                .unwrap()
-                .into_inner();
-            if status.r#final {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "search {search_id} not final within {within:?}: {status:#?}"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        common::wait_final(&mut self.client().await, CLIENT_TOKEN, search_id, within).await
     }
 
     /// Waits until `job` runs on `node`, the node holds a proxy port and the mall is

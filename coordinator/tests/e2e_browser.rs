@@ -23,7 +23,7 @@ use tonic::transport::Channel;
 
 mod common;
 
-use common::{CLIENT_TOKEN, NODE_TOKEN, TempDir, gateway_ports, write_profiles};
+use common::{CLIENT_TOKEN, NODE_TOKEN, TempDir, gateway_ports};
 
 const PROXY_USER: &str = "lps-e2e";
 const PROXY_PASSWORD: &str = "gateway-password-e2e-77";
@@ -44,7 +44,7 @@ async fn start(pool: &PgPool, block_after: Option<u32>, ports: usize) -> System 
     stack_config.block_after = block_after;
     let stack = Stack::start(stack_config).await.unwrap();
     let dir = TempDir::new("e2e-profiles");
-    write_profiles(&dir.0, &stack);
+    stack.write_site_profiles(&dir.0).unwrap();
     let port_list = gateway_ports(&stack).join(",");
     let flags = [
         "--profiles-dir",

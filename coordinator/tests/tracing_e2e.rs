@@ -46,7 +46,7 @@ use tonic::{Request, Response, Status, transport::Channel};
 
 mod common;
 
-use common::{TempDir, gateway_ports, write_profiles};
+use common::{TempDir, gateway_ports};
 
 /// The caller's W3C context: the trace every span of the search must belong to.
 const TRACE_ID: &str = "5ea4c0ffee0ddba11c0ffee0ddba11f7";
@@ -401,7 +401,7 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
     let mut stack_config = StackConfig::new(4);
     stack_config.gateway = GatewayConfig::new(4).with_credentials(PROXY_USER, PROXY_PASSWORD);
     let stack = Stack::start(stack_config).await.unwrap();
-    write_profiles(&dir.0, &stack);
+    stack.write_site_profiles(&dir.0).unwrap();
     let ports = gateway_ports(&stack);
 
     // The coordinator.

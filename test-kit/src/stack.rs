@@ -3,6 +3,7 @@
 //! end-to-end tests of other crates can start in-process.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -154,6 +155,26 @@ impl StackHandle {
             gateway_auth: self.gateway_user.is_some(),
             gateway_user: self.gateway_user.clone(),
         }
+    }
+
+    /// Writes the coordinator's built-in test-mall site profiles
+    /// (`coordinator/profiles/testmall-*.toml`) into `dir`, their base URLs (the ports
+    /// `scripts/demo.sh` serves the malls on) pointed at this stack's malls. For end-to-end
+    /// tests and benchmarks that start the stack in process.
+    pub fn write_site_profiles(&self, dir: &Path) -> std::io::Result<()> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../coordinator/profiles");
+        for (file, fixed, mall) in [
+            ("testmall-alpha.toml", "http://127.0.0.1:18081", &self.alpha),
+            ("testmall-beta.toml", "http://127.0.0.1:18082", &self.beta),
+        ] {
+            let text = std::fs::read_to_string(root.join(file))?;
+            let base = mall.base_url();
+            std::fs::write(
+                dir.join(file),
+                text.replace(fixed, base.trim_end_matches('/')),
+            )?;
+        }
+        Ok(())
     }
 
     /// Stops the gateway first (no new traffic), then both malls.

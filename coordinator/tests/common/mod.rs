@@ -4,10 +4,7 @@
 // NB: each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
 
-use std::{
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{path::PathBuf, time::Duration};
 
 use clap::Parser as _;
 use lps_coordinator::{
@@ -93,7 +90,7 @@ pub async fn wait_final(
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "search {search_id} not final in time: {status:#?}"
+            "search {search_id} not final within {within:?}: {status:#?}"
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -139,31 +136,6 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Writes the built-in test-mall profiles into `dir`, pointed at this test's malls.
-pub fn write_profiles(dir: &Path, stack: &StackHandle) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles");
-    for (file, fixed, base) in [
-        (
-            "testmall-alpha.toml",
-            "http://127.0.0.1:18081",
-            stack.alpha.base_url(),
-        ),
-        (
-            "testmall-beta.toml",
-            "http://127.0.0.1:18082",
-            stack.beta.base_url(),
-        ),
-    ] {
-        let text = std::fs::read_to_string(root.join(file)).unwrap();
-        let base = base.to_string();
-        std::fs::write(
-            dir.join(file),
-            text.replace(fixed, base.trim_end_matches('/')),
-        )
-        .unwrap();
     }
 }
 
