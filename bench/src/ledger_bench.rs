@@ -19,7 +19,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::Context as _;
 use clap::Parser;
 use lps_coordinator::{
     db,
@@ -46,14 +45,7 @@ const MALL: &str = "bench-mall";
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     anyhow::ensure!(args.ports > 0, "--ports must be positive");
-    let admin = db::connect(&args.database_url, 2)
-        .await
-        .context("connecting to DATABASE_URL")?;
-    admin
-        .execute("drop database if exists lps_bench_ledger")
-        .await?;
-    admin.execute("create database lps_bench_ledger").await?;
-    let url = with_database(&args.database_url, "lps_bench_ledger");
+    let url = lps_bench::fresh_database(&args.database_url, "lps_bench_ledger").await?;
     let pool = db::connect(&url, 40).await?;
     db::migrate(&pool).await?;
     let config = LedgerConfig::new(
@@ -101,17 +93,6 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = url
-        .split_once('?')
-        .map_or((url, None), |(b, q)| (b, Some(q)));
-    let base = base.rsplit_once('/').map_or(base, |(b, _)| b);
-    match query {
-        Some(q) => format!("{base}/{db}?{q}"),
-        None => format!("{base}/{db}"),
-    }
 }
 
 fn row(label: &str, cycles: usize, elapsed: Duration) {

@@ -37,7 +37,6 @@ use lps_proto::{
         node_service_client::NodeServiceClient,
     },
 };
-use sqlx::Executor as _;
 use tokio::{process::Command, sync::mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, transport::Channel};
@@ -78,15 +77,7 @@ const MALL: &str = "bench-mall";
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let base = args.database_url.context("DATABASE_URL is required")?;
-    let admin = db::connect(&base, 2).await?;
-    admin
-        .execute("drop database if exists lps_bench_nodes with (force)")
-        .await?;
-    admin.execute("create database lps_bench_nodes").await?;
-    let url = format!(
-        "{}/lps_bench_nodes",
-        base.rsplit_once('/').map_or("", |(b, _)| b)
-    );
+    let url = lps_bench::fresh_database(&base, "lps_bench_nodes").await?;
     let pool = db::connect(&url, 8).await?;
     db::migrate(&pool).await?;
     let queue = Queue::new(pool.clone(), QueueConfig::default());

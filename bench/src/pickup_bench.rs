@@ -12,7 +12,6 @@ use clap::Parser;
 use lps_coordinator::{
     app,
     config::Cli,
-    db,
     queue::{EnqueueContext, MallLimits},
 };
 use lps_proto::{
@@ -23,7 +22,6 @@ use lps_proto::{
         node_service_client::NodeServiceClient,
     },
 };
-use sqlx::Executor as _;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, transport::Channel};
@@ -57,17 +55,7 @@ fn report(label: &str, latencies: &mut [Duration]) {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let admin = db::connect(&args.database_url, 2)
-        .await
-        .context("connecting to DATABASE_URL")?;
-    admin
-        .execute("drop database if exists lps_bench_pickup")
-        .await?;
-    admin.execute("create database lps_bench_pickup").await?;
-    let url = format!(
-        "{}/lps_bench_pickup",
-        args.database_url.rsplit_once('/').map_or("", |(b, _)| b)
-    );
+    let url = lps_bench::fresh_database(&args.database_url, "lps_bench_pickup").await?;
     let config = Cli::try_parse_from([
         "coordinator",
         "--database-url",

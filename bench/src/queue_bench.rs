@@ -9,7 +9,6 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use clap::Parser;
 use lps_coordinator::{
     db,
@@ -41,12 +40,7 @@ const BATCHES: [u32; 4] = [1, 10, 100, 500];
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let admin = db::connect(&args.database_url, 2)
-        .await
-        .context("connecting to DATABASE_URL")?;
-    admin.execute("drop database if exists lps_bench").await?;
-    admin.execute("create database lps_bench").await?;
-    let url = with_database(&args.database_url, "lps_bench");
+    let url = lps_bench::fresh_database(&args.database_url, "lps_bench").await?;
     let pool = db::connect(&url, 40).await?;
     db::migrate(&pool).await?;
     let queue = Queue::new(pool.clone(), QueueConfig::default());
@@ -210,17 +204,6 @@ async fn main() -> anyhow::Result<()> {
 
 fn claimer_counts(args: &Args) -> Vec<usize> {
     if args.only_8 { vec![8] } else { vec![1, 8, 32] }
-}
-
-fn with_database(url: &str, db: &str) -> String {
-    let (base, query) = url
-        .split_once('?')
-        .map_or((url, None), |(b, q)| (b, Some(q)));
-    let base = base.rsplit_once('/').map_or(base, |(b, _)| b);
-    match query {
-        Some(q) => format!("{base}/{db}?{q}"),
-        None => format!("{base}/{db}"),
-    }
 }
 
 fn request(first: usize, n: usize) -> anyhow::Result<SearchRequest> {
