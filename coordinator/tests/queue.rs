@@ -1357,3 +1357,209 @@ async fn a_product_gets_one_price_history_entry_when_its_last_mall_finishes(pool
         "a not-found product has no price"
     );
 }
+
+/// A queue whose completions and claims run one batch at a time, with `jobs` queued jobs.
+async fn one_batch_at_a_time(pool: &PgPool, jobs: usize) -> Queue {
+    let queue = queue_with(
+        pool,
+        QueueConfig {
+            max_batches_in_flight: 1,
+            ..QueueConfig::default()
+        },
+        &[MALL],
+    )
+    .await;
+    let names: Vec<String> = (0..jobs).map(|i| format!("product {i}")).collect();
+    let products: Vec<&str> = names.iter().map(String::as_str).collect();
+    queue
+        .enqueue(
+            &search(&products, &[MALL], Priority::BATCH),
+            &EnqueueContext::default(),
+        )
+        .await
+        .unwrap();
+    queue
+}
+
+/// Holds up `queue`'s one batch: node "blocker" claims a job and its completion waits for a
+/// row lock the returned transaction holds. Requests made until the transaction ends wait
+/// in line, and the next batch takes them all.
+async fn hold_up(
+    queue: &Queue,
+    pool: &PgPool,
+) -> (
+    sqlx::Transaction<'static, sqlx::Postgres>,
+    tokio::task::JoinHandle<()>,
+) {
+    let held = queue.claim("blocker", None, 1).await.unwrap().remove(0);
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("select 1 from job where job_id = $1 for update")
+        .bind(held.lease.job_id)
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let blocked = queue.clone();
+    let blocker = tokio::spawn(async move {
+        let applied = blocked
+            .complete_batch("blocker", &[JobResult::not_found(held.lease)])
+            .await
+            .unwrap();
+        assert_eq!(applied, vec![(held.lease, true)]);
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    (lock, blocker)
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn concurrent_claims_share_one_statement_and_each_gets_only_its_own_jobs(
+    _: PgPoolOptions,
+    opts: PgConnectOptions,
+) {
+    let pool = big_pool(opts, 10).await;
+    let queue = one_batch_at_a_time(&pool, 200).await;
+    let (lock, blocker) = hold_up(&queue, &pool).await;
+    let wanted = |k: u32| k % 4 + 1;
+    let claims: Vec<_> = (0..24u32)
+        .map(|k| {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                let node = format!("node-{k}");
+                let jobs = queue.claim(&node, None, wanted(k)).await.unwrap();
+                (node, k, jobs)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    lock.commit().await.unwrap();
+    blocker.await.unwrap();
+
+    let mut total = 0;
+    let mut seen = std::collections::HashSet::new();
+    for claim in claims {
+        let (node, k, jobs) = claim.await.unwrap();
+        assert_eq!(jobs.len(), wanted(k) as usize, "{node}: jobs claimed");
+        for job in &jobs {
+            let id = job.lease.job_id;
+            assert!(seen.insert(id), "job {id} handed out twice");
+            let holder: Option<String> =
+                sqlx::query_scalar("select node_id from job where job_id = $1")
+                    .bind(id)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+            assert_eq!(holder.as_deref(), Some(node.as_str()), "job {id}'s holder");
+        }
+        total += jobs.len();
+    }
+    assert_eq!(
+        count(&pool, "select count(*) from job where state = 'running'").await,
+        i64::try_from(total).unwrap()
+    );
+    // The claims that waited together were made by one statement (one clock reading).
+    assert_eq!(
+        count(
+            &pool,
+            "select count(distinct run_started_at) from job where node_id like 'node-%'"
+        )
+        .await,
+        1,
+        "the waiting claims did not share a batch"
+    );
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn a_report_the_database_refuses_fails_alone_in_its_batch(
+    _: PgPoolOptions,
+    opts: PgConnectOptions,
+) {
+    let pool = big_pool(opts, 10).await;
+    let queue = one_batch_at_a_time(&pool, 20).await;
+    let mut claimed = Vec::new();
+    for k in 0..9 {
+        let node = format!("node-{k}");
+        let job = queue.claim(&node, None, 1).await.unwrap().remove(0);
+        claimed.push((node, job.lease));
+    }
+    let (lock, blocker) = hold_up(&queue, &pool).await;
+    let reports: Vec<_> = claimed
+        .iter()
+        .enumerate()
+        .map(|(k, (node, lease))| {
+            let mut result = JobResult::not_found(*lease);
+            if k == 4 {
+                // Past the model's validation; the job table's CHECK refuses it.
+                result.metrics.cost_usd = -1.0;
+            }
+            let (queue, node) = (queue.clone(), node.clone());
+            tokio::spawn(async move { queue.complete_and_claim(&node, &[result], None, 1).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    lock.commit().await.unwrap();
+    blocker.await.unwrap();
+
+    for (k, report) in reports.into_iter().enumerate() {
+        let answer = report.await.unwrap();
+        let lease = claimed[k].1;
+        if k == 4 {
+            assert!(
+                matches!(answer, Err(Error::Database(_))),
+                "the refused report: {answer:?}"
+            );
+            assert_eq!(job_state(&pool, lease.job_id).await.0, JobState::Running);
+        } else {
+            let answer =
+                answer.unwrap_or_else(|e| panic!("report {k} failed with the bad one: {e}"));
+            assert_eq!(answer.applied, vec![(lease, true)]);
+            assert_eq!(answer.claimed.len(), 1, "report {k}'s next job");
+            assert_eq!(job_state(&pool, lease.job_id).await.0, JobState::Done);
+        }
+    }
+    assert_eq!(
+        count(&pool, "select count(*) from job where state = 'done'").await,
+        9
+    );
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn jobs_claimed_for_a_caller_that_went_away_go_back_to_the_queue(
+    _: PgPoolOptions,
+    opts: PgConnectOptions,
+) {
+    let pool = big_pool(opts, 10).await;
+    let queue = one_batch_at_a_time(&pool, 10).await;
+    let (lock, blocker) = hold_up(&queue, &pool).await;
+    let claimer = queue.clone();
+    let gone = tokio::spawn(async move { claimer.claim("gone", None, 2).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gone.abort();
+    assert!(gone.await.unwrap_err().is_cancelled());
+    lock.commit().await.unwrap();
+    blocker.await.unwrap();
+
+    let handed_back =
+        "select count(*) from job_attempt where node_id = 'gone' and ended = 'handed_back'";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while count(&pool, handed_back).await < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the jobs claimed for the caller that went away were not handed back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Back in the queue at once: no attempt and no reclaim counted, a new lease next time.
+    assert_eq!(
+        count(&pool, "select count(*) from job where state = 'running'").await,
+        0
+    );
+    assert_eq!(
+        count(
+            &pool,
+            "select count(*) from job where attempts > 0 or reclaims > 0"
+        )
+        .await,
+        0
+    );
+    let next = queue.claim("node-a", None, 10).await.unwrap();
+    assert_eq!(next.len(), 9);
+}

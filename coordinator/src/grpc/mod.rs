@@ -42,8 +42,8 @@ pub fn ledger_status(e: crate::ledger::Error) -> Status {
     use crate::ledger::Error as L;
     status(match e {
         L::InvalidArgument(f) => queue::Error::InvalidArgument(f),
-        L::Unavailable(cause) => queue::Error::Unavailable(cause),
-        L::Database(cause) => queue::Error::Database(cause),
+        L::Unavailable(cause) => queue::Error::Unavailable(cause.into()),
+        L::Database(cause) => queue::Error::Database(cause.into()),
         L::Internal(cause) => queue::Error::Internal(cause),
     })
 }

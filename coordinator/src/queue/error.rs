@@ -1,9 +1,13 @@
 //! `queue::Error`: what a queue call can fail with. Mapped to a gRPC status in one place
 //! (`grpc::status`); messages never carry SQL or driver text.
 
+use std::sync::Arc;
+
 use lps_proto::model::{FieldError, Lease};
 
-#[derive(Debug, thiserror::Error)]
+/// Cloneable: one failed batch answers each of its callers (the database causes are
+/// shared).
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// The caller's input broke a rule; nothing was stored.
     #[error(transparent)]
@@ -16,9 +20,9 @@ pub enum Error {
     NotFound(&'static str, i64),
     /// PostgreSQL cannot be reached; safe to retry.
     #[error("database unavailable")]
-    Unavailable(#[source] sqlx::Error),
+    Unavailable(#[source] Arc<sqlx::Error>),
     #[error("database error")]
-    Database(#[source] sqlx::Error),
+    Database(#[source] Arc<sqlx::Error>),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -44,9 +48,9 @@ impl Error {
 impl From<sqlx::Error> for Error {
     fn from(e: sqlx::Error) -> Self {
         if crate::db::is_unavailable(&e) {
-            Self::Unavailable(e)
+            Self::Unavailable(Arc::new(e))
         } else {
-            Self::Database(e)
+            Self::Database(Arc::new(e))
         }
     }
 }

@@ -12,16 +12,23 @@
 //!   zero rows is [`Error::LeaseLost`] (recorded in `stale_report`, never applied);
 //! - [`Queue::release_node`], [`Queue::reap`], [`Queue::cancel`].
 //!
-//! Invariants: no transaction is held across remote work (every call is one statement);
-//! a lease never outlives its job's hard deadline; a completed job's offers and negative
-//! cache entry are written by the same statement that makes it `done`. All methods are
-//! cancellation-safe in the sense that an aborted call either committed or did nothing.
+//! Completions and claims made at the same moment by different callers share a batch
+//! (`settle.rs`): one `complete.sql` over all their reports and one claim statement per
+//! group of claims, in one transaction; each caller still gets exactly its own answer.
+//!
+//! Invariants: no transaction is held across remote work (a transaction is the statements
+//! of one call or one batch); a lease never outlives its job's hard deadline; a completed
+//! job's offers and negative cache entry are written by the same statement that makes it
+//! `done`. All methods are cancellation-safe in the sense that an aborted call either
+//! committed or did nothing (a batch runs to its end in its own task; jobs claimed for a
+//! caller that went away are handed back).
 //!
 //! Time: every statement takes an optional `now`; `None` means the database clock
 //! (`clock_timestamp()`), so all replicas agree. Tests pin it with [`Queue::at`].
 
 mod error;
 mod listener;
+mod settle;
 mod types;
 
 use std::{
@@ -35,10 +42,12 @@ use lps_proto::model::{
     ErrorClass, FieldError, JobFailure, JobResult, JobState, Lease, MallId, Outcome, SearchRequest,
 };
 use sqlx::PgPool;
-use tracing::instrument;
+use tokio::sync::oneshot;
+use tracing::{Instrument as _, info_span, instrument};
 
 pub use error::Error;
 pub use listener::{JobListener, Wakeups};
+pub use settle::BatchCounts;
 pub use types::*;
 
 /// The NOTIFY channel that wakes claimers; the payload is the mall id.
@@ -60,6 +69,9 @@ pub struct QueueConfig {
     pub negative_ttl: Duration,
     /// Most jobs one reaper pass ends.
     pub reap_batch: u32,
+    /// Most batches of completions and claims running at once (each holds one pooled
+    /// connection while it runs); see `settle.rs`.
+    pub max_batches_in_flight: usize,
 }
 
 impl Default for QueueConfig {
@@ -72,6 +84,7 @@ impl Default for QueueConfig {
             backoff_cap: Duration::from_secs(600),
             negative_ttl: Duration::from_secs(24 * 3600),
             reap_batch: 500,
+            max_batches_in_flight: 2,
         }
     }
 }
@@ -83,6 +96,7 @@ pub struct Queue {
     config: QueueConfig,
     now: Option<DateTime<Utc>>,
     limited: Arc<LimitedMalls>,
+    settler: Arc<settle::Settler>,
 }
 
 /// Which malls have a concurrency cap or a start gap, as last read from the `mall` table
@@ -106,6 +120,7 @@ impl Queue {
             config,
             now: None,
             limited: Arc::default(),
+            settler: Arc::default(),
         }
     }
 
@@ -289,11 +304,7 @@ impl Queue {
         malls: Option<&[MallId]>,
         n: u32,
     ) -> Result<Vec<ClaimedJob>, Error> {
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let limited = self.any_limited(malls).await?;
-        self.claim_on(&self.pool, node, malls, n, limited).await
+        Ok(self.settle(node, &[], malls, n).await?.claimed)
     }
 
     /// Whether any of `malls` (`None`: any mall) may have a cap or a start gap, from a read
@@ -341,24 +352,23 @@ impl Queue {
     }
 
     /// `claim.sql`, or its lean form `claim_unlimited.sql` when no mall in `malls` is
-    /// `limited`.
-    #[instrument(name = "queue.claim", skip_all, fields(node.id = %node, n, limited), err)]
+    /// `limited`, for the requests `nodes[k]` wants `counts[k]` jobs. Returns each job
+    /// with its request's 1-based number.
     async fn claim_on(
         &self,
         db: impl sqlx::PgExecutor<'_>,
-        node: &str,
-        malls: Option<&[MallId]>,
-        n: u32,
+        nodes: &[&str],
+        counts: &[i32],
+        malls: Option<&[String]>,
         limited: bool,
-    ) -> Result<Vec<ClaimedJob>, Error> {
-        let malls: Option<Vec<String>> =
-            malls.map(|ms| ms.iter().map(|m| m.as_str().to_owned()).collect());
-        let n = i32::try_from(n).unwrap_or(i32::MAX);
+        now: Option<DateTime<Utc>>,
+    ) -> Result<Vec<(i64, ClaimedJob)>, Error> {
+        let nodes: Vec<String> = nodes.iter().map(|&n| n.to_owned()).collect();
         let ttl = millis(self.config.lease_ttl);
         // Both statements take the same parameters and return the same columns.
         macro_rules! claim {
             ($file:literal) => {
-                sqlx::query_file_as!(ClaimRow, $file, node, malls.as_deref(), n, ttl, self.now)
+                sqlx::query_file_as!(ClaimRow, $file, &nodes, malls, counts, ttl, now)
                     .fetch_all(db)
                     .await?
             };
@@ -368,7 +378,9 @@ impl Queue {
         } else {
             claim!("src/queue/sql/claim_unlimited.sql")
         };
-        rows.into_iter().map(ClaimedJob::try_from).collect()
+        rows.into_iter()
+            .map(|r| Ok((r.req, ClaimedJob::try_from(r)?)))
+            .collect()
     }
 
     /// Renews the leases `node` still holds, never past their deadlines. Returns the renewed
@@ -422,7 +434,7 @@ impl Queue {
         node: &str,
         results: &[JobResult],
     ) -> Result<Vec<(Lease, bool)>, Error> {
-        self.complete_on(&self.pool, node, results).await
+        Ok(self.settle(node, results, None, 0).await?.applied)
     }
 
     /// Completes `results` (as [`Queue::complete_batch`]) and claims at most `n` more jobs
@@ -430,7 +442,6 @@ impl Queue {
     /// the node path instead of two. The claim sees the slots the completion freed. Either
     /// both happen or neither (a database error leaves every lease as it was, and the node
     /// resends its report).
-    #[instrument(name = "queue.complete_and_claim", skip_all, fields(node.id = %node, jobs = results.len(), n), err)]
     pub async fn complete_and_claim(
         &self,
         node: &str,
@@ -438,30 +449,24 @@ impl Queue {
         malls: Option<&[MallId]>,
         n: u32,
     ) -> Result<CompletedAndClaimed, Error> {
-        if n == 0 {
-            let applied = self.complete_batch(node, results).await?;
-            return Ok(CompletedAndClaimed {
-                applied,
-                claimed: Vec::new(),
-            });
-        }
-        // Read before the transaction: it must not wait for a second connection.
-        let limited = self.any_limited(malls).await?;
-        let mut tx = self.pool.begin().await?;
-        let applied = self.complete_on(&mut *tx, node, results).await?;
-        let claimed = self.claim_on(&mut *tx, node, malls, n, limited).await?;
-        tx.commit().await?;
-        Ok(CompletedAndClaimed { applied, claimed })
+        self.settle(node, results, malls, n).await
     }
 
-    #[instrument(name = "queue.complete", skip_all, fields(node.id = %node, jobs = results.len()), err)]
-    async fn complete_on(
+    /// Every completion and claim goes through here: the request joins the next batch of
+    /// completions and claims (`settle.rs`), which other callers' requests may share.
+    async fn settle(
         &self,
-        db: impl sqlx::PgExecutor<'_>,
         node: &str,
         results: &[JobResult],
-    ) -> Result<Vec<(Lease, bool)>, Error> {
-        let mut cols = CompleteColumns::with_capacity(results.len());
+        malls: Option<&[MallId]>,
+        n: u32,
+    ) -> Result<CompletedAndClaimed, Error> {
+        let span = if results.is_empty() {
+            info_span!("queue.claim", node.id = %node, n)
+        } else {
+            info_span!("queue.complete", node.id = %node, jobs = results.len(), n)
+        };
+        let mut reported = CompleteColumns::with_capacity(results.len());
         for (i, result) in results.iter().enumerate() {
             if results[..i]
                 .iter()
@@ -469,39 +474,68 @@ impl Queue {
             {
                 return Err(FieldError::new(format!("results[{i}].job_id"), "listed twice").into());
             }
-            cols.push(result)?;
+            reported.push(result, node)?;
         }
+        let claim = if n == 0 {
+            None
+        } else {
+            Some(settle::ClaimWanted {
+                malls: malls.map(|ms| ms.iter().map(|m| m.as_str().to_owned()).collect()),
+                n: i32::try_from(n).unwrap_or(i32::MAX),
+                // Read before the batch: a transaction must not wait for a second connection.
+                limited: self.any_limited(malls).instrument(span.clone()).await?,
+            })
+        };
+        if reported.is_empty() && claim.is_none() {
+            return Ok(CompletedAndClaimed {
+                applied: Vec::new(),
+                claimed: Vec::new(),
+            });
+        }
+        let (reply, answer) = oneshot::channel();
+        let request = settle::Request {
+            node: node.to_owned(),
+            leases: results.iter().map(|r| r.lease).collect(),
+            reported,
+            claim,
+            now: self.now,
+            span: span.clone(),
+            reply,
+        };
+        self.settle_request(request, answer).instrument(span).await
+    }
+
+    /// `complete.sql` over `reported`: each job with whether its completion applied.
+    async fn complete_on(
+        &self,
+        db: impl sqlx::PgExecutor<'_>,
+        reported: &CompleteColumns,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<Vec<(i64, bool)>, Error> {
+        let c = reported;
         let rows = sqlx::query_file!(
             "src/queue/sql/complete.sql",
-            &cols.job_id,
-            &cols.epoch,
-            &cols.outcome as &[Outcome],
-            &cols.rounds,
-            &cols.bytes,
-            &cols.cost,
-            &cols.offer_job,
-            &cols.offer_rank,
-            &cols.offer_title,
-            &cols.offer_price,
-            &cols.offer_shipping,
-            &cols.offer_url,
-            &cols.offer_seller,
-            &cols.offer_score,
-            node,
+            &c.job_id,
+            &c.epoch,
+            &c.outcome as &[Outcome],
+            &c.rounds,
+            &c.bytes,
+            &c.cost,
+            &c.offer_job,
+            &c.offer_rank,
+            &c.offer_title,
+            &c.offer_price,
+            &c.offer_shipping,
+            &c.offer_url,
+            &c.offer_seller,
+            &c.offer_score,
+            &c.node,
             millis(self.config.negative_ttl),
-            self.now,
+            now,
         )
         .fetch_all(db)
         .await?;
-        Ok(results
-            .iter()
-            .map(|r| {
-                let applied = rows
-                    .iter()
-                    .any(|row| row.job_id == r.lease.job_id && row.applied);
-                (r.lease, applied)
-            })
-            .collect())
+        Ok(rows.into_iter().map(|r| (r.job_id, r.applied)).collect())
     }
 
     /// Fails one attempt: retried after backoff while the class is retryable and attempts
@@ -720,6 +754,7 @@ impl Queue {
 #[derive(Default)]
 struct CompleteColumns {
     job_id: Vec<i64>,
+    node: Vec<String>,
     epoch: Vec<i64>,
     outcome: Vec<Outcome>,
     rounds: Vec<serde_json::Value>,
@@ -739,6 +774,7 @@ impl CompleteColumns {
     fn with_capacity(n: usize) -> Self {
         Self {
             job_id: Vec::with_capacity(n),
+            node: Vec::with_capacity(n),
             epoch: Vec::with_capacity(n),
             outcome: Vec::with_capacity(n),
             rounds: Vec::with_capacity(n),
@@ -748,8 +784,14 @@ impl CompleteColumns {
         }
     }
 
-    fn push(&mut self, r: &JobResult) -> Result<(), Error> {
+    fn is_empty(&self) -> bool {
+        self.job_id.is_empty()
+    }
+
+    /// `r`, reported by `node`.
+    fn push(&mut self, r: &JobResult, node: &str) -> Result<(), Error> {
         self.job_id.push(r.lease.job_id);
+        self.node.push(node.to_owned());
         self.epoch.push(r.lease.epoch);
         self.outcome.push(r.outcome);
         self.rounds
@@ -772,10 +814,31 @@ impl CompleteColumns {
         }
         Ok(())
     }
+
+    /// Appends `other`'s jobs and offers.
+    fn extend(&mut self, other: &Self) {
+        self.job_id.extend_from_slice(&other.job_id);
+        self.node.extend_from_slice(&other.node);
+        self.epoch.extend_from_slice(&other.epoch);
+        self.outcome.extend_from_slice(&other.outcome);
+        self.rounds.extend_from_slice(&other.rounds);
+        self.bytes.extend_from_slice(&other.bytes);
+        self.cost.extend_from_slice(&other.cost);
+        self.offer_job.extend_from_slice(&other.offer_job);
+        self.offer_rank.extend_from_slice(&other.offer_rank);
+        self.offer_title.extend_from_slice(&other.offer_title);
+        self.offer_price.extend_from_slice(&other.offer_price);
+        self.offer_shipping.extend_from_slice(&other.offer_shipping);
+        self.offer_url.extend_from_slice(&other.offer_url);
+        self.offer_seller.extend_from_slice(&other.offer_seller);
+        self.offer_score.extend_from_slice(&other.offer_score);
+    }
 }
 
 /// A row of `claim.sql` and `claim_unlimited.sql`.
 struct ClaimRow {
+    /// The 1-based number of the request the job was claimed for.
+    req: i64,
     job_id: i64,
     lease_epoch: i64,
     mall: String,

@@ -1,4 +1,6 @@
--- Claim up to $3 queued jobs for node $1 in ONE statement, honouring per-mall politeness:
+-- Claim queued jobs for a batch of requests in ONE statement (request k: node $1[k] wants at
+-- most $3[k] jobs; each request gets its first job before any gets a second, in request
+-- order), honouring per-mall politeness:
 --
 -- * gap: a mall with min_start_gap_ms > 0 starts at most one job per gap. Its mall row is
 --   locked FOR UPDATE SKIP LOCKED (a claimer that finds it locked skips the mall: another
@@ -9,7 +11,7 @@
 -- * order: priority, then run_after, then id: the order of index job_claim_order.
 --
 -- Every claim increments lease_epoch (the fencing token). The lease never outlives the
--- hard deadline. $2 malls the node serves (null: all), $4 lease TTL in ms, $5 now.
+-- hard deadline. $2 malls the nodes serve (null: all), $4 lease TTL in ms, $5 now.
 --
 -- NB: the clock is clock_timestamp(), read during execution, i.e. after this statement's
 -- snapshot: a claim that sees a slot freed by a completion records a start later than that
@@ -17,6 +19,11 @@
 -- now() (the transaction start) can precede the snapshot by the planning time.
 with
 clock as materialized (select coalesce($5::timestamptz, clock_timestamp()) as now),
+wanted as materialized (
+    select w.node_id, w.req, row_number() over (order by g.k, w.req) as slot
+    from unnest($1::text[], $3::int[]) with ordinality as w (node_id, n, req)
+    cross join lateral generate_series(1, w.n) as g (k)
+),
 gap_malls as materialized (
     select m.mall_id
     from mall m, clock
@@ -44,7 +51,7 @@ cand as materialized (
         from job j
         where j.state = 'queued' and j.mall = e.mall_id and j.run_after <= clock.now
         order by j.priority, j.run_after, j.job_id
-        limit case when e.gapped then 1 else $3::int end
+        limit case when e.gapped then 1 else (select count(*) from wanted) end
         for update of j skip locked
     ) c
 ),
@@ -65,13 +72,14 @@ slots as materialized (
     ) s
 ),
 picked as materialized (
-    select c.job_id, c.mall, s.slot_no
+    select c.job_id, c.mall, s.slot_no,
+           row_number() over (order by c.priority, c.run_after, c.job_id) as slot
     from cand c
     join eligible e on e.mall_id = c.mall
     left join slots s on s.mall_id = c.mall and s.rn = c.rn
     where e.max_running is null or s.slot_no is not null
     order by c.priority, c.run_after, c.job_id
-    limit $3::int
+    limit (select count(*) from wanted)
 ),
 took_slots as (
     update mall_slot ms set job_id = p.job_id
@@ -86,12 +94,12 @@ stamped as (
 update job j set
     state = 'running',
     lease_epoch = j.lease_epoch + 1,
-    node_id = $1::text,
+    node_id = w.node_id,
     run_started_at = clock.now,
     deadline_at = clock.now + j.run_timeout_ms * interval '1 millisecond',
     lease_until = clock.now + least($4::bigint, j.run_timeout_ms) * interval '1 millisecond'
-from picked p, clock
+from picked p join wanted w using (slot), clock
 where j.job_id = p.job_id
-returning j.job_id, j.lease_epoch, j.mall, j.product_code, j.product_name, j.priority,
+returning w.req as "req!", j.job_id, j.lease_epoch, j.mall, j.product_code, j.product_name, j.priority,
           j.attempts, j.max_attempts, j.reclaims, j.created_at, j.run_started_at as "run_started_at!",
           j.deadline_at as "deadline_at!", j.lease_until as "lease_until!", j.traceparent, j.tracestate

@@ -3,15 +3,16 @@
 -- comes back with applied = false. Offers are stored for the applied ones; a not_found
 -- answer is remembered in the negative cache, a found one clears it.
 --
--- $1..$6 per job: job_id, lease_epoch, outcome, rounds (jsonb), bytes, cost_usd.
+-- $1..$6 per job: job_id, lease_epoch, outcome, rounds (jsonb), bytes, cost_usd; $15 per
+-- job: the reporting node (for the record). A job is listed at most once.
 -- $7..$14 offers, flattened: job_id, rank, title, price, shipping_fee, url, seller, score.
--- $15 node_id (for the record), $16 negative-cache TTL in ms, $17 now.
+-- $16 negative-cache TTL in ms, $17 now.
 with
 clock as materialized (select coalesce($17::timestamptz, clock_timestamp()) as now),
 input as (
     select * from unnest($1::bigint[], $2::bigint[], $3::job_outcome[], $4::jsonb[],
-                         $5::bigint[], $6::float8[])
-        as i (job_id, lease_epoch, outcome, rounds, bytes, cost_usd)
+                         $5::bigint[], $6::float8[], $15::text[])
+        as i (job_id, lease_epoch, outcome, rounds, bytes, cost_usd, node_id)
 ),
 done as (
     update job j set
@@ -30,11 +31,12 @@ done as (
     -- under churn that index holds many dead entries (queue-bench: 100 per claim ran at
     -- ~11,000 jobs/s with the plain test, ~20,000 with this one).
     where j.job_id = i.job_id and (j.state = 'running') is true and j.lease_epoch = i.lease_epoch
-    returning j.job_id, j.lease_epoch, j.dedupe_key, j.mall, j.outcome, i.bytes, i.cost_usd
+    returning j.job_id, j.lease_epoch, j.dedupe_key, j.mall, j.outcome, i.bytes, i.cost_usd,
+              i.node_id
 ),
 attempt as (
     insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended, bytes, cost_usd)
-    select d.job_id, d.lease_epoch, $15::text, clock.now, 'done', d.bytes, d.cost_usd
+    select d.job_id, d.lease_epoch, d.node_id, clock.now, 'done', d.bytes, d.cost_usd
     from done d, clock
 ),
 offers as (
@@ -60,7 +62,7 @@ forget_not_found as (
 ),
 stale as (
     insert into stale_report (job_id, lease_epoch, node_id, kind, received_at)
-    select i.job_id, i.lease_epoch, $15::text, 'result', clock.now
+    select i.job_id, i.lease_epoch, i.node_id, 'result', clock.now
     from input i, clock
     where i.job_id not in (select job_id from done)
       and exists (select 1 from job j where j.job_id = i.job_id)
