@@ -56,6 +56,19 @@ fn search(products: &[&str], malls: &[&str], priority: Priority) -> SearchReques
     .unwrap()
 }
 
+/// Enqueues products `<prefix>0` … `<prefix><n - 1>` on `malls` as one batch search.
+async fn enqueue_numbered(queue: &Queue, prefix: &str, n: usize, malls: &[&str]) {
+    let names: Vec<String> = (0..n).map(|i| format!("{prefix}{i}")).collect();
+    let products: Vec<&str> = names.iter().map(String::as_str).collect();
+    queue
+        .enqueue(
+            &search(&products, malls, Priority::BATCH),
+            &EnqueueContext::default(),
+        )
+        .await
+        .unwrap();
+}
+
 fn offer(price: i64, shipping: i64) -> Offer {
     Offer {
         mall: mall(MALL),
@@ -1021,15 +1034,7 @@ async fn per_mall_cap_holds(opts: PgConnectOptions, finish: Finish) {
         ..MallLimits::unlimited(mall(MALL))
     };
     queue.upsert_mall(&capped).await.unwrap();
-    let names: Vec<String> = (0..60).map(|i| format!("p{i}")).collect();
-    let products: Vec<&str> = names.iter().map(String::as_str).collect();
-    queue
-        .enqueue(
-            &search(&products, &[MALL, "testmall-beta"], Priority::BATCH),
-            &EnqueueContext::default(),
-        )
-        .await
-        .unwrap();
+    enqueue_numbered(&queue, "p", 60, &[MALL, "testmall-beta"]).await;
 
     // A sampler watches the running count while 8 claimers work.
     let stop = CancellationToken::new();
@@ -1129,15 +1134,7 @@ async fn per_mall_start_gap_holds(opts: PgConnectOptions, finish: Finish) {
         })
         .await
         .unwrap();
-    let names: Vec<String> = (0..15).map(|i| format!("g{i}")).collect();
-    let products: Vec<&str> = names.iter().map(String::as_str).collect();
-    queue
-        .enqueue(
-            &search(&products, &[MALL], Priority::BATCH),
-            &EnqueueContext::default(),
-        )
-        .await
-        .unwrap();
+    enqueue_numbered(&queue, "g", 15, &[MALL]).await;
     run_claimers(
         &queue,
         8,
@@ -1369,15 +1366,7 @@ async fn one_batch_at_a_time(pool: &PgPool, jobs: usize) -> Queue {
         &[MALL],
     )
     .await;
-    let names: Vec<String> = (0..jobs).map(|i| format!("product {i}")).collect();
-    let products: Vec<&str> = names.iter().map(String::as_str).collect();
-    queue
-        .enqueue(
-            &search(&products, &[MALL], Priority::BATCH),
-            &EnqueueContext::default(),
-        )
-        .await
-        .unwrap();
+    enqueue_numbered(&queue, "product ", jobs, &[MALL]).await;
     queue
 }
 
