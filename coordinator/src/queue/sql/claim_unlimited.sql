@@ -35,6 +35,8 @@ picked as materialized (
 update job j set
     state = 'running',
     lease_epoch = j.lease_epoch + 1,
+    change_seq = nextval('job_change_seq'),
+    slot_no = null,
     node_id = w.node_id,
     run_started_at = clock.now,
     deadline_at = clock.now + j.run_timeout_ms * interval '1 millisecond',

@@ -17,6 +17,7 @@ input as (
 done as (
     update job j set
         state = 'done',
+        change_seq = nextval('job_change_seq'),
         outcome = i.outcome,
         finished_at = clock.now,
         node_id = null,
