@@ -324,6 +324,18 @@ async fn a_completion_claims_the_next_job_in_its_own_transaction(pool: PgPool) {
     );
 
     let found = JobResult::found(first.lease, vec![offer(12_900, 0)]).unwrap();
+    // The same job twice in one report is refused, naming the second, and changes nothing.
+    match queue
+        .complete_batch("node-a", &[found.clone(), found.clone()])
+        .await
+    {
+        Err(Error::InvalidArgument(f)) => assert_eq!(f.field, "results[1].job_id"),
+        other => panic!("a job listed twice: {other:?}"),
+    }
+    assert_eq!(
+        job_state(&pool, first.lease.job_id).await.0,
+        JobState::Running
+    );
     let done = queue
         .complete_and_claim("node-a", std::slice::from_ref(&found), None, 1)
         .await

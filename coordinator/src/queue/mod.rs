@@ -357,18 +357,17 @@ impl Queue {
     async fn claim_on(
         &self,
         db: impl sqlx::PgExecutor<'_>,
-        nodes: &[&str],
+        nodes: &[String],
         counts: &[i32],
         malls: Option<&[String]>,
         limited: bool,
         now: Option<DateTime<Utc>>,
     ) -> Result<Vec<(i64, ClaimedJob)>, Error> {
-        let nodes: Vec<String> = nodes.iter().map(|&n| n.to_owned()).collect();
         let ttl = millis(self.config.lease_ttl);
         // Both statements take the same parameters and return the same columns.
         macro_rules! claim {
             ($file:literal) => {
-                sqlx::query_file_as!(ClaimRow, $file, &nodes, malls, counts, ttl, now)
+                sqlx::query_file_as!(ClaimRow, $file, nodes, malls, counts, ttl, now)
                     .fetch_all(db)
                     .await?
             };
@@ -467,11 +466,9 @@ impl Queue {
             info_span!("queue.complete", node.id = %node, jobs = results.len(), n)
         };
         let mut reported = CompleteColumns::with_capacity(results.len());
+        let mut seen = HashSet::with_capacity(results.len());
         for (i, result) in results.iter().enumerate() {
-            if results[..i]
-                .iter()
-                .any(|r| r.lease.job_id == result.lease.job_id)
-            {
+            if !seen.insert(result.lease.job_id) {
                 return Err(FieldError::new(format!("results[{i}].job_id"), "listed twice").into());
             }
             reported.push(result, node)?;

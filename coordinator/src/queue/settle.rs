@@ -334,12 +334,12 @@ impl Queue {
         };
         let mut claimed: Vec<Vec<ClaimedJob>> = batch.iter().map(|_| Vec::new()).collect();
         for g in groups {
-            let (nodes, counts): (Vec<&str>, Vec<i32>) = g
+            let (nodes, counts): (Vec<String>, Vec<i32>) = g
                 .requests
                 .iter()
                 .map(|&i| {
                     let r = &batch[i];
-                    (r.node.as_str(), r.claim.as_ref().map_or(0, |c| c.n))
+                    (r.node.clone(), r.claim.as_ref().map_or(0, |c| c.n))
                 })
                 .unzip();
             let rows = self
