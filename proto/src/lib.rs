@@ -16,7 +16,7 @@ pub mod pb {
 }
 
 /// The version of the node protocol this build speaks (`Hello.protocol_version`).
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Encoded `FileDescriptorSet` of every LPS proto file, for `tonic-reflection`.
 pub const FILE_DESCRIPTOR_SET: &[u8] =

@@ -258,6 +258,7 @@ pub enum ErrorClass {
     Poison,
     Permanent,
     Internal,
+    Layout,
 }
 
 impl ErrorClass {
@@ -272,7 +273,7 @@ impl ErrorClass {
             | Self::Deadline
             | Self::LeaseExpired
             | Self::Internal => true,
-            Self::PageBlocked | Self::Poison | Self::Permanent => false,
+            Self::PageBlocked | Self::Poison | Self::Permanent | Self::Layout => false,
         }
     }
 
@@ -289,6 +290,7 @@ impl ErrorClass {
             Self::Poison => "poison",
             Self::Permanent => "permanent",
             Self::Internal => "internal",
+            Self::Layout => "layout",
         }
     }
 }
@@ -310,6 +312,7 @@ impl TryFrom<i32> for ErrorClass {
             Ok(P::Poison) => Self::Poison,
             Ok(P::Permanent) => Self::Permanent,
             Ok(P::Internal) => Self::Internal,
+            Ok(P::Layout) => Self::Layout,
             Ok(P::Unspecified) | Err(_) => {
                 return Err(FieldError::new(
                     "class",
@@ -334,6 +337,7 @@ impl From<ErrorClass> for pb::ErrorClass {
             ErrorClass::Poison => Self::Poison,
             ErrorClass::Permanent => Self::Permanent,
             ErrorClass::Internal => Self::Internal,
+            ErrorClass::Layout => Self::Layout,
         }
     }
 }
@@ -654,6 +658,7 @@ mod tests {
             ErrorClass::Poison,
             ErrorClass::Permanent,
             ErrorClass::Internal,
+            ErrorClass::Layout,
         ] {
             let wire = pb::ErrorClass::from(class) as i32;
             assert_eq!(ErrorClass::try_from(wire).unwrap(), class);

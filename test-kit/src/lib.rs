@@ -1,13 +1,16 @@
 //! LPS test kit: real loopback servers that stand in for the internet in tests and in the
 //! one-command demo.
 //!
-//! - [`mall`]: the fixture shopping mall (two markups, `alpha` and `beta`), with results
-//!   rendered by JavaScript, heavy images and fonts, per-exit-IP bot blocking and slow
-//!   responses on demand.
+//! - [`mall`]: the fixture shopping mall (three markups: `alpha` and `beta`, and `gamma`
+//!   with every trap of a real result page — inline JSON, placeholders, lazy loading, two
+//!   pages, ads and other card classes, shipping texts, a challenge, HTTP 418, a redesign
+//!   switch and a JSON API), with results rendered by JavaScript, heavy images and fonts,
+//!   per-exit-IP bot blocking and slow responses on demand.
 //! - [`gateway`]: the fake proxy gateway; K loopback ports, each a sticky "exit IP", that
 //!   forward only to allowed loopback addresses and tag requests with [`EXIT_IP_HEADER`].
-//! - [`catalog`]: what the malls sell (`test-kit/catalog.toml`) and how a mall searches it.
-//! - [`stack`]: both malls plus a gateway in one call (what `lps-test-kit serve` runs).
+//! - [`catalog`]: what the malls sell (`test-kit/catalog.toml`), how a mall searches it,
+//!   and the truth a correct reading must report ([`Catalog::truth`]).
+//! - [`stack`]: the three malls plus a gateway in one call (what `lps-test-kit serve` runs).
 //!
 //! Nothing here ever connects beyond the loopback interface.
 #![forbid(unsafe_code)]
@@ -26,7 +29,9 @@ pub const EXIT_IP_HEADER: &str = "x-lps-exit-ip";
 /// The exit IP a mall records for a request that did not come through the gateway.
 pub const DIRECT_EXIT: &str = "direct";
 
-pub use catalog::{Catalog, CatalogError, Listing, MallStyle, Product};
+pub use catalog::{
+    Catalog, CatalogError, Delivery, Listing, ListingKind, MallStyle, PricedListing, Product, Truth,
+};
 pub use gateway::{Gateway, GatewayConfig, GatewayError, GatewayHandle, PortStats};
 pub use mall::{MallConfig, MallError, MallHandle, MallServer, MallStats};
 pub use stack::{Stack, StackConfig, StackHandle};

@@ -12,7 +12,7 @@ use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 use lps_test_kit::catalog::{Catalog, MallStyle};
 use lps_test_kit::gateway::{Gateway, GatewayConfig};
-use lps_test_kit::mall::{MallConfig, MallServer};
+use lps_test_kit::mall::{GAMMA_API_KEY, MallConfig, MallServer};
 use lps_test_kit::stack::{Stack, StackConfig};
 use serde_json::json;
 use tracing_subscriber::EnvFilter;
@@ -34,13 +34,13 @@ enum Command {
     Mall(MallArgs),
     /// Serve the fake proxy gateway.
     Gateway(GatewayArgs),
-    /// Serve an alpha mall, a beta mall and a gateway allowing both.
+    /// Serve an alpha, a beta and a gamma mall and a gateway allowing them.
     Serve(ServeArgs),
 }
 
 #[derive(Debug, clap::Args)]
 struct MallArgs {
-    /// Markup style: alpha or beta.
+    /// Markup style: alpha, beta or gamma.
     #[arg(long, env = "LPS_TESTKIT_MALL_STYLE")]
     style: MallStyle,
     /// Listen address.
@@ -52,6 +52,9 @@ struct MallArgs {
     /// Block an exit IP after this many searches.
     #[arg(long, env = "LPS_TESTKIT_BLOCK_AFTER")]
     block_after: Option<u32>,
+    /// The key gamma's JSON API requires in X-Gamma-Key.
+    #[arg(long, env = "LPS_TESTKIT_GAMMA_API_KEY", default_value = GAMMA_API_KEY)]
+    gamma_api_key: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -91,6 +94,12 @@ struct ServeArgs {
     /// Listen address of the beta mall.
     #[arg(long, env = "LPS_TESTKIT_BETA_LISTEN", default_value = "127.0.0.1:0")]
     beta_listen: SocketAddr,
+    /// Listen address of the gamma mall (the demo uses 127.0.0.1:18083).
+    #[arg(long, env = "LPS_TESTKIT_GAMMA_LISTEN", default_value = "127.0.0.1:0")]
+    gamma_listen: SocketAddr,
+    /// The key gamma's JSON API requires in X-Gamma-Key.
+    #[arg(long, env = "LPS_TESTKIT_GAMMA_API_KEY", default_value = GAMMA_API_KEY)]
+    gamma_api_key: String,
     /// Gateway loopback IP and base port; port 0 = free ports.
     #[arg(
         long,
@@ -106,7 +115,7 @@ struct ServeArgs {
     /// Catalog TOML file (default: the builtin catalog).
     #[arg(long, env = "LPS_TESTKIT_CATALOG")]
     catalog: Option<PathBuf>,
-    /// Block an exit IP after this many searches (both malls).
+    /// Block an exit IP after this many searches (every mall).
     #[arg(long, env = "LPS_TESTKIT_BLOCK_AFTER")]
     block_after: Option<u32>,
 }
@@ -134,7 +143,8 @@ async fn run_mall(args: MallArgs) -> anyhow::Result<()> {
     let config = MallConfig::new(args.style)
         .with_listen(args.listen)
         .with_catalog(load_catalog(args.catalog.as_deref())?)
-        .with_block_after(args.block_after);
+        .with_block_after(args.block_after)
+        .with_api_key(args.gamma_api_key);
     let mall = MallServer::start(config).await?;
     print_json_line(&json!({ "style": mall.style(), "url": mall.base_url() }))?;
     wait_for_stop_signal().await?;
@@ -164,6 +174,8 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         catalog: load_catalog(args.catalog.as_deref())?,
         alpha_listen: args.alpha_listen,
         beta_listen: args.beta_listen,
+        gamma_listen: args.gamma_listen,
+        gamma_api_key: args.gamma_api_key,
         block_after: args.block_after,
         gateway: with_credentials(gateway, &args.credentials)?,
     };

@@ -1,6 +1,6 @@
-//! The whole fake internet in one call: an `alpha` mall, a `beta` mall and a gateway whose
-//! allow-list is exactly those two malls. This is what `lps-test-kit serve` runs and what
-//! end-to-end tests of other crates can start in-process.
+//! The whole fake internet in one call: an `alpha`, a `beta` and a `gamma` mall and a
+//! gateway whose allow-list is exactly those three malls. This is what `lps-test-kit serve`
+//! runs and what end-to-end tests of other crates can start in-process.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, MallStyle};
 use crate::gateway::{Gateway, GatewayConfig, GatewayError, GatewayHandle};
-use crate::mall::{MallConfig, MallError, MallHandle, MallServer};
+use crate::mall::{GAMMA_API_KEY, MallConfig, MallError, MallHandle, MallServer};
 
 /// Errors starting the stack.
 #[derive(Debug, thiserror::Error)]
@@ -26,27 +26,33 @@ pub enum StackError {
 /// What to start.
 #[derive(Debug, Clone)]
 pub struct StackConfig {
-    /// Catalog of both malls.
+    /// Catalog of all malls.
     pub catalog: Arc<Catalog>,
     /// Listen address of the alpha mall (port 0 = free port).
     pub alpha_listen: SocketAddr,
     /// Listen address of the beta mall (port 0 = free port).
     pub beta_listen: SocketAddr,
-    /// Per-exit-IP search budget of both malls.
+    /// Listen address of the gamma mall (port 0 = free port).
+    pub gamma_listen: SocketAddr,
+    /// The key of gamma's JSON API.
+    pub gamma_api_key: String,
+    /// Per-exit-IP search budget of every mall.
     pub block_after: Option<u32>,
-    /// Gateway settings; its allow-list is extended with both malls.
+    /// Gateway settings; its allow-list is extended with the malls.
     pub gateway: GatewayConfig,
 }
 
 impl StackConfig {
-    /// Both malls and a gateway of `ports` ports on free loopback ports, builtin catalog,
-    /// no blocking, no proxy authentication.
+    /// The three malls and a gateway of `ports` ports on free loopback ports, builtin
+    /// catalog, no blocking, no proxy authentication, gamma's default API key.
     pub fn new(ports: usize) -> StackConfig {
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
         StackConfig {
             catalog: Arc::new(Catalog::builtin()),
             alpha_listen: any,
             beta_listen: any,
+            gamma_listen: any,
+            gamma_api_key: GAMMA_API_KEY.to_owned(),
             block_after: None,
             gateway: GatewayConfig::new(ports),
         }
@@ -82,20 +88,23 @@ pub struct GatewayPortAddress {
 pub struct Stack;
 
 impl Stack {
-    /// Starts both malls, then the gateway allowing them.
+    /// Starts the three malls, then the gateway allowing them.
     pub async fn start(config: StackConfig) -> Result<StackHandle, StackError> {
         let alpha = start_mall(&config, MallStyle::Alpha, config.alpha_listen).await?;
         let beta = start_mall(&config, MallStyle::Beta, config.beta_listen).await?;
+        let gamma = start_mall(&config, MallStyle::Gamma, config.gamma_listen).await?;
         let gateway_config = config
             .gateway
             .clone()
             .allow(alpha.addr())
-            .allow(beta.addr());
+            .allow(beta.addr())
+            .allow(gamma.addr());
         let gateway_user = gateway_config.username.clone();
         let gateway = Gateway::start(gateway_config).await?;
         Ok(StackHandle {
             alpha,
             beta,
+            gamma,
             gateway,
             gateway_user,
         })
@@ -110,7 +119,8 @@ async fn start_mall(
     let mall = MallConfig::new(style)
         .with_catalog(Arc::clone(&config.catalog))
         .with_listen(listen)
-        .with_block_after(config.block_after);
+        .with_block_after(config.block_after)
+        .with_api_key(config.gamma_api_key.clone());
     MallServer::start(mall).await
 }
 
@@ -121,6 +131,8 @@ pub struct StackHandle {
     pub alpha: MallHandle,
     /// The beta mall.
     pub beta: MallHandle,
+    /// The gamma mall.
+    pub gamma: MallHandle,
     /// The gateway.
     pub gateway: GatewayHandle,
     gateway_user: Option<String>,
@@ -132,6 +144,7 @@ impl StackHandle {
         match style {
             MallStyle::Alpha => &self.alpha,
             MallStyle::Beta => &self.beta,
+            MallStyle::Gamma => &self.gamma,
         }
     }
 
@@ -157,15 +170,16 @@ impl StackHandle {
         }
     }
 
-    /// Writes the coordinator's built-in test-mall site profiles
-    /// (`coordinator/profiles/testmall-*.toml`) into `dir`, their base URLs (the ports
-    /// `scripts/demo.sh` serves the malls on) pointed at this stack's malls. For end-to-end
-    /// tests and benchmarks that start the stack in process.
+    /// Writes the built-in test-mall site profiles (`profiles/builtin/testmall-*.toml`)
+    /// into `dir`, their base URLs (the ports `scripts/demo.sh` serves the malls on)
+    /// pointed at this stack's malls. For end-to-end tests and benchmarks that start the
+    /// stack in process.
     pub fn write_site_profiles(&self, dir: &Path) -> std::io::Result<()> {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../coordinator/profiles");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/builtin");
         for (file, fixed, mall) in [
             ("testmall-alpha.toml", "http://127.0.0.1:18081", &self.alpha),
             ("testmall-beta.toml", "http://127.0.0.1:18082", &self.beta),
+            ("testmall-gamma.toml", "http://127.0.0.1:18083", &self.gamma),
         ] {
             let text = std::fs::read_to_string(root.join(file))?;
             let base = mall.base_url();
@@ -177,11 +191,12 @@ impl StackHandle {
         Ok(())
     }
 
-    /// Stops the gateway first (no new traffic), then both malls.
+    /// Stops the gateway first (no new traffic), then the malls.
     pub async fn shutdown(self) -> Result<(), MallError> {
         self.gateway.shutdown().await;
         let alpha = self.alpha.shutdown().await;
         let beta = self.beta.shutdown().await;
-        alpha.and(beta)
+        let gamma = self.gamma.shutdown().await;
+        alpha.and(beta).and(gamma)
     }
 }

@@ -1,6 +1,8 @@
 //! Real headless Chromium through the gateway to the malls, proving the fake internet
 //! works for a browser: results exist only after the page's script ran, markers show up,
-//! every request leaves through an exit-IP port, and blocking images saves bytes.
+//! every request leaves through an exit-IP port, and blocking images saves bytes; gamma
+//! shows placeholders first, then one batch of cards, more on scrolling, a second page,
+//! its card classes, and a challenge that clears itself.
 //!
 //! Two drivers: `chromium --dump-dom` (with a virtual-time budget so the page's `fetch`
 //! completes before the dump) and chromedriver spoken to over plain W3C WebDriver JSON,
@@ -23,7 +25,8 @@ use common::HttpConn;
 use futures::FutureExt as _;
 use hyper::Method;
 use lps_test_kit::catalog::MallStyle;
-use lps_test_kit::mall::{IMAGE_BYTES, markup};
+use lps_test_kit::mall::gamma::{BATCH, PAGE_SIZE, SKELETONS};
+use lps_test_kit::mall::{GAMMA_MARKUP, IMAGE_BYTES, markup};
 use lps_test_kit::stack::{Stack, StackConfig, StackHandle};
 use serde_json::{Value, json};
 
@@ -73,6 +76,8 @@ fn browser_flags(profile: &Profile, proxy_url: &str) -> Vec<String> {
         "--no-first-run",
         "--disable-default-apps",
         "--proxy-bypass-list=<-loopback>",
+        // NB: gamma's lazy loading depends on the viewport; keep it fixed.
+        "--window-size=1280,800",
     ]
     .map(str::to_owned)
     .to_vec();
@@ -373,6 +378,50 @@ impl WebDriver {
         }
     }
 
+    /// Polls until exactly `n` elements match `css`.
+    async fn wait_count(&self, session: &str, css: &str, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let found = self.find_all(session, css).await.len();
+            if found == n {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{found} elements match {css}, not {n}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Runs `script` in the page and returns its value.
+    async fn execute(&self, session: &str, script: &str) -> Value {
+        self.call(
+            Method::POST,
+            &format!("/session/{session}/execute/sync"),
+            Some(json!({ "script": script, "args": [] })),
+        )
+        .await
+    }
+
+    async fn go(&self, session: &str, url: &str) {
+        self.call(
+            Method::POST,
+            &format!("/session/{session}/url"),
+            Some(json!({ "url": url })),
+        )
+        .await;
+    }
+
+    async fn attribute(&self, session: &str, css: &str, name: &str) -> Value {
+        let elements = self.wait_for(session, css).await;
+        let path = format!(
+            "/session/{session}/element/{}/attribute/{name}",
+            elements[0]
+        );
+        self.call(Method::GET, &path, None).await
+    }
+
     async fn text(&self, session: &str, css: &str) -> String {
         let elements = self.wait_for(session, css).await;
         let path = format!("/session/{session}/element/{}/text", elements[0]);
@@ -390,15 +439,8 @@ fn free_port() -> u16 {
 }
 
 async fn browse_both_malls(wd: &WebDriver, session: &str, stack: &StackHandle) {
-    let go = |url: String| async move {
-        wd.call(
-            Method::POST,
-            &format!("/session/{session}/url"),
-            Some(json!({ "url": url })),
-        )
+    wd.go(session, &stack.alpha.search_url("신라면 120g 5개입"))
         .await;
-    };
-    go(stack.alpha.search_url("신라면 120g 5개입")).await;
     let a = markup(MallStyle::Alpha);
     let card = format!(r#"{}[{}="a103"]"#, a.card, a.card_id_attr);
     assert_eq!(
@@ -414,7 +456,8 @@ async fn browse_both_malls(wd: &WebDriver, session: &str, stack: &StackHandle) {
         "농심 신라면 120g 5개입"
     );
 
-    go(stack.beta.search_url("신라면 120g 5개입")).await;
+    wd.go(session, &stack.beta.search_url("신라면 120g 5개입"))
+        .await;
     let b = markup(MallStyle::Beta);
     let card = format!(r#"{}[{}="b203"]"#, b.card, b.card_id_attr);
     assert_eq!(
@@ -429,12 +472,11 @@ async fn browse_both_malls(wd: &WebDriver, session: &str, stack: &StackHandle) {
     assert!(related.len() >= 2, "the 40-pack decoy is shown too");
 }
 
-#[tokio::test]
-async fn webdriver_session_waits_for_rendered_cards() {
+/// Starts chromedriver and one session through `proxy_url`, runs `check`, and always
+/// deletes the session and kills the driver's process group, whatever `check` asserted.
+async fn with_session(proxy_url: &str, check: impl AsyncFnOnce(&WebDriver, &str)) {
     require(CHROMIUM);
     require(CHROMEDRIVER);
-    let _lock = BROWSER_LOCK.lock().await;
-    let stack = stack(1).await;
     let profile = Profile::new();
     let port = free_port();
     let driver = tokio::process::Command::new(CHROMEDRIVER)
@@ -457,7 +499,7 @@ async fn webdriver_session_waits_for_rendered_cards() {
             "browserName": "chrome",
             "goog:chromeOptions": {
                 "binary": CHROMIUM,
-                "args": browser_flags(&profile, &proxy(&stack, "exit-01")),
+                "args": browser_flags(&profile, proxy_url),
             },
         }}});
         let created = wd.call(Method::POST, "/session", Some(caps)).await;
@@ -466,9 +508,7 @@ async fn webdriver_session_waits_for_rendered_cards() {
             .expect("session id")
             .to_owned();
         // NB: the session is deleted whatever the assertions say.
-        let checked = AssertUnwindSafe(browse_both_malls(&wd, &session, &stack))
-            .catch_unwind()
-            .await;
+        let checked = AssertUnwindSafe(check(&wd, &session)).catch_unwind().await;
         wd.call(Method::DELETE, &format!("/session/{session}"), None)
             .await;
         checked
@@ -480,10 +520,277 @@ async fn webdriver_session_waits_for_rendered_cards() {
     if let Err(panic) = result.expect("webdriver run timed out") {
         std::panic::resume_unwind(panic);
     }
+}
+
+#[tokio::test]
+async fn webdriver_session_waits_for_rendered_cards() {
+    let _lock = BROWSER_LOCK.lock().await;
+    let stack = stack(1).await;
+    with_session(&proxy(&stack, "exit-01"), async |wd, session| {
+        browse_both_malls(wd, session, &stack).await;
+    })
+    .await;
 
     let stats = stack.alpha.stats();
     assert_eq!(stats.searches.get("exit-01"), Some(&1));
     assert!(!stats.requests.contains_key("direct"));
     assert_eq!(stack.beta.stats().searches.get("exit-01"), Some(&1));
+    stack.shutdown().await.expect("shutdown");
+}
+
+// ---------------------------------------------------------------------------------------
+// Gamma: placeholders, lazy loading, pages, card classes, the challenge.
+// ---------------------------------------------------------------------------------------
+
+const REAL_CARDS: &str = "li.g-card:not(.g-skeleton)";
+
+/// Right after `load`: the placeholders only, without any text.
+async fn assert_placeholders_only(wd: &WebDriver, session: &str) {
+    let state = wd
+        .execute(
+            session,
+            "var s = document.querySelectorAll('li.g-card.g-skeleton');\
+             return [s.length, document.querySelectorAll('li.g-card:not(.g-skeleton)').length,\
+             Array.prototype.map.call(s, function (e) { return e.textContent; }).join('')];",
+        )
+        .await;
+    assert_eq!(state, json!([SKELETONS, 0, ""]), "placeholders first");
+}
+
+async fn scroll_to_bottom(wd: &WebDriver, session: &str) {
+    wd.execute(
+        session,
+        "window.scrollTo(0, document.body.scrollHeight); return 0;",
+    )
+    .await;
+}
+
+async fn browse_gamma_pages(wd: &WebDriver, session: &str, stack: &StackHandle) {
+    let m = markup(MallStyle::Gamma);
+    let g = &GAMMA_MARKUP;
+    wd.go(session, &stack.gamma.search_url("신라면 120g 5개입"))
+        .await;
+    assert_placeholders_only(wd, session).await;
+    wd.wait_count(session, REAL_CARDS, BATCH).await;
+    assert!(
+        wd.find_all(session, g.skeleton).await.is_empty(),
+        "replaced"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        wd.find_all(session, REAL_CARDS).await.len(),
+        BATCH,
+        "no more cards without scrolling"
+    );
+    let card = |id: &str| format!(r#"{}[{}="{id}"]"#, m.card, m.card_id_attr);
+    assert_eq!(
+        wd.text(session, &format!("{} {}", card("g205"), m.price))
+            .await,
+        "7,900원"
+    );
+    scroll_to_bottom(wd, session).await;
+    wd.wait_count(session, REAL_CARDS, 2 * BATCH).await;
+    scroll_to_bottom(wd, session).await;
+    wd.wait_count(session, REAL_CARDS, PAGE_SIZE).await;
+    assert!(
+        wd.find_all(session, &card("g225")).await.is_empty(),
+        "page 2's"
+    );
+
+    let href = wd.attribute(session, g.next_page, "href").await;
+    assert!(
+        href.as_str().is_some_and(|h| h.ends_with("&page=2")),
+        "{href}"
+    );
+    let next = wd
+        .execute(session, "return document.querySelector('a.g-next').href;")
+        .await;
+    let next = next.as_str().expect("absolute next href").to_owned();
+    wd.go(session, &next).await;
+    wd.wait_for(session, &card("g225")).await;
+    let first = wd
+        .execute(
+            session,
+            "return document.querySelector('li.g-card').getAttribute('data-gid');",
+        )
+        .await;
+    assert_eq!(first, "g225", "the true lowest opens page 2");
+    assert!(wd.find_all(session, g.next_page).await.is_empty());
+}
+
+async fn browse_gamma_classes(wd: &WebDriver, session: &str, stack: &StackHandle) {
+    let m = markup(MallStyle::Gamma);
+    let g = &GAMMA_MARKUP;
+    let card = |id: &str| format!(r#"{}[{}="{id}"]"#, m.card, m.card_id_attr);
+    stack.gamma.set_challenge(1, Duration::from_secs(2));
+    wd.go(session, &stack.gamma.search_url("햇반 210g 12개"))
+        .await;
+    let challenge = wd
+        .execute(
+            session,
+            "var c = document.querySelector('#g-challenge'); return c ? c.textContent : null;",
+        )
+        .await;
+    assert!(
+        challenge
+            .as_str()
+            .is_some_and(|t| t.contains(g.challenge_text)),
+        "interstitial first: {challenge}"
+    );
+    // The interstitial reloads by itself within the profile's 8 s.
+    let cleared = Instant::now();
+    wd.wait_for(session, &card("g301")).await;
+    assert!(cleared.elapsed() < Duration::from_secs(8));
+    assert_eq!(
+        wd.text(session, &format!("{} {}", card("g301"), g.badge_ad))
+            .await,
+        "광고"
+    );
+    let ad_link = wd
+        .attribute(session, &format!("{} {}", card("g301"), m.link), "href")
+        .await;
+    assert!(
+        ad_link
+            .as_str()
+            .is_some_and(|h| h.contains("/adcr?u=%2Fp%2Fg301")),
+        "{ad_link}"
+    );
+    assert_eq!(
+        wd.text(session, &format!("{} {}", card("g302"), m.price))
+            .await,
+        "9,900원~"
+    );
+    for (id, badge, text) in [
+        ("g303", g.badge_used, "중고"),
+        ("g304", g.badge_sold_out, "품절"),
+        ("g305", g.badge_overseas, "해외직구"),
+        ("g306", g.sellers, "판매처 12"),
+    ] {
+        assert_eq!(
+            wd.text(session, &format!("{} {badge}", card(id))).await,
+            text
+        );
+    }
+
+    wd.go(session, &stack.gamma.search_url("코카콜라 500ml 24개"))
+        .await;
+    assert_eq!(
+        wd.text(session, &format!("{} {}", card("g402"), m.price))
+            .await,
+        "31,800원 23,500원"
+    );
+    assert_eq!(
+        wd.text(session, &format!("{} {}", card("g402"), g.list_price))
+            .await,
+        "31,800원"
+    );
+
+    wd.go(session, &stack.gamma.search_url("진라면 순한맛 120g 5개입"))
+        .await;
+    assert_eq!(
+        wd.text(session, &format!("{} {}", card("g601"), m.shipping))
+            .await,
+        "2만원 이상 무료배송"
+    );
+    wd.wait_for(session, &card("g602")).await;
+    assert!(
+        wd.find_all(session, &format!("{} {}", card("g602"), m.shipping))
+            .await
+            .is_empty(),
+        "no shipping element at all"
+    );
+
+    wd.go(session, &stack.gamma.search_url("스팸 클래식 200g 10개"))
+        .await;
+    let title = format!("{} {}", card("g701"), m.title);
+    assert_eq!(wd.text(session, &title).await, "CJ 스팸 클래식 200g x 1…");
+    assert_eq!(
+        wd.attribute(session, &title, "title").await,
+        "CJ 스팸 클래식 200g x 10개 선물세트 (쇼핑백 포함)"
+    );
+    assert_eq!(
+        wd.attribute(session, &format!("{} {}", card("g702"), m.title), "title")
+            .await,
+        Value::Null,
+        "an uncut title has no title attribute"
+    );
+}
+
+#[tokio::test]
+async fn gamma_renders_placeholders_then_batches_then_page_two() {
+    let _lock = BROWSER_LOCK.lock().await;
+    let stack = stack(1).await;
+    with_session(&proxy(&stack, "exit-01"), async |wd, session| {
+        browse_gamma_pages(wd, session, &stack).await;
+    })
+    .await;
+    let stats = stack.gamma.stats();
+    assert_eq!(stats.searches.get("exit-01"), Some(&2), "two pages");
+    assert!(!stats.requests.contains_key("direct"));
+    stack.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn gamma_challenge_clears_itself_and_cards_show_their_classes() {
+    let _lock = BROWSER_LOCK.lock().await;
+    let stack = stack(1).await;
+    with_session(&proxy(&stack, "exit-01"), async |wd, session| {
+        browse_gamma_classes(wd, session, &stack).await;
+    })
+    .await;
+    let stats = stack.gamma.stats();
+    assert_eq!(stats.challenges_served, 1);
+    assert!(
+        stats.challenges_cleared >= 4,
+        "the reload and every later page: {stats:?}"
+    );
+    stack.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn chromium_dumps_gamma_pages_as_a_crawler_would_see_them() {
+    let _lock = BROWSER_LOCK.lock().await;
+    let stack = stack(1).await;
+    let exit = proxy(&stack, "exit-01");
+    let m = markup(MallStyle::Gamma);
+
+    let dom = dump_dom(&exit, &stack.gamma.search_url("삼다수 2L x 12"), &[]).await;
+    assert_eq!(
+        dom.matches(r#"<li class="g-card" data-gid=""#).count(),
+        BATCH,
+        "{dom}"
+    );
+    assert!(!dom.contains("g-skeleton\""), "placeholders replaced");
+    assert!(dom.contains(r#"<div class="g-ship">배송비 3,000원</div>"#));
+    assert!(
+        !dom.contains(r#"data-gid="g113""#),
+        "card 13 needs scrolling"
+    );
+    assert!(dom.contains("__NEXT_DATA__"), "the blob stays");
+
+    let empty = dump_dom(&exit, &stack.gamma.search_url("존재하지않는상품"), &[]).await;
+    assert!(
+        empty.contains(&format!(
+            r#"<div class="g-empty">{}</div>"#,
+            m.no_result_text
+        )),
+        "{empty}"
+    );
+
+    stack.gamma.set_layout_changed(true);
+    let changed = dump_dom(&exit, &stack.gamma.search_url("햇반 210g 12개"), &[]).await;
+    assert!(
+        changed.contains(r#"<article class="pc-item" data-item-no="g301">"#),
+        "{changed}"
+    );
+    assert!(!changed.contains("__NEXT_DATA__") && !changed.contains("class=\"g-"));
+    stack.gamma.set_layout_changed(false);
+
+    stack.gamma.set_restricted(true);
+    let restricted = dump_dom(&exit, &stack.gamma.search_url("햇반"), &[]).await;
+    assert!(
+        restricted.contains(GAMMA_MARKUP.restricted_text),
+        "{restricted}"
+    );
     stack.shutdown().await.expect("shutdown");
 }

@@ -83,7 +83,7 @@ async fn beta_api_serves_beta_listings() {
 
 #[tokio::test]
 async fn search_page_is_a_shell_without_cards() {
-    for style in MallStyle::ALL {
+    for style in MallStyle::SHELL {
         let mall = mall(style).await;
         let m = markup(style);
         let reply = get(mall.addr(), &page("삼다수 2L x 12"), &[]).await;
@@ -115,7 +115,7 @@ async fn search_page_is_a_shell_without_cards() {
 
 #[tokio::test]
 async fn no_results_is_an_empty_api_answer() {
-    for style in MallStyle::ALL {
+    for style in MallStyle::SHELL {
         let mall = mall(style).await;
         let json = get(mall.addr(), &api("존재하지않는상품 999"), &[])
             .await
@@ -136,7 +136,7 @@ async fn no_results_is_an_empty_api_answer() {
 
 #[tokio::test]
 async fn blocks_after_n_searches_per_exit_ip() {
-    for style in MallStyle::ALL {
+    for style in MallStyle::SHELL {
         let mall = MallServer::start(MallConfig::new(style).with_block_after(Some(2)))
             .await
             .expect("mall");

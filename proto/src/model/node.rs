@@ -1,6 +1,6 @@
 //! Validated node-protocol types: what a crawler node reports and what the queue stores.
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use super::{ErrorClass, FieldError, MallId, Outcome, check_len, duration_from_pb};
 use crate::pb;
@@ -23,16 +23,155 @@ pub struct Offer {
     pub title: String,
     /// In the currency's minor unit (KRW: won).
     pub price: i64,
+    /// Set only when `shipping` is known ([`ShippingStatus::is_known`]); 0 otherwise.
     pub shipping_fee: i64,
     pub url: String,
     pub seller: String,
     pub match_score: f32,
+    pub shipping: ShippingStatus,
+    /// The struck-out list price the card shows; 0 = none shown.
+    pub list_price: i64,
+    /// Card classes the profile includes but flags (overseas, catalog, …).
+    pub flags: Vec<CardClass>,
 }
 
 impl Offer {
-    /// Price plus shipping: what the buyer pays.
+    /// Price plus shipping: what the buyer pays (a lower bound when shipping is unknown).
     pub fn effective_price(&self) -> i64 {
         self.price.saturating_add(self.shipping_fee)
+    }
+
+    /// Whether the effective price is what the buyer pays (shipping is known).
+    pub fn effective_price_known(&self) -> bool {
+        self.shipping.is_known()
+    }
+}
+
+/// How an offer's shipping was read (DESIGN §5 "Prices and shipping").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ShippingStatus {
+    /// Free shipping is stated.
+    Free,
+    /// A fee is stated and applies.
+    Paid,
+    /// Free because the offer's own price reaches the stated threshold.
+    FreeByThreshold,
+    /// Not shown, or not readable: never counted as free.
+    Unknown,
+}
+
+impl ShippingStatus {
+    /// Whether the fee is known (so price + fee is what the buyer pays).
+    pub fn is_known(self) -> bool {
+        !matches!(self, Self::Unknown)
+    }
+
+    /// The name stored in PostgreSQL and shown by lpsctl.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Free => "free",
+            Self::Paid => "paid",
+            Self::FreeByThreshold => "free_by_threshold",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// The inverse of [`as_str`](Self::as_str); anything else is `Unknown`.
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "free" => Self::Free,
+            "paid" => Self::Paid,
+            "free_by_threshold" => Self::FreeByThreshold,
+            _ => Self::Unknown,
+        }
+    }
+
+    /// From the wire; `UNSPECIFIED` (older nodes) is `Paid` with a fee, else `Unknown`.
+    pub fn from_pb(value: i32, shipping_fee: i64) -> Self {
+        match pb::ShippingStatus::try_from(value) {
+            Ok(pb::ShippingStatus::Free) => Self::Free,
+            Ok(pb::ShippingStatus::Paid) => Self::Paid,
+            Ok(pb::ShippingStatus::FreeByThreshold) => Self::FreeByThreshold,
+            Ok(pb::ShippingStatus::Unknown) => Self::Unknown,
+            Ok(pb::ShippingStatus::Unspecified) | Err(_) if shipping_fee > 0 => Self::Paid,
+            Ok(pb::ShippingStatus::Unspecified) | Err(_) => Self::Unknown,
+        }
+    }
+}
+
+impl From<ShippingStatus> for pb::ShippingStatus {
+    fn from(s: ShippingStatus) -> Self {
+        match s {
+            ShippingStatus::Free => Self::Free,
+            ShippingStatus::Paid => Self::Paid,
+            ShippingStatus::FreeByThreshold => Self::FreeByThreshold,
+            ShippingStatus::Unknown => Self::Unknown,
+        }
+    }
+}
+
+/// A kind of listing besides a plain seller's offer (mirrors `lps.v1.CardClass`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CardClass {
+    Ad,
+    OptionListing,
+    Overseas,
+    Used,
+    SoldOut,
+    Catalog,
+}
+
+impl CardClass {
+    pub const ALL: [CardClass; 6] = [
+        Self::Ad,
+        Self::OptionListing,
+        Self::Overseas,
+        Self::Used,
+        Self::SoldOut,
+        Self::Catalog,
+    ];
+
+    /// The name used in profiles, metrics labels, round reports and PostgreSQL.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ad => "ad",
+            Self::OptionListing => "option_listing",
+            Self::Overseas => "overseas",
+            Self::Used => "used",
+            Self::SoldOut => "sold_out",
+            Self::Catalog => "catalog",
+        }
+    }
+
+    /// The inverse of [`as_str`](Self::as_str).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+
+    /// From the wire; `UNSPECIFIED` and unknown values are `None`.
+    pub fn from_pb(value: i32) -> Option<Self> {
+        match pb::CardClass::try_from(value).ok()? {
+            pb::CardClass::Unspecified => None,
+            pb::CardClass::Ad => Some(Self::Ad),
+            pb::CardClass::OptionListing => Some(Self::OptionListing),
+            pb::CardClass::Overseas => Some(Self::Overseas),
+            pb::CardClass::Used => Some(Self::Used),
+            pb::CardClass::SoldOut => Some(Self::SoldOut),
+            pb::CardClass::Catalog => Some(Self::Catalog),
+        }
+    }
+}
+
+impl From<CardClass> for pb::CardClass {
+    fn from(c: CardClass) -> Self {
+        match c {
+            CardClass::Ad => Self::Ad,
+            CardClass::OptionListing => Self::OptionListing,
+            CardClass::Overseas => Self::Overseas,
+            CardClass::Used => Self::Used,
+            CardClass::SoldOut => Self::SoldOut,
+            CardClass::Catalog => Self::Catalog,
+        }
     }
 }
 
@@ -63,6 +202,23 @@ impl TryFrom<pb::Offer> for Offer {
         if !(0.0..=1.0).contains(&o.match_score) {
             return Err(FieldError::new("match_score", "must be within 0..=1"));
         }
+        if o.list_price < 0 {
+            return Err(FieldError::new("list_price", "must not be negative"));
+        }
+        let shipping = ShippingStatus::from_pb(o.shipping, o.shipping_fee);
+        if !shipping.is_known() && o.shipping_fee != 0 {
+            return Err(FieldError::new(
+                "shipping_fee",
+                "must be 0 when shipping is UNKNOWN",
+            ));
+        }
+        let mut flags: Vec<CardClass> = o
+            .flags
+            .iter()
+            .filter_map(|&f| CardClass::from_pb(f))
+            .collect();
+        flags.sort_unstable();
+        flags.dedup();
         Ok(Self {
             mall,
             title: o.title,
@@ -71,6 +227,9 @@ impl TryFrom<pb::Offer> for Offer {
             url: o.url,
             seller: o.seller,
             match_score: o.match_score,
+            shipping,
+            list_price: o.list_price,
+            flags,
         })
     }
 }
@@ -86,6 +245,13 @@ impl From<&Offer> for pb::Offer {
             url: o.url.clone(),
             seller: o.seller.clone(),
             match_score: o.match_score,
+            shipping: pb::ShippingStatus::from(o.shipping) as i32,
+            list_price: o.list_price,
+            flags: o
+                .flags
+                .iter()
+                .map(|&f| pb::CardClass::from(f) as i32)
+                .collect(),
         }
     }
 }
@@ -98,7 +264,19 @@ pub struct RoundReport {
     pub cards_seen: u32,
     pub matches: u32,
     pub elapsed_ms: u64,
+    /// The card source that produced the cards ("" when none did).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
+    /// Cards left out, by reason (an excluded card class, or "placeholder").
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub excluded: BTreeMap<String, u32>,
+    /// Result pages read in the round.
+    #[serde(default)]
+    pub pages: u32,
 }
+
+/// Most distinct reasons one round report keeps.
+const MAX_EXCLUDED_REASONS: usize = 16;
 
 impl From<pb::RoundReport> for RoundReport {
     fn from(r: pb::RoundReport) -> Self {
@@ -115,6 +293,14 @@ impl From<pb::RoundReport> for RoundReport {
                 .elapsed
                 .and_then(|d| duration_from_pb("elapsed", d).ok())
                 .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            source: r.source.chars().take(32).collect(),
+            excluded: r
+                .excluded
+                .into_iter()
+                .take(MAX_EXCLUDED_REASONS)
+                .map(|(reason, n)| (reason.chars().take(32).collect(), n))
+                .collect(),
+            pages: r.pages,
         }
     }
 }
@@ -127,6 +313,9 @@ impl From<&RoundReport> for pb::RoundReport {
             cards_seen: r.cards_seen,
             matches: r.matches,
             elapsed: Some(super::duration_to_pb(Duration::from_millis(r.elapsed_ms))),
+            source: r.source.clone(),
+            excluded: r.excluded.clone().into_iter().collect(),
+            pages: r.pages,
         }
     }
 }

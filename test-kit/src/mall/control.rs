@@ -12,6 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 
+use crate::catalog::MallStyle;
+use crate::mall::gamma::{CHALLENGE_CLEARS_AFTER, MAX_CHALLENGE_DELAY};
 use crate::mall::{MallStats, Shared};
 
 pub(crate) fn routes() -> Router<Arc<Shared>> {
@@ -22,6 +24,9 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         .route("/_control/unblock", post(unblock))
         .route("/_control/slow", post(slow))
         .route("/_control/block-after", post(block_after))
+        .route("/_control/challenge", post(challenge))
+        .route("/_control/restrict", post(restrict))
+        .route("/_control/layout", post(layout))
 }
 
 fn answer(shared: &Shared) -> Json<MallStats> {
@@ -81,4 +86,73 @@ async fn block_after(
 ) -> Json<MallStats> {
     shared.counters.set_block_after(p.n);
     answer(&shared)
+}
+
+fn bad_request(message: String) -> Response {
+    let error = serde_json::json!({ "error": message });
+    (StatusCode::BAD_REQUEST, Json(error)).into_response()
+}
+
+/// `None` for gamma; the 400 answer for the others.
+fn gamma_only(shared: &Shared, control: &str) -> Option<Response> {
+    (shared.style != MallStyle::Gamma).then(|| {
+        bad_request(format!(
+            "/_control/{control} is a gamma control; this mall is {}",
+            shared.style
+        ))
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct ChallengeParams {
+    pages: Option<u32>,
+    after_ms: Option<u64>,
+}
+
+async fn challenge(
+    State(shared): State<Arc<Shared>>,
+    Query(p): Query<ChallengeParams>,
+) -> Response {
+    if let Some(refused) = gamma_only(&shared, "challenge") {
+        return refused;
+    }
+    let after = p
+        .after_ms
+        .map_or(CHALLENGE_CLEARS_AFTER, Duration::from_millis);
+    if after > MAX_CHALLENGE_DELAY {
+        return bad_request(format!(
+            "after_ms is at most {}",
+            MAX_CHALLENGE_DELAY.as_millis()
+        ));
+    }
+    shared.counters.set_challenge(p.pages.unwrap_or(1), after);
+    answer(&shared).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct RestrictParams {
+    on: Option<bool>,
+}
+
+async fn restrict(State(shared): State<Arc<Shared>>, Query(p): Query<RestrictParams>) -> Response {
+    if let Some(refused) = gamma_only(&shared, "restrict") {
+        return refused;
+    }
+    shared.counters.set_restricted(p.on.unwrap_or(true));
+    answer(&shared).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct LayoutParams {
+    changed: Option<bool>,
+}
+
+async fn layout(State(shared): State<Arc<Shared>>, Query(p): Query<LayoutParams>) -> Response {
+    if let Some(refused) = gamma_only(&shared, "layout") {
+        return refused;
+    }
+    shared
+        .counters
+        .set_layout_changed(p.changed.unwrap_or(true));
+    answer(&shared).into_response()
 }

@@ -1,16 +1,22 @@
 //! The fixture mall: a real HTTP server on loopback that behaves like a shopping mall.
 //!
-//! One instance serves one style ([`MallStyle::Alpha`] or [`MallStyle::Beta`]) and the
-//! listings of that style from a [`Catalog`]. The two styles differ in markup (see
-//! [`markup`](mod@markup)), so two different site profiles are really exercised.
+//! One instance serves one style ([`MallStyle::Alpha`], [`MallStyle::Beta`] or
+//! [`MallStyle::Gamma`]) and the listings of that style from a [`Catalog`]. The styles
+//! differ in markup (see [`markup`](mod@markup)), so different site profiles are really
+//! exercised. Gamma is the mall with every trap of a real result page — inline JSON,
+//! placeholders, lazy loading, two pages, card classes, shipping texts, a challenge, a
+//! restriction page, a redesign switch and a JSON API; see [`gamma`].
 //!
 //! # Routes
 //!
 //! | route | what |
 //! |---|---|
 //! | `GET /` | home page with a search form |
-//! | `GET /search?q=…[&slow_ms=N]` | search shell; its script fetches `/api/search` with the same query string and renders cards (or the no-result marker) after load; a blocked exit IP gets the block page instead |
-//! | `GET /api/search?q=…[&slow_ms=N]` | `{"query", "blocked", "block_html", "total", "items": [{"id","title","price","shipping","seller","url","image"}]}` |
+//! | `GET /search?q=…[&slow_ms=N]` | alpha, beta: search shell; its script fetches `/api/search` with the same query string and renders cards (or the no-result marker) after load; a blocked exit IP gets the block page instead |
+//! | `GET /api/search?q=…[&slow_ms=N]` | alpha, beta: `{"query", "blocked", "block_html", "total", "items": [{"id","title","price","shipping","seller","url","image"}]}` |
+//! | `GET /search?q=…[&page=N][&slow_ms=N]` | gamma: the result page with inline JSON ([`gamma`]) |
+//! | `GET /openapi/v1/search.json?query=…&start=S&display=D` | gamma: JSON API, header `X-Gamma-Key` ([`gamma`]) |
+//! | `GET /adcr?u=<path>` | gamma: ad click redirect (302) |
 //! | `GET /img/<id>.jpg` | ~150 KB image body (`Cache-Control: no-store`) |
 //! | `GET /fonts/mall.woff2` | ~100 KB web font body, used by every page via `@font-face` |
 //! | `GET <listing.path>` | server-rendered detail page of a listing |
@@ -35,12 +41,18 @@
 //! | `POST /_control/unblock?exit=exit-03` | lift the block and clear its search count |
 //! | `POST /_control/slow?ms=5000` | delay search pages and API by 5 s (`page_ms=`/`api_ms=` set one; `0` = off) |
 //! | `POST /_control/block-after?n=3` | set the budget (`n` absent = never block) |
+//! | `POST /_control/challenge?pages=1&after_ms=3000` | gamma: the next `pages` (default 1) search pages without a clearance cookie get the self-clearing interstitial, which sets the cookie and reloads after `after_ms` (default 3000, at most 60000); `pages=0` disarms |
+//! | `POST /_control/restrict?on=true` | gamma: search pages answer HTTP 418 with the restriction page (`on=false` lifts it) |
+//! | `POST /_control/layout?changed=true` | gamma: search pages use the redesigned markup without inline JSON (`changed=false` restores it) |
 //!
-//! Control requests are not counted in the stats. [`MallHandle`] has the same controls as
-//! methods for in-process tests.
+//! The gamma controls answer HTTP 400 on alpha and beta. `reset` also disarms the
+//! challenge, forgets issued clearance tokens, lifts the restriction and restores the
+//! layout. Control requests are not counted in the stats. [`MallHandle`] has the same
+//! controls as methods for in-process tests.
 
 mod assets;
 mod control;
+pub mod gamma;
 pub mod markup;
 pub mod pages;
 mod routes;
@@ -59,7 +71,8 @@ use crate::catalog::{Catalog, MallStyle};
 use crate::util::encode_query_value;
 
 pub use assets::{FONT_BYTES, IMAGE_BYTES};
-pub use markup::{Markup, format_price, format_shipping, markup};
+pub use gamma::GAMMA_API_KEY;
+pub use markup::{GAMMA_MARKUP, GammaMarkup, Markup, format_price, format_shipping, markup};
 pub use state::MallStats;
 
 /// How long [`MallHandle::shutdown`] waits for in-flight requests before aborting them.
@@ -95,6 +108,8 @@ pub struct MallConfig {
     pub catalog: Arc<Catalog>,
     /// Block an exit IP after this many search page requests.
     pub block_after: Option<u32>,
+    /// The key gamma's JSON API requires in `X-Gamma-Key` (ignored by alpha and beta).
+    pub api_key: String,
 }
 
 impl MallConfig {
@@ -105,6 +120,7 @@ impl MallConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             catalog: Arc::new(Catalog::builtin()),
             block_after: None,
+            api_key: GAMMA_API_KEY.to_owned(),
         }
     }
 
@@ -125,14 +141,23 @@ impl MallConfig {
         self.block_after = block_after;
         self
     }
+
+    /// Sets the key of gamma's JSON API.
+    pub fn with_api_key(mut self, api_key: impl Into<String>) -> MallConfig {
+        self.api_key = api_key.into();
+        self
+    }
 }
 
 /// State shared by all handlers of one mall.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) style: MallStyle,
+    /// The bound address (the host of gamma's absolute links).
+    pub(crate) addr: SocketAddr,
     pub(crate) catalog: Arc<Catalog>,
     pub(crate) counters: state::Counters,
+    pub(crate) api_key: String,
 }
 
 /// Entry point: `MallServer::start(config)`.
@@ -156,8 +181,10 @@ impl MallServer {
         })?;
         let shared = Arc::new(Shared {
             style: config.style,
+            addr,
             catalog: config.catalog,
             counters: state::Counters::new(config.block_after),
+            api_key: config.api_key,
         });
         let cancel = CancellationToken::new();
         let app = routes::router(Arc::clone(&shared));
@@ -209,6 +236,27 @@ impl MallHandle {
         format!("{}/search?q={}", self.base_url(), encode_query_value(query))
     }
 
+    /// `…/search?q=<encoded query>&page=N` (gamma's result pages).
+    pub fn search_page_url(&self, query: &str, page: usize) -> String {
+        format!("{}&page={page}", self.search_url(query))
+    }
+
+    /// `…/openapi/v1/search.json?query=…&start=S&display=D` (gamma's JSON API; send the
+    /// key of [`MallHandle::api_key`] in `X-Gamma-Key`).
+    pub fn api_url(&self, query: &str, start: usize, display: usize) -> String {
+        format!(
+            "{}{}?query={}&start={start}&display={display}",
+            self.base_url(),
+            gamma::API_PATH,
+            encode_query_value(query)
+        )
+    }
+
+    /// The key gamma's JSON API requires.
+    pub fn api_key(&self) -> &str {
+        &self.shared.api_key
+    }
+
     /// The style served.
     pub fn style(&self) -> MallStyle {
         self.shared.style
@@ -247,6 +295,26 @@ impl MallHandle {
     /// Sets the per-exit-IP search budget.
     pub fn set_block_after(&self, block_after: Option<u32>) {
         self.shared.counters.set_block_after(block_after);
+    }
+
+    /// Gamma: the next `pages` search pages without a clearance cookie get the
+    /// interstitial, which clears itself after `clears_after` (`pages = 0` disarms). Alpha
+    /// and beta record it without effect.
+    pub fn set_challenge(&self, pages: u32, clears_after: Duration) {
+        let after = clears_after.min(gamma::MAX_CHALLENGE_DELAY);
+        self.shared.counters.set_challenge(pages, after);
+    }
+
+    /// Gamma: search pages answer HTTP 418 with the restriction page while `on`. Alpha and
+    /// beta record it without effect.
+    pub fn set_restricted(&self, on: bool) {
+        self.shared.counters.set_restricted(on);
+    }
+
+    /// Gamma: search pages use the redesigned markup (no inline JSON) while `on`. Alpha
+    /// and beta record it without effect.
+    pub fn set_layout_changed(&self, on: bool) {
+        self.shared.counters.set_layout_changed(on);
     }
 
     /// Stops accepting, lets in-flight requests finish for up to [`SHUTDOWN_GRACE`], then

@@ -1,5 +1,6 @@
-//! HTML of the mall: the search shell (cards rendered later by its script), the block
-//! page, detail pages, the home page and the 404 page, for both styles.
+//! HTML of the mall: the search shell of alpha and beta (cards rendered later by its
+//! script), and for every style the block page, detail pages, the home page and the 404
+//! page. Gamma's result pages are [`crate::mall::gamma`]'s.
 //!
 //! The search shell deliberately contains no result and no no-result marker: its script
 //! fetches `/api/search` with the page's own query string and builds the DOM, so a plain
@@ -7,13 +8,13 @@
 //! web font `/fonts/mall.woff2`; the block page is small static HTML, as real ones are.
 
 use crate::catalog::{Listing, MallStyle};
-use crate::mall::markup::{Markup, block_marker_html, format_price, format_shipping, markup};
+use crate::mall::markup::{Markup, block_marker_html, delivery_text, format_price, markup};
 use crate::util::escape_html;
 
 /// Path of the web font every page uses.
 pub const FONT_PATH: &str = "/fonts/mall.woff2";
 
-const FONT_CSS: &str = r#"@font-face{font-family:"MallSans";src:url("/fonts/mall.woff2") format("woff2");font-display:block}
+pub(crate) const FONT_CSS: &str = r#"@font-face{font-family:"MallSans";src:url("/fonts/mall.woff2") format("woff2");font-display:block}
 body{font-family:"MallSans",sans-serif;margin:0}"#;
 
 const ALPHA_CSS: &str = ".alpha-header{background:#1e6bff;color:#fff;padding:12px}\
@@ -23,6 +24,12 @@ const ALPHA_CSS: &str = ".alpha-header{background:#1e6bff;color:#fff;padding:12p
 const BETA_CSS: &str = ".beta-top{background:#ff5a1e;color:#fff;padding:10px}\
 #srp-list{display:grid;grid-template-columns:repeat(4,1fr);gap:10px}.srp-card{border:1px solid #eee;padding:6px}\
 .srp-thumb img{width:160px;height:160px}.srp-price{font-weight:bold}";
+
+const GAMMA_CSS: &str = ".g-top{background:#00a37a;color:#fff;padding:12px}\
+.g-list{list-style:none;margin:0;padding:0 12px}.g-card{display:block;min-height:160px;border-bottom:1px solid #e5e5e5;padding:8px 0}\
+.g-link{display:flex;gap:12px;color:inherit;text-decoration:none}.g-thumb{display:block;width:120px;height:120px;background:#f2f2f2}\
+.g-skeleton .g-title{height:14px;width:60%;background:#eee}.g-badge{font-size:11px;padding:1px 4px;margin-right:4px;border:1px solid #ccc}\
+.g-price strong{font-size:18px}.g-price del{color:#999;margin-right:4px}.g-sentinel{height:1px}.g-empty{padding:40px;text-align:center}";
 
 /// Alpha's renderer. Placeholders: `__NO_RESULT_TEXT__`.
 const ALPHA_SCRIPT: &str = r#"(function () {
@@ -116,10 +123,12 @@ const BETA_SCRIPT: &str = r#"(function () {
     .then(render, function () { root.innerHTML = '<p class="srp-error">잠시 후 다시 시도해 주세요</p>'; });
 })();"#;
 
-fn page(m: &Markup, title: &str, head_extra: &str, body: &str) -> String {
+/// A whole page of a style: its CSS, the web font and `body`.
+pub(crate) fn page(m: &Markup, title: &str, head_extra: &str, body: &str) -> String {
     let css = match m.style {
         MallStyle::Alpha => ALPHA_CSS,
         MallStyle::Beta => BETA_CSS,
+        MallStyle::Gamma => GAMMA_CSS,
     };
     format!(
         "<!DOCTYPE html>\n<html lang=\"ko\"><head><meta charset=\"utf-8\">\
@@ -129,7 +138,8 @@ fn page(m: &Markup, title: &str, head_extra: &str, body: &str) -> String {
     )
 }
 
-fn header(m: &Markup, q: &str) -> String {
+/// The style's header with its search form.
+pub(crate) fn header(m: &Markup, q: &str) -> String {
     let q = escape_html(q);
     match m.style {
         MallStyle::Alpha => format!(
@@ -140,13 +150,20 @@ fn header(m: &Markup, q: &str) -> String {
             r#"<div class="beta-top"><a href="/">{}</a><form action="/search"><input type="search" name="q" value="{q}"></form></div>"#,
             m.mall_name
         ),
+        MallStyle::Gamma => format!(
+            r#"<div class="g-top"><a class="g-logo" href="/">{}</a><form class="g-search" action="/search"><input name="q" value="{q}"><button type="submit">검색</button></form></div>"#,
+            m.mall_name
+        ),
     }
 }
 
-/// The search page as served: header, loading placeholder and the rendering script.
+/// The search page as served: header, loading placeholder and the rendering script. Gamma
+/// has no shell (its page carries its results, see [`crate::mall::gamma`]): for gamma this
+/// is its result page without results.
 pub fn search_shell(style: MallStyle, query: &str) -> String {
     let m = markup(style);
     let (body, script) = match style {
+        MallStyle::Gamma => return crate::mall::gamma::empty_page(query),
         MallStyle::Alpha => (
             r#"<main id="content"><div class="loading">검색 중입니다...</div></main>"#,
             ALPHA_SCRIPT,
@@ -177,7 +194,10 @@ pub fn detail_page(style: MallStyle, listing: &Listing) -> String {
     let m = markup(style);
     let title = escape_html(&listing.title);
     let price = format_price(style, listing.price);
-    let shipping = format_shipping(style, listing.shipping);
+    let shipping = delivery_text(style, listing).map_or_else(
+        || "배송비는 판매자에게 문의하세요".to_owned(),
+        |t| escape_html(&t),
+    );
     let seller = escape_html(&listing.seller);
     let image = listing.image_path();
     let body = match style {
@@ -187,6 +207,10 @@ pub fn detail_page(style: MallStyle, listing: &Listing) -> String {
         ),
         MallStyle::Beta => format!(
             r#"<div class="prod-detail" data-product-id="{id}"><h2 class="prod-title">{title}</h2><div class="prod-image"><img src="{image}" alt=""></div><span class="prod-price">{price}</span><span class="prod-delivery">{shipping}</span><span class="prod-vendor">{seller}</span></div>"#,
+            id = listing.id
+        ),
+        MallStyle::Gamma => format!(
+            r#"<div class="g-detail" data-gid="{id}"><h1 class="g-detail-title">{title}</h1><img class="g-detail-image" src="{image}" alt=""><div class="g-detail-price">{price}</div><div class="g-detail-ship">{shipping}</div><span class="g-detail-shop">{seller}</span></div>"#,
             id = listing.id
         ),
     };
@@ -221,7 +245,7 @@ mod tests {
 
     #[test]
     fn shell_has_no_results_yet() {
-        for style in MallStyle::ALL {
+        for style in MallStyle::SHELL {
             let m = markup(style);
             let html = search_shell(style, "삼다수");
             assert!(html.contains("/api/search"));

@@ -20,17 +20,22 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Listing, MallStyle};
 use crate::mall::state::{RequestKind, Verdict};
-use crate::mall::{Shared, assets, control, markup, pages};
+use crate::mall::{Shared, assets, control, gamma, markup, pages};
 use crate::{DIRECT_EXIT, EXIT_IP_HEADER};
 
 /// Upper bound of a per-request `slow_ms`.
 const MAX_SLOW: Duration = Duration::from_secs(600);
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    let own = match shared.style {
+        MallStyle::Alpha | MallStyle::Beta => Router::new()
+            .route("/search", get(search_page))
+            .route("/api/search", get(search_api)),
+        MallStyle::Gamma => gamma::routes(),
+    };
     Router::new()
         .route("/", get(home))
-        .route("/search", get(search_page))
-        .route("/api/search", get(search_api))
+        .merge(own)
         .route("/img/{file}", get(image))
         .route(pages::FONT_PATH, get(font))
         .merge(control::routes())
@@ -43,7 +48,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
 }
 
 /// The exit IP label of a request.
-fn exit_label(headers: &HeaderMap) -> String {
+pub(crate) fn exit_label(headers: &HeaderMap) -> String {
     headers
         .get(EXIT_IP_HEADER)
         .and_then(|v| v.to_str().ok())
@@ -56,7 +61,7 @@ fn exit_label(headers: &HeaderMap) -> String {
 fn request_kind(path: &str) -> RequestKind {
     match path {
         "/search" => RequestKind::SearchPage,
-        "/api/search" => RequestKind::SearchApi,
+        "/api/search" | gamma::API_PATH => RequestKind::SearchApi,
         pages::FONT_PATH => RequestKind::Font,
         p if p.starts_with("/img/") => RequestKind::Image,
         _ => RequestKind::Other,
@@ -84,11 +89,11 @@ struct SearchParams {
     slow_ms: Option<u64>,
 }
 
-impl SearchParams {
-    fn delay(&self, configured: Duration) -> Duration {
-        let asked = Duration::from_millis(self.slow_ms.unwrap_or(0));
-        configured.max(asked).min(MAX_SLOW)
-    }
+/// The delay of a served search response: the configured one or the request's own
+/// `slow_ms`, whichever is longer, at most [`MAX_SLOW`].
+pub(crate) fn slow_delay(configured: Duration, slow_ms: Option<u64>) -> Duration {
+    let asked = Duration::from_millis(slow_ms.unwrap_or(0));
+    configured.max(asked).min(MAX_SLOW)
 }
 
 async fn home(State(shared): State<Arc<Shared>>) -> Html<String> {
@@ -108,7 +113,7 @@ async fn search_page(
         }
         Verdict::Serve => {
             let (page_delay, _) = shared.counters.slow();
-            tokio::time::sleep(params.delay(page_delay)).await;
+            tokio::time::sleep(slow_delay(page_delay, params.slow_ms)).await;
             no_store(Html(pages::search_shell(shared.style, &params.q)))
         }
     }
@@ -160,7 +165,7 @@ async fn search_api(
         return no_store(Json(blocked_answer(shared.style, &params.q)));
     }
     let (_, api_delay) = shared.counters.slow();
-    tokio::time::sleep(params.delay(api_delay)).await;
+    tokio::time::sleep(slow_delay(api_delay, params.slow_ms)).await;
     let items: Vec<ApiItem<'_>> = shared
         .catalog
         .search(shared.style, &params.q)
@@ -216,11 +221,11 @@ async fn detail_or_not_found(State(shared): State<Arc<Shared>>, uri: Uri) -> Res
     }
 }
 
-fn not_found(style: MallStyle) -> Response {
+pub(crate) fn not_found(style: MallStyle) -> Response {
     (StatusCode::NOT_FOUND, Html(pages::not_found_page(style))).into_response()
 }
 
-fn no_store(body: impl IntoResponse) -> Response {
+pub(crate) fn no_store(body: impl IntoResponse) -> Response {
     let mut response = body.into_response();
     response
         .headers_mut()

@@ -1,4 +1,5 @@
-//! The mall's mutable state: counters per exit IP, the block policy and the slow setting.
+//! The mall's mutable state: counters per exit IP, the block policy, the slow setting and
+//! gamma's page states (challenge, restriction, redesigned layout).
 //!
 //! One `std::sync::Mutex` guards everything; it is never held across an `.await`. The
 //! block decision and the counter update happen under the same lock, so the N+1th search
@@ -8,11 +9,18 @@
 //! blocked when it was forced (`block_exit`) or when `block_after = Some(n)` and it has
 //! made more than `n` search page requests. A blocked exit IP stays blocked until
 //! `unblock_exit` or `reset`. The JSON API does not count toward the budget but is refused
-//! for a blocked exit IP, so a page that was allowed always gets its results.
+//! for a blocked exit IP, so a page that was allowed always gets its results. Gamma's JSON
+//! API (`/openapi/…`) is a search of its own and counts like a page.
+//!
+//! Gamma's gate ([`Counters::gamma_gate`], after the budget): a restriction answers every
+//! search page; an armed challenge answers the next N pages that carry no clearance token
+//! the mall issued, issuing one each time; a request with an issued token passes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
+
+use crate::mall::gamma::CHALLENGE_CLEARS_AFTER;
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +29,17 @@ use serde::{Deserialize, Serialize};
 pub(crate) enum Verdict {
     Serve,
     Block,
+}
+
+/// What gamma serves a search page request that passed the budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// The restriction page (HTTP 418).
+    Restricted,
+    /// The interstitial; its script sets `token` as the clearance cookie after `after`.
+    Challenge { token: String, after: Duration },
+    /// The results, in the redesigned layout or not.
+    Results { redesigned: bool },
 }
 
 /// The kinds of request the mall counts separately.
@@ -36,11 +55,12 @@ pub(crate) enum RequestKind {
 /// A snapshot of the mall's counters (also the JSON of `GET /_control/stats`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MallStats {
-    /// Search page requests (`/search`) per exit IP label (`direct` without the header).
+    /// Search page requests (`/search`; gamma: also API searches) per exit IP label
+    /// (`direct` without the header).
     pub searches: BTreeMap<String, u64>,
     /// All requests except `/_control/*`, per exit IP label.
     pub requests: BTreeMap<String, u64>,
-    /// `/api/search` requests.
+    /// `/api/search` requests (gamma: `/openapi/v1/search.json` requests).
     pub api_requests: u64,
     /// Image requests.
     pub image_requests: u64,
@@ -58,12 +78,42 @@ pub struct MallStats {
     pub slow_page_ms: u64,
     /// Current extra delay of the search JSON API, in milliseconds.
     pub slow_api_ms: u64,
+    /// Gamma: search pages still to be challenged (those without a clearance cookie).
+    #[serde(default)]
+    pub challenge_pages: u32,
+    /// Gamma: the interstitial's delay before it sets its cookie and reloads, in ms.
+    #[serde(default)]
+    pub challenge_after_ms: u64,
+    /// Gamma: interstitials served.
+    #[serde(default)]
+    pub challenges_served: u64,
+    /// Gamma: search pages that carried a clearance token the mall issued.
+    #[serde(default)]
+    pub challenges_cleared: u64,
+    /// Gamma: whether search pages answer with the restriction page (HTTP 418).
+    #[serde(default)]
+    pub restricted: bool,
+    /// Gamma: restriction pages served.
+    #[serde(default)]
+    pub restricted_served: u64,
+    /// Gamma: whether search pages use the redesigned layout.
+    #[serde(default)]
+    pub layout_changed: bool,
+    /// Gamma: API requests refused for a missing or wrong key.
+    #[serde(default)]
+    pub api_unauthorized: u64,
+    /// Gamma: ad click redirects followed.
+    #[serde(default)]
+    pub ad_clicks: u64,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     stats: MallStats,
     forced: BTreeSet<String>,
+    /// Clearance tokens issued by interstitials.
+    clearances: BTreeSet<String>,
+    issued: u64,
 }
 
 /// Shared, lock-protected mall state.
@@ -75,7 +125,10 @@ pub(crate) struct Counters {
 impl Counters {
     pub(crate) fn new(block_after: Option<u32>) -> Counters {
         let counters = Counters::default();
-        counters.with(|inner| inner.stats.block_after = block_after);
+        counters.with(|inner| {
+            inner.stats.block_after = block_after;
+            inner.stats.challenge_after_ms = duration_ms(CHALLENGE_CLEARS_AFTER);
+        });
         counters
     }
 
@@ -161,12 +214,66 @@ impl Counters {
         })
     }
 
-    /// Clears counters, forced blocks and the slow setting; keeps `block_after`.
+    /// Arms the challenge for the next `pages` uncleared search pages (0 = off).
+    pub(crate) fn set_challenge(&self, pages: u32, after: Duration) {
+        self.with(|inner| {
+            inner.stats.challenge_pages = pages;
+            inner.stats.challenge_after_ms = duration_ms(after);
+        });
+    }
+
+    pub(crate) fn set_restricted(&self, on: bool) {
+        self.with(|inner| inner.stats.restricted = on);
+    }
+
+    pub(crate) fn set_layout_changed(&self, on: bool) {
+        self.with(|inner| inner.stats.layout_changed = on);
+    }
+
+    pub(crate) fn api_unauthorized(&self) {
+        self.with(|inner| inner.stats.api_unauthorized += 1);
+    }
+
+    pub(crate) fn ad_click(&self) {
+        self.with(|inner| inner.stats.ad_clicks += 1);
+    }
+
+    /// Gamma's decision for a search page that passed the budget (see the module doc).
+    pub(crate) fn gamma_gate(&self, clearance: Option<&str>) -> Gate {
+        self.with(|inner| {
+            let s = &mut inner.stats;
+            if s.restricted {
+                s.restricted_served += 1;
+                return Gate::Restricted;
+            }
+            let cleared = clearance.is_some_and(|c| inner.clearances.contains(c));
+            if cleared {
+                s.challenges_cleared += 1;
+            } else if s.challenge_pages > 0 {
+                s.challenge_pages -= 1;
+                s.challenges_served += 1;
+                inner.issued += 1;
+                let token = format!("c{}-{:x}", inner.issued, token_noise(inner.issued));
+                inner.clearances.insert(token.clone());
+                return Gate::Challenge {
+                    token,
+                    after: Duration::from_millis(s.challenge_after_ms),
+                };
+            }
+            Gate::Results {
+                redesigned: s.layout_changed,
+            }
+        })
+    }
+
+    /// Clears counters, forced blocks, the slow setting and gamma's states (challenge,
+    /// issued tokens, restriction, layout); keeps `block_after`.
     pub(crate) fn reset(&self) {
         self.with(|inner| {
             let block_after = inner.stats.block_after;
             *inner = Inner::default();
             inner.stats.block_after = block_after;
+            inner.stats.challenge_after_ms = duration_ms(CHALLENGE_CLEARS_AFTER);
         });
     }
 
@@ -187,6 +294,11 @@ fn decide(inner: &mut Inner, exit: &str, searches: u64) -> Verdict {
     inner.stats.blocked += 1;
     inner.stats.blocked_exits.insert(exit.to_owned());
     Verdict::Block
+}
+
+/// Makes tokens not simply countable (a fixture, not security).
+fn token_noise(n: u64) -> u64 {
+    n.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) & 0xFFFF_FFFF
 }
 
 fn duration_ms(d: Duration) -> u64 {
@@ -236,5 +348,57 @@ mod tests {
         assert_eq!(s.blocked, 0);
         assert!(s.searches.is_empty());
         assert_eq!(c.slow(), (Duration::ZERO, Duration::ZERO));
+    }
+
+    #[test]
+    fn challenge_clears_with_an_issued_token() {
+        let c = Counters::new(None);
+        assert_eq!(c.gamma_gate(None), Gate::Results { redesigned: false });
+        c.set_challenge(2, Duration::from_millis(10));
+        let Gate::Challenge { token, after } = c.gamma_gate(None) else {
+            panic!("challenged");
+        };
+        assert_eq!(after, Duration::from_millis(10));
+        assert!(matches!(
+            c.gamma_gate(Some("forged")),
+            Gate::Challenge { .. }
+        ));
+        assert_eq!(
+            c.gamma_gate(Some(&token)),
+            Gate::Results { redesigned: false }
+        );
+        assert_eq!(
+            c.gamma_gate(None),
+            Gate::Results { redesigned: false },
+            "used up"
+        );
+        let s = c.snapshot();
+        assert_eq!((s.challenges_served, s.challenges_cleared), (2, 1));
+        c.set_challenge(1, Duration::ZERO);
+        assert_eq!(
+            c.gamma_gate(Some(&token)),
+            Gate::Results { redesigned: false },
+            "a cleared browser stays cleared"
+        );
+        c.reset();
+        assert!(matches!(c.gamma_gate(Some(&token)), Gate::Results { .. }));
+        c.set_challenge(1, Duration::ZERO);
+        assert!(
+            matches!(c.gamma_gate(Some(&token)), Gate::Challenge { .. }),
+            "reset forgets tokens"
+        );
+    }
+
+    #[test]
+    fn restriction_comes_before_the_challenge() {
+        let c = Counters::new(None);
+        c.set_challenge(1, Duration::ZERO);
+        c.set_restricted(true);
+        c.set_layout_changed(true);
+        assert_eq!(c.gamma_gate(None), Gate::Restricted);
+        c.set_restricted(false);
+        assert!(matches!(c.gamma_gate(None), Gate::Challenge { .. }));
+        assert_eq!(c.gamma_gate(None), Gate::Results { redesigned: true });
+        assert_eq!(c.snapshot().restricted_served, 1);
     }
 }
