@@ -6,6 +6,11 @@
 //! announced: a rule logs WARN and posts to the Slack-compatible webhook once when it fires
 //! and once when it resolves, never on every evaluation. The webhook is called after the
 //! state change committed (no transaction is held across it); a failed post is logged.
+//!
+//! `layout_changed` watches every mall's share of `layout` failures over the attempts of
+//! the last 15 minutes (the ops snapshot's `layout_share_15m`): it fires while some mall
+//! with at least [`Thresholds::layout_min_attempts`] finished attempts is above
+//! [`Thresholds::layout_share`], names those malls, and resolves when none is.
 
 use std::{sync::Arc, time::Duration};
 
@@ -22,8 +27,13 @@ use crate::{
 /// Advisory lock key of the evaluator ("lps-alrt").
 const EVALUATOR_LOCK: i64 = 0x6c70_732d_616c_7274;
 
+/// Default of [`Thresholds::layout_share`] (`LPS_ALERT_LAYOUT_SHARE`).
+pub const DEFAULT_LAYOUT_SHARE: f64 = 0.5;
+/// Default of [`Thresholds::layout_min_attempts`] (`LPS_ALERT_LAYOUT_MIN_ATTEMPTS`).
+pub const DEFAULT_LAYOUT_MIN_ATTEMPTS: u32 = 3;
+
 /// Thresholds; a rule fires when its figure reaches the threshold (`ports_available_pct`:
-/// when it falls to or below it).
+/// when it falls to or below it; `layout_share`: when a mall's share is above it).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Thresholds {
     pub dead_last_hour: f64,
@@ -34,6 +44,12 @@ pub struct Thresholds {
     pub cost_usd_last_hour: f64,
     pub ports_available_pct: f64,
     pub block_ended_sessions_6h: f64,
+    /// `layout_changed` fires when a mall's share of layout failures over the last 15
+    /// minutes is above this (0..=1).
+    pub layout_share: f64,
+    /// ... counting only malls with at least this many finished attempts in the window, so
+    /// that one failure does not page anyone.
+    pub layout_min_attempts: u32,
 }
 
 impl Default for Thresholds {
@@ -47,6 +63,8 @@ impl Default for Thresholds {
             cost_usd_last_hour: 1.0,
             ports_available_pct: 30.0,
             block_ended_sessions_6h: 1.0,
+            layout_share: DEFAULT_LAYOUT_SHARE,
+            layout_min_attempts: DEFAULT_LAYOUT_MIN_ATTEMPTS,
         }
     }
 }
@@ -58,6 +76,9 @@ pub struct Verdict {
     pub firing: bool,
     pub value: f64,
     pub threshold: f64,
+    /// What the figure is made of, for the announcement (empty for most rules;
+    /// `layout_changed`: the malls above the threshold).
+    pub detail: String,
 }
 
 /// Evaluates every rule (pure; the loop does the I/O).
@@ -69,6 +90,7 @@ pub fn evaluate(t: &Thresholds, ops: &OpsSnapshot) -> Vec<Verdict> {
         firing: value >= threshold,
         value,
         threshold,
+        detail: String::new(),
     };
     let mut v = vec![
         at_least("dead_last_hour", q.dead_last_hour as f64, t.dead_last_hour),
@@ -105,8 +127,41 @@ pub fn evaluate(t: &Thresholds, ops: &OpsSnapshot) -> Vec<Verdict> {
         firing: f.ports_total > 0 && pct <= t.ports_available_pct,
         value: pct,
         threshold: t.ports_available_pct,
+        detail: String::new(),
     });
+    v.push(layout_changed(t, ops));
     v
+}
+
+/// `layout_changed`: its value is the highest layout share over the malls with enough
+/// finished attempts; it fires while one of them is above the threshold.
+fn layout_changed(t: &Thresholds, ops: &OpsSnapshot) -> Verdict {
+    let counted: Vec<_> = ops
+        .queue
+        .malls
+        .iter()
+        .filter(|m| m.finished_15m >= i64::from(t.layout_min_attempts))
+        .collect();
+    let above: Vec<String> = counted
+        .iter()
+        .filter(|m| m.layout_share_15m() > t.layout_share)
+        .map(|m| {
+            format!(
+                "{}: {} of {} attempts in 15m failed as layout",
+                m.mall, m.layout_failures_15m, m.finished_15m
+            )
+        })
+        .collect();
+    Verdict {
+        rule: "layout_changed",
+        firing: !above.is_empty(),
+        value: counted
+            .iter()
+            .map(|m| m.layout_share_15m())
+            .fold(0.0, f64::max),
+        threshold: t.layout_share,
+        detail: above.join(", "),
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -141,16 +196,7 @@ pub async fn run(
     config: AlertConfig,
     cancel: CancellationToken,
 ) {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build();
-    let client = match client {
-        Ok(c) => c,
-        Err(e) => {
-            warn!(error = %e, "cannot build the webhook client; alerts will only be logged");
-            reqwest::Client::new()
-        }
-    };
+    let client = webhook_client();
     let mut tick = tokio::time::interval(config.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -158,34 +204,61 @@ pub async fn run(
             () = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let ops = match searches.ops().await {
-            Ok(ops) => ops,
-            Err(e) => {
-                warn!(error = %e, "ops snapshot failed");
-                continue;
-            }
-        };
-        metrics.update(&ops);
-        match transitions(&pool, &evaluate(&config.thresholds, &ops)).await {
-            Ok(Some(changes)) => {
-                for (verdict, firing) in changes {
-                    announce(&client, config.webhook_url.as_deref(), &verdict, firing).await;
-                }
-            }
-            Ok(None) => {} // another replica evaluates
-            Err(e) => warn!(error = %e, "alert evaluation failed"),
+        evaluate_once(&pool, &searches, &metrics, &config, &client).await;
+    }
+}
+
+/// The client that posts to the webhook (10 s per post).
+fn webhook_client() -> reqwest::Client {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build();
+    match client {
+        Ok(c) => c,
+        Err(e) => {
+            warn!(error = %e, "cannot build the webhook client; alerts will only be logged");
+            reqwest::Client::new()
         }
-        // Mirror the shared state into this replica's gauge.
-        if let Ok(rows) = sqlx::query!("select rule, firing from alert_state")
-            .fetch_all(&pool)
-            .await
-        {
-            for r in rows {
-                metrics
-                    .alert_firing
-                    .get_or_create(&RuleLabels { rule: r.rule })
-                    .set(i64::from(r.firing));
+    }
+}
+
+/// One round of the loop: refreshes the metrics from a fresh ops snapshot, evaluates the
+/// rules (when this replica wins the evaluator lock) and announces each rule whose state
+/// changed. Errors are logged here (the next round tries again).
+async fn evaluate_once(
+    pool: &PgPool,
+    searches: &Searches,
+    metrics: &Metrics,
+    config: &AlertConfig,
+    client: &reqwest::Client,
+) {
+    let ops = match searches.ops().await {
+        Ok(ops) => ops,
+        Err(e) => {
+            warn!(error = %e, "ops snapshot failed");
+            return;
+        }
+    };
+    metrics.update(&ops);
+    match transitions(pool, &evaluate(&config.thresholds, &ops)).await {
+        Ok(Some(changes)) => {
+            for verdict in &changes {
+                announce(client, config.webhook_url.as_deref(), verdict).await;
             }
+        }
+        Ok(None) => {} // another replica evaluates
+        Err(e) => warn!(error = %e, "alert evaluation failed"),
+    }
+    // Mirror the shared state into this replica's gauge.
+    if let Ok(rows) = sqlx::query!("select rule, firing from alert_state")
+        .fetch_all(pool)
+        .await
+    {
+        for r in rows {
+            metrics
+                .alert_firing
+                .get_or_create(&RuleLabels { rule: r.rule })
+                .set(i64::from(r.firing));
         }
     }
 }
@@ -195,7 +268,7 @@ pub async fn run(
 async fn transitions(
     pool: &PgPool,
     verdicts: &[Verdict],
-) -> Result<Option<Vec<(Verdict, bool)>>, sqlx::Error> {
+) -> Result<Option<Vec<Verdict>>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let locked: bool = sqlx::query_scalar!(
         r#"select pg_try_advisory_xact_lock($1) as "locked!""#,
@@ -226,25 +299,31 @@ async fn transitions(
         .execute(&mut *tx)
         .await?;
         if previous.unwrap_or(false) != v.firing {
-            changed.push((v.clone(), v.firing));
+            changed.push(v.clone());
         }
     }
     tx.commit().await?;
     Ok(Some(changed))
 }
 
-async fn announce(client: &reqwest::Client, webhook: Option<&str>, v: &Verdict, firing: bool) {
-    let text = if firing {
+async fn announce(client: &reqwest::Client, webhook: Option<&str>, v: &Verdict) {
+    let text = if v.firing {
         warn!(
             rule = v.rule,
             value = v.value,
             threshold = v.threshold,
+            detail = %v.detail,
             "alert firing"
         );
-        format!(
+        let mut text = format!(
             ":rotating_light: LPS alert {} firing: {:.2} (threshold {:.2})",
             v.rule, v.value, v.threshold
-        )
+        );
+        if !v.detail.is_empty() {
+            text.push_str(": ");
+            text.push_str(&v.detail);
+        }
+        text
     } else {
         info!(rule = v.rule, value = v.value, "alert resolved");
         format!(
@@ -265,7 +344,10 @@ async fn announce(client: &reqwest::Client, webhook: Option<&str>, v: &Verdict, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{queue::QueueOps, search::FleetOps};
+    use crate::{
+        queue::{MallQueueOps, QueueOps},
+        search::FleetOps,
+    };
 
     fn snapshot(dead: i64, ports_total: i64, ports_available: i64) -> OpsSnapshot {
         OpsSnapshot {
@@ -293,6 +375,46 @@ mod tests {
                 malls: vec![],
             },
         }
+    }
+
+    fn mall(name: &str, finished: i64, layout: i64) -> MallQueueOps {
+        MallQueueOps {
+            mall: name.into(),
+            queued: 0,
+            running: 0,
+            max_running: None,
+            min_start_gap: Duration::ZERO,
+            finished_15m: finished,
+            layout_failures_15m: layout,
+        }
+    }
+
+    #[test]
+    fn layout_changed_needs_enough_attempts_and_names_the_malls() {
+        let t = Thresholds::default();
+        let mut ops = snapshot(0, 0, 0);
+        // alpha: every attempt failed, but too few to count; gamma: exactly half is not
+        // above the threshold; beta fires.
+        ops.queue.malls = vec![
+            mall("alpha", 2, 2),
+            mall("beta", 4, 3),
+            mall("gamma", 10, 5),
+        ];
+        let v = layout_changed(&t, &ops);
+        assert!(v.firing, "{v:?}");
+        assert_eq!(v.value, 0.75);
+        assert_eq!(v.threshold, DEFAULT_LAYOUT_SHARE);
+        assert_eq!(v.detail, "beta: 3 of 4 attempts in 15m failed as layout");
+        ops.queue.malls = vec![mall("alpha", 2, 2), mall("gamma", 10, 5)];
+        let v = layout_changed(&t, &ops);
+        assert!(!v.firing, "{v:?}");
+        assert_eq!(v.value, 0.5);
+        assert!(v.detail.is_empty());
+        let strict = Thresholds {
+            layout_min_attempts: 1,
+            ..Thresholds::default()
+        };
+        assert!(layout_changed(&strict, &ops).firing);
     }
 
     #[test]

@@ -86,7 +86,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     for profile in &profiles {
         let enabled = config.malls.contains(&profile.mall());
         queue
-            .upsert_mall(&profile.limits(enabled))
+            .upsert_mall(&profiles::limits(profile, enabled))
             .await
             .with_context(|| format!("registering mall {}", profile.wire.id))?;
     }

@@ -144,6 +144,14 @@ pub struct ServeArgs {
     pub alert_ports_available_pct: f64,
     #[arg(long, env = "LPS_ALERT_BLOCK_SESSIONS_6H", default_value_t = 1.0)]
     pub alert_block_sessions_6h: f64,
+    /// `layout_changed` fires when a mall's share of layout failures (no card source read
+    /// a healthy page) among its attempts of the last 15 minutes is above this (0..=1).
+    #[arg(long, env = "LPS_ALERT_LAYOUT_SHARE", default_value_t = crate::alerts::DEFAULT_LAYOUT_SHARE)]
+    pub alert_layout_share: f64,
+    /// ... for malls with at least this many finished attempts in those 15 minutes (so one
+    /// failure does not page anyone).
+    #[arg(long, env = "LPS_ALERT_LAYOUT_MIN_ATTEMPTS", default_value_t = crate::alerts::DEFAULT_LAYOUT_MIN_ATTEMPTS)]
+    pub alert_layout_min_attempts: u32,
     /// USD per GB of proxy traffic, for each job's cost figure (sent to nodes).
     #[arg(long, env = "LPS_PROXY_USD_PER_GB", default_value_t = 8.0)]
     pub proxy_usd_per_gb: f64,
@@ -322,6 +330,15 @@ impl ServeArgs {
                 return Err(bad(setting, "must be a non-negative number"));
             }
         }
+        if !(0.0..=1.0).contains(&self.alert_layout_share) {
+            return Err(bad(
+                "LPS_ALERT_LAYOUT_SHARE",
+                "must be a share within 0..=1",
+            ));
+        }
+        if self.alert_layout_min_attempts == 0 {
+            return Err(bad("LPS_ALERT_LAYOUT_MIN_ATTEMPTS", "must be at least 1"));
+        }
         if let Some(url) = &self.alert_webhook_url
             && !(url.starts_with("https://") || url.starts_with("http://"))
         {
@@ -340,6 +357,8 @@ impl ServeArgs {
                 cost_usd_last_hour: self.alert_cost_1h_usd,
                 ports_available_pct: self.alert_ports_available_pct,
                 block_ended_sessions_6h: self.alert_block_sessions_6h,
+                layout_share: self.alert_layout_share,
+                layout_min_attempts: self.alert_layout_min_attempts,
             },
             interval: self.alert_interval,
             webhook_url: self.alert_webhook_url.filter(|u| !u.is_empty()),
@@ -415,6 +434,7 @@ mod tests {
         let c = args(&[]).validate().unwrap();
         assert_eq!(c.node_grace, Duration::from_secs(15));
         assert_eq!(c.job_deadline, Duration::from_secs(300));
+        assert_eq!(c.alerts.thresholds, crate::alerts::Thresholds::default());
     }
 
     #[test]
@@ -425,6 +445,18 @@ mod tests {
         assert_eq!(e.setting, "LPS_LEASE_TTL");
         let e = args(&["--log-format", "xml"]).validate().unwrap_err();
         assert_eq!(e.setting, "LPS_LOG_FORMAT");
+        let e = args(&["--alert-layout-share", "1.5"])
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.setting, "LPS_ALERT_LAYOUT_SHARE");
+        let e = args(&["--alert-layout-share", "NaN"])
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.setting, "LPS_ALERT_LAYOUT_SHARE");
+        let e = args(&["--alert-layout-min-attempts", "0"])
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.setting, "LPS_ALERT_LAYOUT_MIN_ATTEMPTS");
         let e = Cli::try_parse_from(["coordinator", "--job-deadline", "soon"]).unwrap_err();
         assert!(e.to_string().contains("job-deadline"), "{e}");
     }

@@ -22,6 +22,11 @@ pub struct StateLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MallLabels {
+    pub mall: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MallStateLabels {
     pub mall: String,
     pub state: String,
@@ -63,6 +68,7 @@ pub struct Metrics {
     pub proxy_ports_available: Gauge,
     pub blocks_last_hour: Gauge,
     pub block_ended_sessions_6h: Gauge,
+    pub mall_layout_share_15m: Family<MallLabels, FGauge>,
     pub alert_firing: Family<RuleLabels, Gauge>,
     pub claims: Counter,
     pub pickup_latency: Histogram,
@@ -71,6 +77,7 @@ pub struct Metrics {
     pub bytes: Counter,
     pub cost_usd: Counter<f64, AtomicU64>,
     pub blocks: Counter,
+    pub layout_failures: Family<MallLabels, Counter>,
     pub node_streams: Gauge,
 }
 
@@ -153,6 +160,12 @@ impl Metrics {
             "IP sessions ended by a block in the last 6 hours",
             block_ended_sessions_6h.clone(),
         );
+        let mall_layout_share_15m = Family::<MallLabels, FGauge>::default();
+        registry.register(
+            "mall_layout_share_15m",
+            "Share of a mall's finished attempts in the last 15 minutes that failed as layout",
+            mall_layout_share_15m.clone(),
+        );
         let alert_firing = Family::<RuleLabels, Gauge>::default();
         registry.register(
             "alert_firing",
@@ -197,6 +210,12 @@ impl Metrics {
             "Bot blocks reported to this replica",
             blocks.clone(),
         );
+        let layout_failures = Family::<MallLabels, Counter>::default();
+        registry.register(
+            "layout_failures",
+            "Attempts reported to this replica that failed as layout (the mall's markup changed)",
+            layout_failures.clone(),
+        );
         let node_streams = Gauge::default();
         registry.register(
             "node_streams",
@@ -218,6 +237,7 @@ impl Metrics {
             proxy_ports_available,
             blocks_last_hour,
             block_ended_sessions_6h,
+            mall_layout_share_15m,
             alert_firing,
             claims,
             pickup_latency,
@@ -226,6 +246,7 @@ impl Metrics {
             bytes,
             cost_usd,
             blocks,
+            layout_failures,
             node_streams,
         }
     }
@@ -254,6 +275,12 @@ impl Metrics {
                 };
                 self.mall_jobs.get_or_create(&labels).set(n);
             }
+            let labels = MallLabels {
+                mall: m.mall.clone(),
+            };
+            self.mall_layout_share_15m
+                .get_or_create(&labels)
+                .set(m.layout_share_15m());
         }
         self.oldest_queued_age
             .set(q.oldest_queued.map_or(0.0, |d| d.as_secs_f64()));
@@ -303,6 +330,11 @@ mod tests {
                 state: "queued".into(),
             })
             .set(3);
+        let alpha = MallLabels {
+            mall: "testmall-alpha".into(),
+        };
+        m.layout_failures.get_or_create(&alpha).inc();
+        m.mall_layout_share_15m.get_or_create(&alpha).set(0.5);
         let text = m.encode();
         for name in [
             "lps_jobs{state=\"queued\"} 3",
@@ -310,6 +342,8 @@ mod tests {
             "lps_pickup_latency_seconds_bucket",
             "lps_node_free_slots",
             "lps_proxy_ports_available",
+            "lps_layout_failures_total{mall=\"testmall-alpha\"} 1",
+            "lps_mall_layout_share_15m{mall=\"testmall-alpha\"} 0.5",
         ] {
             assert!(text.contains(name), "missing {name} in\n{text}");
         }

@@ -10,7 +10,7 @@ use lps_proto::{
     model::{MallId, Priority, ProductSpec, SearchRequest},
     pb::{
         self, coordinator_message::Body as Out, node_message::Body as In,
-        node_service_client::NodeServiceClient,
+        node_service_client::NodeServiceClient, search_service_client::SearchServiceClient,
     },
 };
 use sqlx::PgPool;
@@ -43,17 +43,20 @@ struct RawNode {
     rx: Streaming<pb::CoordinatorMessage>,
 }
 
+async fn channel(addr: std::net::SocketAddr) -> Channel {
+    Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
+
 async fn open(
     addr: std::net::SocketAddr,
     token: &str,
     hello: pb::Hello,
 ) -> Result<RawNode, tonic::Status> {
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = NodeServiceClient::new(channel);
+    let mut client = NodeServiceClient::new(channel(addr).await);
     let (tx, rx) = mpsc::channel(16);
     tx.send(pb::NodeMessage {
         body: Some(In::Hello(hello)),
@@ -331,5 +334,291 @@ async fn lost_stream_keeps_jobs_for_the_grace_period_then_releases_them(pool: Pg
         pb::AckStatus::Stale as i32,
         "the dropped node's late result must be stale"
     );
+    running.shutdown().await;
+}
+
+fn wire_offer(price: i64, fee: i64, shipping: pb::ShippingStatus) -> pb::Offer {
+    pb::Offer {
+        mall: MALL.into(),
+        title: format!("삼다수 {price}"),
+        price,
+        shipping_fee: fee,
+        effective_price: price + fee,
+        url: format!("http://127.0.0.1/p/{price}"),
+        seller: "s".into(),
+        match_score: 0.9,
+        shipping: shipping as i32,
+        list_price: 0,
+        flags: vec![],
+    }
+}
+
+fn found(seq: u64, job_id: i64, offers: Vec<pb::Offer>) -> In {
+    In::Result(pb::JobResult {
+        report_seq: seq,
+        job_id,
+        lease_epoch: 1,
+        outcome: pb::Outcome::Found as i32,
+        offers,
+        ..Default::default()
+    })
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn offers_are_read_as_documented_and_a_fee_on_unknown_shipping_is_refused(pool: PgPool) {
+    let running = coordinator(&pool, "15s").await;
+    let mut node = open(running.grpc_addr, NODE_TOKEN, hello("n1", vec![]))
+        .await
+        .unwrap();
+    let Out::Welcome(_) = node.next().await else {
+        panic!("expected welcome")
+    };
+    node.send(In::Credit(pb::Credit { free_slots: 1 })).await;
+    let job_id = enqueue(&running, "삼다수 2L x 12").await;
+    let Out::Assign(assign) = node.next_event().await else {
+        panic!("expected assign")
+    };
+    assert_eq!(assign.job_id, job_id);
+
+    // Unknown shipping with a fee: the report is rejected in-band and changes nothing.
+    let bad = wire_offer(9_000, 500, pb::ShippingStatus::Unknown);
+    node.send(found(1, job_id, vec![bad])).await;
+    let Out::Ack(ack) = node.next_event().await else {
+        panic!("expected ack")
+    };
+    assert_eq!(ack.status, pb::AckStatus::Rejected as i32, "{ack:?}");
+    assert!(ack.error.starts_with("offers[0].shipping_fee"), "{ack:?}");
+    let state: String = sqlx::query_scalar("select state::text from job where job_id = $1")
+        .bind(job_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(state, "running");
+
+    // Shipping left unset (SHIPPING_STATUS_UNSPECIFIED, as from a node that does not read
+    // it): a fee reads as paid, no fee as unknown, never as free.
+    let offers = vec![
+        wire_offer(10_000, 3_000, pb::ShippingStatus::Unspecified),
+        wire_offer(9_000, 0, pb::ShippingStatus::Unspecified),
+    ];
+    node.send(found(2, job_id, offers)).await;
+    let Out::Ack(ack) = node.next_event().await else {
+        panic!("expected ack")
+    };
+    assert_eq!(ack.status, pb::AckStatus::Applied as i32, "{ack:?}");
+    let stored: Vec<(i64, i64, String)> = sqlx::query_as(
+        "select price, shipping_fee, shipping_status from offer where job_id = $1 order by rank",
+    )
+    .bind(job_id)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        stored,
+        [
+            (9_000, 0, "unknown".to_owned()),
+            (10_000, 3_000, "paid".to_owned())
+        ]
+    );
+
+    // What a caller sees: the paid offer is the answer, the unknown one beside it.
+    let mut search = SearchServiceClient::new(channel(running.grpc_addr).await);
+    let search_id: i64 = sqlx::query_scalar("select search_id from search_item where job_id = $1")
+        .bind(job_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let status =
+        common::wait_final(&mut search, CLIENT_TOKEN, search_id, Duration::from_secs(5)).await;
+    let p = &status.products[0];
+    let lowest = p.lowest.as_ref().unwrap();
+    assert_eq!(
+        (lowest.effective_price, lowest.shipping),
+        (13_000, pb::ShippingStatus::Paid as i32)
+    );
+    let maybe = p.possibly_lower.as_ref().unwrap();
+    assert_eq!(
+        (maybe.price, maybe.shipping),
+        (9_000, pb::ShippingStatus::Unknown as i32)
+    );
+    running.shutdown().await;
+}
+
+/// One attempt of a new job `name` on a one-slot node: assigned, then reported as a layout
+/// failure or as found (report `seq`), acked as applied; the slot is free again after it.
+async fn attempt(node: &mut RawNode, running: &Running, seq: u64, name: &str, layout: bool) -> i64 {
+    let job_id = enqueue(running, name).await;
+    let Out::Assign(assign) = node.next_event().await else {
+        panic!("expected assign")
+    };
+    assert_eq!((assign.job_id, assign.lease_epoch), (job_id, 1));
+    let body = if layout {
+        In::Failure(pb::JobFailure {
+            report_seq: seq,
+            job_id,
+            lease_epoch: 1,
+            class: pb::ErrorClass::Layout as i32,
+            message: "no card source found a card on a healthy page".into(),
+            ..Default::default()
+        })
+    } else {
+        found(
+            seq,
+            job_id,
+            vec![wire_offer(1_000, 0, pb::ShippingStatus::Free)],
+        )
+    };
+    node.send(body).await;
+    let Out::Ack(ack) = node.next_event().await else {
+        panic!("expected ack")
+    };
+    assert_eq!(ack.status, pb::AckStatus::Applied as i32, "{ack:?}");
+    node.send(In::Credit(pb::Credit { free_slots: 1 })).await;
+    job_id
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn layout_failures_go_dead_at_once_are_counted_and_page_once(pool: PgPool) {
+    let (hook, posts) = common::webhook().await;
+    let hook = format!("http://{hook}/hook");
+    let flags = [
+        "--heartbeat-interval",
+        "2s",
+        "--lease-ttl",
+        "10s",
+        "--alert-interval",
+        "200ms",
+        "--alert-webhook-url",
+        &hook,
+        "--malls",
+        MALL,
+    ];
+    let running = common::start_with_mall(&pool, MALL, &flags).await;
+    let mut node = open(running.grpc_addr, NODE_TOKEN, hello("n1", vec![]))
+        .await
+        .unwrap();
+    let Out::Welcome(_) = node.next().await else {
+        panic!("expected welcome")
+    };
+    // The test waits for alerts for seconds: keep the stream from going silent.
+    let beat = node.tx.clone();
+    let heartbeats = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let hb = In::Heartbeat(pb::Heartbeat {
+                free_slots: 1,
+                ..Default::default()
+            });
+            if beat.send(pb::NodeMessage { body: Some(hb) }).await.is_err() {
+                return;
+            }
+        }
+    });
+    node.send(In::Credit(pb::Credit { free_slots: 1 })).await;
+    let layout_posts = |p: &str| p.contains("layout_changed");
+
+    // One attempt found the product, then two pages no card source could read.
+    attempt(&mut node, &running, 1, "상품 1", false).await;
+    let first_layout = attempt(&mut node, &running, 2, "상품 2", true).await;
+    // Two finished attempts are fewer than the alert's minimum (3): nothing pages yet.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        common::wait_for_posts(&posts, 0, layout_posts)
+            .await
+            .is_empty()
+    );
+    attempt(&mut node, &running, 3, "상품 3", true).await;
+
+    let fired = common::wait_for_posts(&posts, 1, layout_posts).await;
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert!(
+        fired[0].contains("layout_changed firing: 0.67 (threshold 0.50)"),
+        "{fired:?}"
+    );
+    assert!(
+        fired[0].contains("testmall-alpha: 2 of 3 attempts in 15m failed as layout"),
+        "{fired:?}"
+    );
+
+    // Dead after its one attempt: no retry queued, nothing left to claim.
+    let (state, attempts, class): (String, i16, Option<String>) = sqlx::query_as(
+        "select state::text, attempts, error_class::text from job where job_id = $1",
+    )
+    .bind(first_layout)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (state.as_str(), attempts, class.as_deref()),
+        ("dead", 1, Some("layout"))
+    );
+    let queued: i64 = sqlx::query_scalar("select count(*) from job where state = 'queued'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(queued, 0);
+
+    // This replica's counter, the deployment-wide share, the ops snapshot and lpsctl.
+    let metrics = reqwest::get(format!("http://{}/metrics", running.http_addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "lps_layout_failures_total{mall=\"testmall-alpha\"} 2",
+        "lps_mall_layout_share_15m{mall=\"testmall-alpha\"} 0.666",
+        "lps_alert_firing{rule=\"layout_changed\"} 1",
+        "lps_job_duration_seconds_count{mall=\"testmall-alpha\",outcome=\"layout\"} 2",
+    ] {
+        assert!(metrics.contains(line), "no {line} in\n{metrics}");
+    }
+    let mut ops = pb::ops_service_client::OpsServiceClient::new(channel(running.grpc_addr).await);
+    let mut request = Request::new(pb::GetOpsRequest {});
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {CLIENT_TOKEN}").parse().unwrap(),
+    );
+    let snapshot = ops.get_ops(request).await.unwrap().into_inner();
+    let alpha = snapshot.malls.iter().find(|m| m.mall == MALL).unwrap();
+    assert_eq!(
+        (alpha.layout_failures_15m, alpha.finished_attempts_15m),
+        (2, 3)
+    );
+    assert!((alpha.layout_share_15m - 2.0 / 3.0).abs() < 1e-9);
+    let out = common::lpsctl(
+        &format!("http://{}", running.grpc_addr),
+        CLIENT_TOKEN,
+        &[],
+        &["ops"],
+    )
+    .await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("layout failures in 15m:      testmall-alpha 2/3 (67%)"),
+        "{text}"
+    );
+
+    // Still firing on later evaluations: announced once.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        common::wait_for_posts(&posts, 0, layout_posts).await.len(),
+        1
+    );
+
+    // Healthy pages again: 2 of 6 is below the threshold, the rule resolves once.
+    for (seq, name) in [(4, "상품 4"), (5, "상품 5"), (6, "상품 6")] {
+        attempt(&mut node, &running, seq, name, false).await;
+    }
+    let all = common::wait_for_posts(&posts, 2, layout_posts).await;
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all[1].contains("layout_changed resolved"), "{all:?}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        common::wait_for_posts(&posts, 0, layout_posts).await.len(),
+        2
+    );
+
+    heartbeats.abort();
     running.shutdown().await;
 }

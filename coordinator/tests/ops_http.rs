@@ -2,13 +2,9 @@
 //! rules announced once per transition to a local Slack-compatible webhook receiver, with
 //! two replicas evaluating the same database.
 
-use std::{
-    net::SocketAddr,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{net::SocketAddr, time::Duration};
 
-use axum::{Json, Router, extract::State, routing::post};
+use common::{wait_for_posts, webhook};
 use lps_coordinator::{app::Running, queue::EnqueueContext};
 use lps_proto::model::{MallId, Priority, ProductSpec, SearchRequest};
 use sqlx::{
@@ -19,30 +15,6 @@ use sqlx::{
 mod common;
 
 const MALL: &str = "testmall-alpha";
-
-type Posts = Arc<Mutex<Vec<String>>>;
-
-async fn webhook() -> (SocketAddr, Posts) {
-    let posts: Posts = Arc::default();
-    let app = Router::new()
-        .route(
-            "/hook",
-            post(
-                |State(posts): State<Posts>, Json(body): Json<serde_json::Value>| async move {
-                    posts
-                        .lock()
-                        .unwrap()
-                        .push(body["text"].as_str().unwrap_or_default().to_owned());
-                    "ok"
-                },
-            ),
-        )
-        .with_state(posts.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (addr, posts)
-}
 
 async fn coordinator(pool: PgPool, hook: SocketAddr) -> Running {
     let hook = format!("http://{hook}/hook");
@@ -62,16 +34,6 @@ async fn coordinator(pool: PgPool, hook: SocketAddr) -> Running {
 async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let r = reqwest::get(format!("http://{addr}{path}")).await.unwrap();
     (r.status().as_u16(), r.text().await.unwrap())
-}
-
-async fn wait_for_posts(posts: &Posts, n: usize) -> Vec<String> {
-    for _ in 0..100 {
-        if posts.lock().unwrap().len() >= n {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    posts.lock().unwrap().clone()
 }
 
 #[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
@@ -107,7 +69,7 @@ async fn health_metrics_ops_and_alerts_once_per_transition(
         .unwrap()
         .items[0]
         .job_id;
-    let fired = wait_for_posts(&posts, 1).await;
+    let fired = wait_for_posts(&posts, 1, |_| true).await;
     assert_eq!(fired.len(), 1, "{fired:?}");
     assert!(
         fired[0].contains("oldest_queued_seconds firing"),
@@ -140,7 +102,7 @@ async fn health_metrics_ops_and_alerts_once_per_transition(
 
     // The job goes away: the rule resolves, announced once.
     a.queue.cancel(&[job]).await.unwrap();
-    let all = wait_for_posts(&posts, 2).await;
+    let all = wait_for_posts(&posts, 2, |_| true).await;
     assert_eq!(all.len(), 2, "{all:?}");
     assert!(all[1].contains("oldest_queued_seconds resolved"), "{all:?}");
     tokio::time::sleep(Duration::from_millis(800)).await;

@@ -6,12 +6,14 @@ use std::{collections::HashMap, time::Duration};
 use chrono::{DateTime, TimeDelta, Utc};
 use lps_coordinator::{
     db::MIGRATOR,
-    queue::{Disposition, EnqueueContext, Error, JobListener, MallLimits, Queue, QueueConfig},
+    queue::{
+        ClaimedJob, Disposition, EnqueueContext, Error, JobListener, MallLimits, Queue, QueueConfig,
+    },
 };
 use lps_proto::{
     model::{
-        ErrorClass, JobFailure, JobResult, JobState, Lease, MallId, Offer, Priority, ProductSpec,
-        SearchRequest,
+        CardClass, ErrorClass, JobFailure, JobResult, JobState, Lease, MallId, Offer, Priority,
+        ProductSpec, SearchRequest, ShippingStatus,
     },
     pb,
 };
@@ -69,6 +71,7 @@ async fn enqueue_numbered(queue: &Queue, prefix: &str, n: usize, malls: &[&str])
         .unwrap();
 }
 
+/// An offer whose shipping was read: paid with a fee, else free.
 fn offer(price: i64, shipping: i64) -> Offer {
     Offer {
         mall: mall(MALL),
@@ -78,6 +81,21 @@ fn offer(price: i64, shipping: i64) -> Offer {
         url: "http://127.0.0.1/p/1".into(),
         seller: "seller".into(),
         match_score: 0.9,
+        shipping: if shipping > 0 {
+            ShippingStatus::Paid
+        } else {
+            ShippingStatus::Free
+        },
+        list_price: 0,
+        flags: Vec::new(),
+    }
+}
+
+/// An offer whose shipping could not be read (no fee).
+fn unknown_shipping(price: i64) -> Offer {
+    Offer {
+        shipping: ShippingStatus::Unknown,
+        ..offer(price, 0)
     }
 }
 
@@ -1563,4 +1581,309 @@ async fn jobs_claimed_for_a_caller_that_went_away_go_back_to_the_queue(
     );
     let next = queue.claim("node-a", None, 10).await.unwrap();
     assert_eq!(next.len(), 9);
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn a_layout_failure_is_dead_after_one_attempt_with_no_retry(pool: PgPool) {
+    let queue = queue(&pool).await;
+    let job_id = queue
+        .enqueue(
+            &search(&["햇반 210g 12개"], &[MALL], Priority::INTERACTIVE),
+            &EnqueueContext::default(),
+        )
+        .await
+        .unwrap()
+        .items[0]
+        .job_id;
+    let now = db_now(&pool).await;
+    let job = queue
+        .at(now)
+        .claim("node", None, 1)
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(
+        (job.attempt, job.max_attempts),
+        (1, 3),
+        "attempts were left"
+    );
+    let failed = queue
+        .at(now)
+        .fail_if_leased(
+            "node",
+            &JobFailure::new(
+                job.lease,
+                ErrorClass::Layout,
+                "no card source found a card on a healthy page",
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(failed.state, JobState::Dead);
+    assert_eq!(failed.attempts, 1);
+    assert_eq!(failed.mall.as_str(), MALL);
+    assert_eq!(
+        job_state(&pool, job_id).await,
+        (JobState::Dead, 1, 1, Some(ErrorClass::Layout))
+    );
+    // No retry was scheduled: nothing is claimable, not even long after any backoff.
+    let later = now + TimeDelta::hours(1);
+    assert!(
+        queue
+            .at(later)
+            .claim("node", None, 1)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let (attempts, ended, class): (i64, String, Option<String>) = sqlx::query_as(
+        "select count(*) over (), ended::text, error_class::text from job_attempt where job_id = $1",
+    )
+    .bind(job_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (attempts, ended.as_str(), class.as_deref()),
+        (1, "failed", Some("layout"))
+    );
+    let finished: Option<DateTime<Utc>> =
+        sqlx::query_scalar("select finished_at from job where job_id = $1")
+            .bind(job_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(finished, Some(now));
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn an_unknown_shipping_offer_with_a_fee_is_refused(pool: PgPool) {
+    // Off the wire: the model refuses it, naming the field.
+    let wire = pb::Offer {
+        mall: MALL.into(),
+        title: "t".into(),
+        price: 9_000,
+        shipping_fee: 500,
+        effective_price: 9_500,
+        match_score: 0.9,
+        shipping: pb::ShippingStatus::Unknown as i32,
+        ..Default::default()
+    };
+    assert_eq!(
+        Offer::try_from(wire.clone()).unwrap_err().field,
+        "shipping_fee"
+    );
+    let report = pb::JobResult {
+        job_id: 1,
+        lease_epoch: 1,
+        outcome: pb::Outcome::Found as i32,
+        offers: vec![wire],
+        ..Default::default()
+    };
+    assert_eq!(
+        JobResult::try_from(report).unwrap_err().field,
+        "offers[0].shipping_fee"
+    );
+
+    // Built in-process: the queue refuses the report and changes nothing.
+    let queue = queue(&pool).await;
+    queue
+        .enqueue(
+            &search(&["x"], &[MALL], Priority::INTERACTIVE),
+            &EnqueueContext::default(),
+        )
+        .await
+        .unwrap();
+    let job = queue.claim("node", None, 1).await.unwrap().remove(0);
+    let bad = Offer {
+        shipping_fee: 500,
+        ..unknown_shipping(9_000)
+    };
+    let result = JobResult::found(job.lease, vec![offer(12_000, 0), bad]).unwrap();
+    match queue.complete_if_leased("node", &result).await {
+        Err(Error::InvalidArgument(e)) => assert_eq!(e.field, "offers[1].shipping_fee"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    assert_eq!(
+        job_state(&pool, job.lease.job_id).await.0,
+        JobState::Running
+    );
+    assert_eq!(count(&pool, "select count(*) from offer").await, 0);
+
+    // And the table's check stands behind both.
+    let e = sqlx::query(
+        "insert into offer (job_id, rank, mall, title, price, shipping_fee, match_score, shipping_status)
+         values ($1, 0, 'testmall-alpha', 't', 9000, 500, 0.9, 'unknown')",
+    )
+    .bind(job.lease.job_id)
+    .execute(&pool)
+    .await
+    .unwrap_err();
+    assert_eq!(
+        e.as_database_error().unwrap().constraint(),
+        Some("offer_unknown_shipping_has_no_fee")
+    );
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn offers_keep_shipping_list_price_and_flags_known_shipping_first_at_a_tie(pool: PgPool) {
+    let queue = queue(&pool).await;
+    queue
+        .enqueue(
+            &search(&["x"], &[MALL], Priority::INTERACTIVE),
+            &EnqueueContext::default(),
+        )
+        .await
+        .unwrap();
+    let job = queue.claim("node", None, 1).await.unwrap().remove(0);
+    let flagged = Offer {
+        list_price: 15_000,
+        flags: vec![CardClass::Overseas, CardClass::Catalog],
+        ..offer(12_000, 0)
+    };
+    let result = JobResult::found(
+        job.lease,
+        vec![
+            unknown_shipping(12_000),
+            offer(10_000, 2_000),
+            flagged,
+            unknown_shipping(9_000),
+        ],
+    )
+    .unwrap();
+    queue.complete_if_leased("node", &result).await.unwrap();
+    let rows: Vec<(i16, i64, i64, String, i64, Vec<String>)> = sqlx::query_as(
+        "select rank, effective_price, shipping_fee, shipping_status, list_price, flags
+         from offer where job_id = $1 order by rank",
+    )
+    .bind(job.lease.job_id)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let strings = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    assert_eq!(
+        rows,
+        [
+            (0, 9_000, 0, "unknown".into(), 0, vec![]),
+            (
+                1,
+                12_000,
+                0,
+                "free".into(),
+                15_000,
+                strings(&["overseas", "catalog"])
+            ),
+            (2, 12_000, 2_000, "paid".into(), 0, vec![]),
+            (3, 12_000, 0, "unknown".into(), 0, vec![]),
+        ]
+    );
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn price_history_takes_only_offers_of_known_shipping(pool: PgPool) {
+    let queue = queue(&pool).await;
+    let accepted = queue
+        .enqueue(
+            &search(
+                &["삼다수 2L x 12", "배송비 모르는 상품"],
+                &[MALL, "testmall-beta"],
+                Priority::INTERACTIVE,
+            ),
+            &EnqueueContext::default(),
+        )
+        .await
+        .unwrap();
+    let since = db_now(&pool).await;
+    let jobs = queue.claim("node", None, 10).await.unwrap();
+    assert_eq!(jobs.len(), 4);
+    for job in &jobs {
+        let on = |mut o: Offer| {
+            o.mall = job.mall.clone();
+            o
+        };
+        let result = match (job.product_name.as_str(), job.mall.as_str()) {
+            // The cheapest price has unknown shipping: the lowest is alpha's 12,000.
+            ("삼다수 2L x 12", MALL) => JobResult::found(
+                job.lease,
+                vec![on(unknown_shipping(9_000)), on(offer(11_000, 1_000))],
+            ),
+            ("삼다수 2L x 12", _) => JobResult::found(job.lease, vec![on(offer(12_500, 0))]),
+            // Only offers of unknown shipping, or none: no answer to record.
+            (_, MALL) => JobResult::found(job.lease, vec![on(unknown_shipping(5_000))]),
+            _ => Ok(JobResult::not_found(job.lease)),
+        }
+        .unwrap();
+        queue.complete_if_leased("node", &result).await.unwrap();
+    }
+    assert_eq!(queue.record_price_history(since).await.unwrap(), 1);
+    let (key, search_id, lowest, lowest_mall, malls): (
+        String,
+        Option<i64>,
+        i64,
+        String,
+        serde_json::Value,
+    ) = sqlx::query_as(
+        "select product_key, search_id, lowest_effective_price, lowest_mall, malls from price_history",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(key, "name:삼다수 2l x 12");
+    assert_eq!(search_id, Some(accepted.search_id));
+    assert_eq!((lowest, lowest_mall.as_str()), (12_000, MALL));
+    assert_eq!(
+        malls,
+        serde_json::json!([
+            {"mall": MALL, "price": 11_000, "shipping_fee": 1_000, "shipping": "paid",
+             "effective_price": 12_000, "url": "http://127.0.0.1/p/1", "title": "제주 삼다수 2L x 12"},
+            {"mall": "testmall-beta", "price": 12_500, "shipping_fee": 0, "shipping": "free",
+             "effective_price": 12_500, "url": "http://127.0.0.1/p/1", "title": "제주 삼다수 2L x 12"},
+        ])
+    );
+    // A sweep again records nothing more: the unknown-only product stays without an entry.
+    assert_eq!(queue.record_price_history(since).await.unwrap(), 0);
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn layout_share_counts_the_attempts_nodes_finished_in_the_last_15_minutes(pool: PgPool) {
+    let queue = queue(&pool).await;
+    enqueue_numbered(&queue, "alpha ", 7, &[MALL]).await;
+    enqueue_numbered(&queue, "beta ", 1, &["testmall-beta"]).await;
+    let t0 = db_now(&pool).await;
+    let q = queue.at(t0);
+    let mut jobs = q.claim("node", None, 10).await.unwrap();
+    assert_eq!(jobs.len(), 8);
+    let beta = jobs.iter().position(|j| j.mall.as_str() != MALL).unwrap();
+    let beta = jobs.remove(beta);
+    let fail = |job: &ClaimedJob, class| JobFailure::new(job.lease, class, format!("{class:?}"));
+    for job in &jobs[..3] {
+        q.fail_if_leased("node", &fail(job, ErrorClass::Layout))
+            .await
+            .unwrap();
+    }
+    q.fail_if_leased("node", &fail(&jobs[3], ErrorClass::Network))
+        .await
+        .unwrap();
+    let found = JobResult::found(jobs[4].lease, vec![offer(1_000, 0)]).unwrap();
+    q.complete_if_leased("node", &found).await.unwrap();
+    q.hand_back_if_leased("node", jobs[5].lease).await.unwrap();
+    // jobs[6] runs on; its lease expires (an attempt without a verdict on the page).
+    q.fail_if_leased("node", &fail(&beta, ErrorClass::Layout))
+        .await
+        .unwrap();
+    let reaped = queue.at(t0 + TimeDelta::seconds(31)).reap().await.unwrap();
+    assert!(reaped.iter().any(|r| r.job_id == jobs[6].lease.job_id));
+
+    let share = |ops: &lps_coordinator::queue::QueueOps, m: &str| {
+        let m = ops.malls.iter().find(|x| x.mall == m).unwrap();
+        (m.layout_failures_15m, m.finished_15m, m.layout_share_15m())
+    };
+    let ops = queue.at(t0 + TimeDelta::minutes(1)).ops().await.unwrap();
+    assert_eq!(share(&ops, MALL), (3, 5, 0.6), "{ops:?}");
+    assert_eq!(share(&ops, "testmall-beta"), (1, 1, 1.0));
+    // The window is 15 minutes, up to now: later attempts and older ones are not counted.
+    let ops = queue.at(t0 + TimeDelta::minutes(16)).ops().await.unwrap();
+    assert_eq!(share(&ops, MALL), (0, 0, 0.0));
+    let ops = queue.at(t0 - TimeDelta::seconds(1)).ops().await.unwrap();
+    assert_eq!(share(&ops, MALL), (0, 0, 0.0));
 }

@@ -14,7 +14,10 @@ use lps_coordinator::{
     search::Searches,
 };
 use lps_proto::{
-    model::{ErrorClass, JobFailure, JobResult, Lease, MallId, Offer, RoundReport, SearchRequest},
+    model::{
+        CardClass, ErrorClass, JobFailure, JobResult, Lease, MallId, Offer, RoundReport,
+        SearchRequest, ShippingStatus,
+    },
     pb::{self, ops_service_client::OpsServiceClient, search_service_client::SearchServiceClient},
 };
 use sqlx::{PgPool, postgres::PgListener};
@@ -125,6 +128,7 @@ fn search_req(products: &[&str], malls: &[&str]) -> pb::SearchRequest {
     }
 }
 
+/// An offer whose shipping was read: paid with a fee, else free.
 fn offer(mall: &str, price: i64, shipping: i64) -> Offer {
     Offer {
         mall: MallId::new(mall).unwrap(),
@@ -134,6 +138,21 @@ fn offer(mall: &str, price: i64, shipping: i64) -> Offer {
         url: format!("http://127.0.0.1/{mall}/{price}"),
         seller: "seller".into(),
         match_score: 0.9,
+        shipping: if shipping > 0 {
+            ShippingStatus::Paid
+        } else {
+            ShippingStatus::Free
+        },
+        list_price: 0,
+        flags: Vec::new(),
+    }
+}
+
+/// An offer whose shipping could not be read (no fee).
+fn unknown_shipping(mall: &str, price: i64) -> Offer {
+    Offer {
+        shipping: ShippingStatus::Unknown,
+        ..offer(mall, price, 0)
     }
 }
 
@@ -855,6 +874,9 @@ async fn get_job_shows_state_offers_and_rounds(pool: PgPool) {
         cards_seen: 40,
         matches: 2,
         elapsed_ms: 1_500,
+        source: "embedded_json".into(),
+        excluded: [("ad".to_owned(), 3), ("placeholder".to_owned(), 1)].into(),
+        pages: 2,
     }];
     result.metrics.bytes_in = 1_000;
     result.metrics.cost_usd = 0.25;
@@ -877,6 +899,11 @@ async fn get_job_shows_state_offers_and_rounds(pool: PgPool) {
     assert_eq!(done.rounds.len(), 1);
     assert_eq!(done.rounds[0].cards_seen, 40);
     assert_eq!(done.rounds[0].elapsed.unwrap().seconds, 1);
+    // The round's source, exclusions and pages are kept in the job's rounds.
+    assert_eq!(done.rounds[0].source, "embedded_json");
+    assert_eq!(done.rounds[0].excluded.get("ad"), Some(&3));
+    assert_eq!(done.rounds[0].excluded.get("placeholder"), Some(&1));
+    assert_eq!(done.rounds[0].pages, 2);
     assert_eq!(done.bytes, 1_000);
     assert!((done.cost_usd - 0.25).abs() < 1e-9);
 
@@ -1414,4 +1441,227 @@ async fn lpsctl_search_wait_prints_the_final_status(pool: PgPool) {
         String::from_utf8_lossy(&out.stderr)
             .starts_with("lpsctl: InvalidArgument: products[0].name: ")
     );
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn lowest_is_over_known_shipping_and_a_cheaper_unknown_is_possibly_lower(pool: PgPool) {
+    const UNREAD: &str = "배송비 모르는 상품";
+    let mut h = start(pool).await;
+    let accepted = h
+        .search
+        .search(client(search_req(&[WATER, UNREAD], &[ALPHA, BETA])))
+        .await
+        .unwrap()
+        .into_inner();
+    let job_of = |p: u32, m: &str| {
+        accepted
+            .items
+            .iter()
+            .find(|i| i.product_index == p && i.mall == m)
+            .unwrap()
+            .job_id
+    };
+    let claimed = claim_all(&h.queue, "node-1").await;
+    let lease = |id| claimed[&id].lease;
+    let flagged = Offer {
+        list_price: 14_000,
+        flags: vec![CardClass::Overseas],
+        ..offer(ALPHA, 12_000, 0)
+    };
+    // The cheapest price (9,000) has unknown shipping; at 12,000 the free offer comes
+    // before the one of unknown shipping.
+    complete(
+        &h.queue,
+        "node-1",
+        lease(job_of(0, ALPHA)),
+        vec![
+            unknown_shipping(ALPHA, 12_000),
+            unknown_shipping(ALPHA, 9_000),
+            flagged,
+        ],
+    )
+    .await;
+    complete(
+        &h.queue,
+        "node-1",
+        lease(job_of(0, BETA)),
+        vec![offer(BETA, 11_000, 2_500)],
+    )
+    .await;
+    complete(
+        &h.queue,
+        "node-1",
+        lease(job_of(1, ALPHA)),
+        vec![unknown_shipping(ALPHA, 5_000)],
+    )
+    .await;
+    complete(&h.queue, "node-1", lease(job_of(1, BETA)), vec![]).await;
+
+    let status = h
+        .search
+        .get_search(client(pb::GetSearchRequest {
+            search_id: accepted.search_id,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(status.r#final);
+    let water = &status.products[0];
+    let shown: Vec<(i64, i32)> = water.malls[0]
+        .offers
+        .iter()
+        .map(|o| (o.effective_price, o.shipping))
+        .collect();
+    let (unknown, free) = (
+        pb::ShippingStatus::Unknown as i32,
+        pb::ShippingStatus::Free as i32,
+    );
+    assert_eq!(shown, [(9_000, unknown), (12_000, free), (12_000, unknown)]);
+    let answer = water.lowest.as_ref().unwrap();
+    assert_eq!(
+        (
+            answer.mall.as_str(),
+            answer.effective_price,
+            answer.shipping
+        ),
+        (ALPHA, 12_000, free)
+    );
+    assert_eq!(answer.list_price, 14_000);
+    assert_eq!(answer.flags, [pb::CardClass::Overseas as i32]);
+    let maybe = water.possibly_lower.as_ref().unwrap();
+    assert_eq!(
+        (
+            maybe.mall.as_str(),
+            maybe.price,
+            maybe.shipping_fee,
+            maybe.shipping
+        ),
+        (ALPHA, 9_000, 0, unknown)
+    );
+    // Only offers of unknown shipping: no answer, but the cheapest is shown beside it.
+    let unread = &status.products[1];
+    assert!(unread.lowest.is_none(), "{unread:?}");
+    assert_eq!(unread.possibly_lower.as_ref().unwrap().price, 5_000);
+
+    let job = h
+        .search
+        .get_job(client(pb::GetJobRequest {
+            job_id: job_of(0, ALPHA),
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        job.offers, water.malls[0].offers,
+        "GetJob in the same order"
+    );
+
+    // Price history: the answer over known shipping only; none for the unread product.
+    let since = chrono::Utc::now() - chrono::Duration::minutes(5);
+    assert_eq!(h.queue.record_price_history(since).await.unwrap(), 1);
+    let history = |name: &str| pb::GetPriceHistoryRequest {
+        product: Some(product(name)),
+        ..Default::default()
+    };
+    let entries = h
+        .search
+        .get_price_history(client(history(WATER)))
+        .await
+        .unwrap()
+        .into_inner()
+        .entries;
+    assert_eq!(entries.len(), 1);
+    assert_eq!(
+        (
+            entries[0].lowest_effective_price,
+            entries[0].lowest_mall.as_str()
+        ),
+        (12_000, ALPHA)
+    );
+    let unread_history = h
+        .search
+        .get_price_history(client(history(UNREAD)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(unread_history.entries.is_empty());
+
+    // lpsctl: the shipping column, the answer and the line beside it; JSON carries it all.
+    let id = accepted.search_id.to_string();
+    let out = lpsctl(h.addr, CLIENT, &["status", &id]).await;
+    assert!(out.status.success());
+    let table = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = table.lines().collect();
+    let at = |prefix: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line {prefix:?} in\n{table}"))
+    };
+    let alpha_row: Vec<&str> = lines[at(ALPHA)].split_whitespace().collect();
+    assert!(
+        alpha_row.contains(&"?") && alpha_row.contains(&"9,000+?"),
+        "{table}"
+    );
+    let beta_row: Vec<&str> = lines[at(BETA)].split_whitespace().collect();
+    assert!(
+        beta_row.contains(&"2,500") && beta_row.contains(&"13,500"),
+        "{table}"
+    );
+    let lowest = at("lowest: 12,000 (12,000 + 무료 shipping) at testmall-alpha");
+    assert!(
+        lines[lowest + 1]
+            .starts_with("possibly lower, shipping unknown: testmall-alpha 9,000 제주 삼다수"),
+        "{table}"
+    );
+    let none = at("lowest: no offer with known shipping found");
+    assert!(
+        lines[none + 1].starts_with("possibly lower, shipping unknown: testmall-alpha 5,000"),
+        "{table}"
+    );
+    let out = lpsctl(h.addr, CLIENT, &["status", &id, "--json"]).await;
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let water = &json["products"][0];
+    assert_eq!(water["lowest"]["shipping"], "free");
+    assert_eq!(water["lowest"]["list_price"], 14_000);
+    assert_eq!(water["lowest"]["flags"], serde_json::json!(["overseas"]));
+    assert_eq!(water["possibly_lower"]["shipping"], "unknown");
+    assert_eq!(water["possibly_lower"]["price"], 9_000);
+    assert_eq!(water["malls"][1]["offers"][0]["shipping"], "paid");
+    assert_eq!(json["products"][1]["lowest"], serde_json::Value::Null);
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn status_keeps_the_cheapest_known_offer_behind_many_of_unknown_shipping(pool: PgPool) {
+    let mut h = start(pool).await;
+    let accepted = h
+        .search
+        .search(client(search_req(&[WATER], &[ALPHA])))
+        .await
+        .unwrap()
+        .into_inner();
+    let job_id = accepted.items[0].job_id;
+    let claimed = claim_all(&h.queue, "node-1").await;
+    let mut offers: Vec<Offer> = (0..25)
+        .map(|i| unknown_shipping(ALPHA, 1_000 + i))
+        .collect();
+    offers.push(offer(ALPHA, 5_000, 3_000));
+    complete(&h.queue, "node-1", claimed[&job_id].lease, offers).await;
+    let status = h
+        .search
+        .get_search(client(pb::GetSearchRequest {
+            search_id: accepted.search_id,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    let p = &status.products[0];
+    assert_eq!(
+        p.malls[0].offers.len(),
+        21,
+        "20 cheapest plus the cheapest known"
+    );
+    assert_eq!(p.lowest.as_ref().unwrap().effective_price, 8_000);
+    assert_eq!(p.possibly_lower.as_ref().unwrap().price, 1_000);
 }

@@ -619,6 +619,9 @@ mod tests {
             url: String::new(),
             seller: String::new(),
             match_score: 1.0,
+            shipping: lps_proto::model::ShippingStatus::Free,
+            list_price: 0,
+            flags: Vec::new(),
         };
         let many = Outcome::Found {
             offers: (0..150).rev().map(offer).collect(),

@@ -34,6 +34,7 @@ pub mod llm;
 pub mod metrics;
 pub mod node;
 pub mod outbox;
+pub mod probe;
 pub mod proxy;
 pub mod retry;
 pub mod session;

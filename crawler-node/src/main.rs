@@ -13,6 +13,7 @@ use lps_crawler_node::{
     executor::browser::BrowserSettings,
     health,
     llm::LlmClient,
+    probe::ProbeArgs,
     proxy::NodeLink,
 };
 use tokio_util::sync::CancellationToken;
@@ -24,6 +25,9 @@ const BROWSER_SHUTDOWN: Duration = Duration::from_secs(90);
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("probe") {
+        return probe().await;
+    }
     let config = Config::parse();
     let format = match config.log_format {
         LogFormat::Text => lps_telemetry::LogFormat::Text,
@@ -62,6 +66,20 @@ async fn main() -> ExitCode {
     };
     telemetry.shutdown();
     code
+}
+
+/// `crawler-node probe …`: a profile author's look at one page (`lps_crawler_node::probe`).
+async fn probe() -> ExitCode {
+    let args = ProbeArgs::parse_from(std::env::args().skip(1));
+    let _telemetry = lps_telemetry::init("lps-crawler-node", lps_telemetry::LogFormat::Text);
+    let mut out = std::io::stdout().lock();
+    match lps_crawler_node::probe::run(&args, &mut out).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("crawler-node probe: {err:#}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 async fn run(config: Config) -> anyhow::Result<()> {

@@ -125,6 +125,10 @@ pub struct NodeMetrics {
     pub blocks: Family<MallLabels, Counter>,
     /// IP sessions ended, by mall and end reason.
     pub ip_sessions_ended: Family<MallReasonLabels, Counter>,
+    /// Result cards left out, by mall and reason (an excluded card class, `placeholder`).
+    pub cards_excluded: Family<MallReasonLabels, Counter>,
+    /// Healthy result pages on which no card source found a card, by mall.
+    pub layout_pages: Family<MallLabels, Counter>,
     /// Welcomed streams after the first (the coordinator was lost and found again).
     pub reconnects: Counter,
     /// Un-acked reports sent again after a reconnect.
@@ -209,6 +213,18 @@ impl NodeMetrics {
             "IP sessions ended, by mall and end reason",
             ip_sessions_ended.clone(),
         );
+        let cards_excluded = Family::<MallReasonLabels, Counter>::default();
+        registry.register(
+            "cards_excluded",
+            "Result cards left out, by mall and reason (an excluded card class, or placeholder)",
+            cards_excluded.clone(),
+        );
+        let layout_pages = Family::<MallLabels, Counter>::default();
+        registry.register(
+            "layout_pages",
+            "Healthy result pages on which no card source found a card (the layout changed), by mall",
+            layout_pages.clone(),
+        );
         let reconnects = Counter::default();
         registry.register(
             "reconnects",
@@ -234,6 +250,8 @@ impl NodeMetrics {
             chromedriver_up,
             blocks,
             ip_sessions_ended,
+            cards_excluded,
+            layout_pages,
             reconnects,
             reports_resent,
         }
@@ -293,6 +311,25 @@ impl NodeMetrics {
             .get_or_create(&MallReasonLabels {
                 mall: mall.to_string(),
                 reason: reason.as_str().to_owned(),
+            })
+            .inc();
+    }
+
+    /// `n` cards of `mall` were left out for `reason`.
+    pub fn cards_excluded(&self, mall: &MallId, reason: &str, n: u32) {
+        self.cards_excluded
+            .get_or_create(&MallReasonLabels {
+                mall: mall.to_string(),
+                reason: reason.to_owned(),
+            })
+            .inc_by(u64::from(n));
+    }
+
+    /// A healthy page of `mall` had no card a source recognises.
+    pub fn layout_page(&self, mall: &MallId) {
+        self.layout_pages
+            .get_or_create(&MallLabels {
+                mall: mall.to_string(),
             })
             .inc();
     }

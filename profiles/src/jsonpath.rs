@@ -226,8 +226,14 @@ mod tests {
             sel("$.props.pageProps.list[*].item.title", &v),
             vec![json!("a"), json!("b")]
         );
-        assert_eq!(sel("$.props.pageProps.list[1].item.price", &v), vec![json!("2,000")]);
-        assert_eq!(sel("$.props.pageProps.list[-1].item.title", &v), vec![json!("b")]);
+        assert_eq!(
+            sel("$.props.pageProps.list[1].item.price", &v),
+            vec![json!("2,000")]
+        );
+        assert_eq!(
+            sel("$.props.pageProps.list[-1].item.title", &v),
+            vec![json!("b")]
+        );
         assert_eq!(sel("$['odd key'].x", &v), vec![json!(1)]);
         assert_eq!(sel("$[\"odd key\"][\"x\"]", &v), vec![json!(1)]);
         assert_eq!(sel("$..title", &v), vec![json!("a"), json!("b")]);

@@ -5,7 +5,7 @@
 use lps_proto::pb;
 use serde_json::{Value, json};
 
-use super::{disposition, error_class, job_state, outcome, seconds, timestamp};
+use super::{disposition, error_class, flags, job_state, outcome, seconds, shipping, timestamp};
 
 fn non_empty(s: &str) -> Value {
     if s.is_empty() {
@@ -27,13 +27,19 @@ fn score(x: f32) -> f64 {
     x.to_string().parse().unwrap_or_else(|_| f64::from(x))
 }
 
+/// An offer. `shipping` is `free`, `paid`, `free_by_threshold` or `unknown`; with
+/// `unknown` the fee is 0 and `effective_price` only a lower bound. `list_price` is `null`
+/// when the card showed none.
 pub fn offer(o: &pb::Offer) -> Value {
     json!({
         "mall": o.mall,
         "title": o.title,
         "price": o.price,
+        "shipping": shipping(o).as_str(),
         "shipping_fee": o.shipping_fee,
         "effective_price": o.effective_price,
+        "list_price": (o.list_price > 0).then_some(o.list_price),
+        "flags": flags(o),
         "url": o.url,
         "seller": o.seller,
         "match_score": score(o.match_score),
@@ -65,6 +71,7 @@ pub fn search_status(s: &pb::SearchStatus) -> Value {
             "product": product(p.product.as_ref()),
             "final": p.r#final,
             "lowest": p.lowest.as_ref().map(offer),
+            "possibly_lower": p.possibly_lower.as_ref().map(offer),
             "malls": p.malls.iter().map(|m| json!({
                 "mall": m.mall,
                 "job_id": m.job_id,
@@ -115,6 +122,9 @@ pub fn job(j: &pb::Job) -> Value {
             "cards_seen": r.cards_seen,
             "matches": r.matches,
             "elapsed_secs": seconds(r.elapsed.as_ref()),
+            "source": non_empty(&r.source),
+            "excluded": r.excluded.iter().collect::<std::collections::BTreeMap<_, _>>(),
+            "pages": r.pages,
         })).collect::<Vec<_>>(),
         "bytes": j.bytes,
         "cost_usd": j.cost_usd,
@@ -169,6 +179,9 @@ pub fn ops(s: &pb::OpsSnapshot) -> Value {
             "min_start_gap_secs": seconds(m.min_start_gap.as_ref()),
             "blocks_last_hour": m.blocks_last_hour,
             "ports_cooling": m.ports_cooling,
+            "finished_attempts_15m": m.finished_attempts_15m,
+            "layout_failures_15m": m.layout_failures_15m,
+            "layout_share_15m": m.layout_share_15m,
         })).collect::<Vec<_>>(),
         "alerts": s.alerts.iter().map(|a| json!({
             "rule": a.rule,
@@ -258,5 +271,48 @@ mod tests {
         let v = search_status(&pb::SearchStatus::default());
         assert_eq!(v["final"], false);
         assert!(v["products"].as_array().unwrap().is_empty());
+    }
+
+    #[test]
+    fn offers_and_rounds_carry_every_field() {
+        let o = pb::Offer {
+            mall: "alpha".into(),
+            title: "t".into(),
+            price: 9_000,
+            effective_price: 9_000,
+            shipping: pb::ShippingStatus::Unknown as i32,
+            list_price: 12_000,
+            flags: vec![pb::CardClass::Overseas as i32],
+            ..Default::default()
+        };
+        let v = offer(&o);
+        assert_eq!(v["shipping"], "unknown");
+        assert_eq!(v["list_price"], 12_000);
+        assert_eq!(v["flags"], json!(["overseas"]));
+        assert_eq!(offer(&pb::Offer::default())["list_price"], Value::Null);
+        let s = pb::SearchStatus {
+            products: vec![pb::ProductStatus {
+                possibly_lower: Some(o),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let v = search_status(&s);
+        assert_eq!(v["products"][0]["possibly_lower"]["price"], 9_000);
+        assert_eq!(v["products"][0]["lowest"], Value::Null);
+        let j = pb::Job {
+            rounds: vec![pb::RoundReport {
+                kind: "original".into(),
+                source: "embedded_json".into(),
+                excluded: [("ad".to_owned(), 3), ("placeholder".to_owned(), 1)].into(),
+                pages: 2,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let r = &job(&j)["rounds"][0];
+        assert_eq!(r["source"], "embedded_json");
+        assert_eq!(r["excluded"], json!({"ad": 3, "placeholder": 1}));
+        assert_eq!(r["pages"], 2);
     }
 }

@@ -9,7 +9,10 @@ pub mod json;
 pub mod table;
 pub mod text;
 
-use lps_proto::pb;
+use lps_proto::{
+    model::{CardClass, ShippingStatus},
+    pb,
+};
 
 /// A protobuf enum value as a short lowercase name: `JOB_STATE_NOT_FOUND` → `not_found`.
 /// Unknown values read `unknown(<n>)`; the unspecified value reads as the empty string.
@@ -53,6 +56,22 @@ pub fn disposition(v: i32) -> String {
     )
 }
 
+/// How an offer's shipping was read. An offer from a coordinator before protocol
+/// version 2 (UNSPECIFIED) reads as the model reads it off the wire: paid with a fee, else
+/// unknown.
+pub fn shipping(o: &pb::Offer) -> ShippingStatus {
+    ShippingStatus::from_pb(o.shipping, o.shipping_fee)
+}
+
+/// An offer's flags by name (`overseas`, `catalog`); unknown values are left out.
+pub fn flags(o: &pb::Offer) -> Vec<&'static str> {
+    o.flags
+        .iter()
+        .filter_map(|&f| CardClass::from_pb(f))
+        .map(CardClass::as_str)
+        .collect()
+}
+
 /// A protobuf timestamp as RFC 3339 UTC with seconds (`2026-05-01T10:00:00Z`).
 pub fn timestamp(t: Option<&prost_types::Timestamp>) -> Option<String> {
     let t = t?;
@@ -78,12 +97,32 @@ mod tests {
             error_class(pb::ErrorClass::PageBlocked as i32),
             "page_blocked"
         );
+        assert_eq!(error_class(pb::ErrorClass::Layout as i32), "layout");
         assert_eq!(
             disposition(pb::Disposition::CachedNotFound as i32),
             "cached_not_found"
         );
         assert_eq!(outcome(0), "");
         assert_eq!(job_state(99), "unknown(99)");
+    }
+
+    #[test]
+    fn shipping_of_older_coordinators_reads_as_the_model_does() {
+        let mut o = pb::Offer {
+            shipping_fee: 3000,
+            ..Default::default()
+        };
+        assert_eq!(shipping(&o), ShippingStatus::Paid);
+        o.shipping_fee = 0;
+        assert_eq!(shipping(&o), ShippingStatus::Unknown);
+        o.shipping = pb::ShippingStatus::Free as i32;
+        assert_eq!(shipping(&o), ShippingStatus::Free);
+        o.flags = vec![
+            pb::CardClass::Overseas as i32,
+            99,
+            pb::CardClass::Catalog as i32,
+        ];
+        assert_eq!(flags(&o), ["overseas", "catalog"]);
     }
 
     #[test]

@@ -2,10 +2,10 @@
 
 use std::fmt::Write as _;
 
-use lps_proto::pb;
+use lps_proto::{model::ShippingStatus, pb};
 
 use super::{
-    disposition, error_class, job_state, outcome, seconds,
+    disposition, error_class, flags, job_state, outcome, seconds, shipping,
     table::{Table, clean, money, truncate},
     timestamp,
 };
@@ -91,23 +91,55 @@ fn mall_state(m: &pb::MallStatus) -> String {
     }
 }
 
+/// An offer's shipping as people read it: `무료` (free), the fee (`3,000`), `무료(조건)`
+/// (free because the price reaches the mall's threshold), or `?` (not shown or not
+/// readable: the effective price is then only a lower bound).
+pub fn shipping_cell(o: &pb::Offer) -> String {
+    match shipping(o) {
+        ShippingStatus::Free => "무료".to_owned(),
+        ShippingStatus::Paid => money(o.shipping_fee),
+        ShippingStatus::FreeByThreshold => "무료(조건)".to_owned(),
+        ShippingStatus::Unknown => "?".to_owned(),
+    }
+}
+
+/// The effective price, or `12,900+?` when shipping is unknown.
+fn effective_cell(o: &pb::Offer) -> String {
+    if shipping(o).is_known() {
+        money(o.effective_price)
+    } else {
+        format!("{}+?", money(o.price))
+    }
+}
+
 fn lowest_line(lowest: Option<&pb::Offer>) -> String {
     match lowest {
         Some(o) => format!(
             "lowest: {} ({} + {} shipping) at {}: {} {}",
             money(o.effective_price),
             money(o.price),
-            money(o.shipping_fee),
+            shipping_cell(o),
             o.mall,
             clean(&truncate(&o.title, TITLE_COLUMNS * 2)),
             clean(&o.url),
         ),
-        None => "lowest: no offer found".to_owned(),
+        None => "lowest: no offer with known shipping found".to_owned(),
     }
 }
 
-/// A search's status: per product a table of its malls (the cheapest offer of each) and a
-/// line with the product's lowest; the last line is the last product's lowest.
+fn possibly_lower_line(o: &pb::Offer) -> String {
+    format!(
+        "possibly lower, shipping unknown: {} {} {} {}",
+        o.mall,
+        money(o.price),
+        clean(&truncate(&o.title, TITLE_COLUMNS * 2)),
+        clean(&o.url),
+    )
+}
+
+/// A search's status: per product a table of its malls (the cheapest offer of each), a
+/// line with the product's lowest (over offers whose shipping is known) and, when an offer
+/// whose shipping is unknown is cheaper, a "possibly lower" line after it.
 pub fn search_status(s: &pb::SearchStatus) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -145,14 +177,18 @@ pub fn search_status(s: &pb::SearchStatus) -> String {
                 mall_state(m),
                 title,
                 or_dash(best.map(|o| money(o.price))),
-                or_dash(best.map(|o| money(o.shipping_fee))),
-                or_dash(best.map(|o| money(o.effective_price))),
+                or_dash(best.map(shipping_cell)),
+                or_dash(best.map(effective_cell)),
                 or_dash(best.map(|o| truncate(&o.url, LINK_COLUMNS))),
             ]);
         }
         out.push_str(&t.render());
         out.push_str(&lowest_line(p.lowest.as_ref()));
         out.push('\n');
+        if let Some(o) = &p.possibly_lower {
+            out.push_str(&possibly_lower_line(o));
+            out.push('\n');
+        }
     }
     out
 }
@@ -170,6 +206,8 @@ fn offers_table(offers: &[pb::Offer]) -> String {
         "PRICE",
         "SHIPPING",
         "EFFECTIVE",
+        "LIST",
+        "FLAGS",
         "SELLER",
         "SCORE",
         "LINK",
@@ -178,14 +216,31 @@ fn offers_table(offers: &[pb::Offer]) -> String {
         t.row(vec![
             truncate(&o.title, TITLE_COLUMNS),
             money(o.price),
-            money(o.shipping_fee),
-            money(o.effective_price),
+            shipping_cell(o),
+            effective_cell(o),
+            if o.list_price > 0 {
+                money(o.list_price)
+            } else {
+                "-".to_owned()
+            },
+            or_dash(Some(flags(o).join(","))),
             truncate(&o.seller, 20),
             format!("{:.2}", o.match_score),
             truncate(&o.url, LINK_COLUMNS),
         ]);
     }
     t.render()
+}
+
+/// A round's excluded cards by reason, `ad 3, placeholder 1`, largest first; `-` for none.
+fn excluded_cell(excluded: &std::collections::HashMap<String, u32>) -> String {
+    let mut by_count: Vec<(&String, &u32)> = excluded.iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let parts: Vec<String> = by_count
+        .into_iter()
+        .map(|(reason, n)| format!("{reason} {n}"))
+        .collect();
+    or_dash(Some(parts.join(", ")))
 }
 
 /// One job as `key: value` lines, then its offers and query rounds.
@@ -236,13 +291,18 @@ pub fn job(j: &pb::Job) -> String {
     }
     if !j.rounds.is_empty() {
         out.push_str("\nrounds:\n");
-        let mut t = Table::new(&["KIND", "QUERY", "CARDS", "MATCHES", "ELAPSED"]);
+        let mut t = Table::new(&[
+            "KIND", "QUERY", "SOURCE", "PAGES", "CARDS", "MATCHES", "EXCLUDED", "ELAPSED",
+        ]);
         for r in &j.rounds {
             t.row(vec![
                 r.kind.clone(),
                 truncate(&r.query, TITLE_COLUMNS),
+                or_dash(Some(r.source.clone())),
+                r.pages.to_string(),
                 r.cards_seen.to_string(),
                 r.matches.to_string(),
+                excluded_cell(&r.excluded),
                 format!("{:.1}s", seconds(r.elapsed.as_ref())),
             ]);
         }
@@ -318,6 +378,21 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
         "nodes connected:",
         format!("{} ({} free slots)", s.nodes_connected, s.free_slots),
     );
+    let layout: Vec<String> = s
+        .malls
+        .iter()
+        .filter(|m| m.layout_share_15m > 0.0)
+        .map(|m| {
+            format!(
+                "{} {}/{} ({:.0}%)",
+                m.mall,
+                m.layout_failures_15m,
+                m.finished_attempts_15m,
+                m.layout_share_15m * 100.0
+            )
+        })
+        .collect();
+    kv("layout failures in 15m:", or_dash(Some(layout.join(", "))));
     if !s.malls.is_empty() {
         out.push('\n');
         let mut t = Table::new(&[
@@ -488,7 +563,164 @@ mod tests {
             url: "http://127.0.0.1/p/1".into(),
             seller: "s".into(),
             match_score: 0.9,
+            shipping: if shipping > 0 {
+                pb::ShippingStatus::Paid
+            } else {
+                pb::ShippingStatus::Free
+            } as i32,
+            list_price: 0,
+            flags: Vec::new(),
         }
+    }
+
+    fn unknown(mall: &str, price: i64) -> pb::Offer {
+        pb::Offer {
+            shipping: pb::ShippingStatus::Unknown as i32,
+            ..offer(mall, price, 0)
+        }
+    }
+
+    #[test]
+    fn shipping_cells_name_the_status() {
+        assert_eq!(shipping_cell(&offer("a", 1, 3_000)), "3,000");
+        assert_eq!(shipping_cell(&offer("a", 1, 0)), "무료");
+        let threshold = pb::Offer {
+            shipping: pb::ShippingStatus::FreeByThreshold as i32,
+            ..offer("a", 25_000, 0)
+        };
+        assert_eq!(shipping_cell(&threshold), "무료(조건)");
+        assert_eq!(shipping_cell(&unknown("a", 1)), "?");
+        assert_eq!(effective_cell(&unknown("a", 9_900)), "9,900+?");
+        assert_eq!(effective_cell(&offer("a", 9_900, 100)), "10,000");
+    }
+
+    #[test]
+    fn a_cheaper_offer_of_unknown_shipping_shows_beside_the_lowest() {
+        let s = pb::SearchStatus {
+            search_id: 8,
+            products: vec![pb::ProductStatus {
+                product: Some(pb::Product {
+                    code: String::new(),
+                    name: "제주 삼다수 2L x 12".into(),
+                }),
+                malls: vec![
+                    pb::MallStatus {
+                        mall: "alpha".into(),
+                        state: pb::JobState::Done as i32,
+                        outcome: pb::Outcome::Found as i32,
+                        offers: vec![unknown("alpha", 9_000), offer("alpha", 12_000, 0)],
+                        ..Default::default()
+                    },
+                    pb::MallStatus {
+                        mall: "beta".into(),
+                        state: pb::JobState::Dead as i32,
+                        error_class: pb::ErrorClass::Layout as i32,
+                        error: "no card source read the page".into(),
+                        ..Default::default()
+                    },
+                ],
+                lowest: Some(offer("alpha", 12_000, 0)),
+                possibly_lower: Some(unknown("alpha", 9_000)),
+                r#final: true,
+            }],
+            ..Default::default()
+        };
+        let out = search_status(&s);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(out.contains("dead/layout"), "{out}");
+        let alpha: Vec<&str> = lines
+            .iter()
+            .find(|l| l.starts_with("alpha"))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert!(
+            alpha.ends_with(&["9,000", "?", "9,000+?", "http://127.0.0.1/p/1"]),
+            "{out}"
+        );
+        assert_eq!(
+            lines[lines.len() - 2],
+            "lowest: 12,000 (12,000 + 무료 shipping) at alpha: 제주 삼다수 2L x 12 http://127.0.0.1/p/1"
+        );
+        assert_eq!(
+            lines[lines.len() - 1],
+            "possibly lower, shipping unknown: alpha 9,000 제주 삼다수 2L x 12 http://127.0.0.1/p/1"
+        );
+    }
+
+    #[test]
+    fn job_rounds_show_source_pages_and_exclusions() {
+        let j = pb::Job {
+            job_id: 3,
+            offers: vec![pb::Offer {
+                list_price: 15_000,
+                flags: vec![pb::CardClass::Overseas as i32],
+                ..unknown("alpha", 9_000)
+            }],
+            rounds: vec![pb::RoundReport {
+                kind: "original".into(),
+                query: "삼다수".into(),
+                cards_seen: 12,
+                matches: 2,
+                source: "embedded_json".into(),
+                excluded: [("placeholder".to_owned(), 1), ("ad".to_owned(), 3)].into(),
+                pages: 2,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let out = job(&j);
+        assert!(
+            out.contains("KIND      QUERY   SOURCE         PAGES  CARDS  MATCHES  EXCLUDED"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "original  삼다수  embedded_json  2      12     2        ad 3, placeholder 1"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("?         9,000+?    15,000  overseas"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn ops_lists_the_malls_with_layout_failures() {
+        let mall = |name: &str, finished, layout| pb::MallOps {
+            mall: name.into(),
+            finished_attempts_15m: finished,
+            layout_failures_15m: layout,
+            layout_share_15m: if finished > 0 {
+                layout as f64 / finished as f64
+            } else {
+                0.0
+            },
+            ..Default::default()
+        };
+        let s = pb::OpsSnapshot {
+            malls: vec![
+                mall("alpha", 4, 3),
+                mall("beta", 10, 0),
+                mall("gamma", 0, 0),
+            ],
+            ..Default::default()
+        };
+        let out = ops(&s);
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("layout failures in 15m:"))
+            .unwrap();
+        assert_eq!(line, "layout failures in 15m:      alpha 3/4 (75%)");
+        let quiet = ops(&pb::OpsSnapshot {
+            malls: vec![mall("beta", 10, 0)],
+            ..Default::default()
+        });
+        assert!(
+            quiet.contains("layout failures in 15m:      -\n"),
+            "{quiet}"
+        );
     }
 
     #[test]
@@ -521,6 +753,7 @@ mod tests {
                 ],
                 lowest: Some(offer("alpha", 12_000, 3_000)),
                 r#final: true,
+                possibly_lower: None,
             }],
             ..Default::default()
         };

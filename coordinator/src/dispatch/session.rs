@@ -641,6 +641,17 @@ impl Session {
             self.observe_finished(&held, failure.class.as_str(), &failure.metrics);
         }
         let r = self.d.queue.fail_if_leased(&self.node_id, failure).await;
+        // A layout failure is counted once, when it applied (a stale resend changes nothing);
+        // the job is dead already (the class is not retryable).
+        if let Ok(failed) = &r
+            && failure.class == model::ErrorClass::Layout
+        {
+            warn!(mall = %failed.mall, error = %failure.message, "no card source read the page: the mall's markup may have changed");
+            let labels = crate::metrics::MallLabels {
+                mall: failed.mall.to_string(),
+            };
+            self.d.metrics.layout_failures.get_or_create(&labels).inc();
+        }
         let ack = self.applied(r.map(|_| ()))?;
         self.ack(seq, ack).await
     }

@@ -198,6 +198,9 @@ pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
                 min_start_gap: Some(duration_to_pb(m.min_start_gap)),
                 blocks_last_hour: fleet.map_or(0, |fm| fm.blocks_last_hour),
                 ports_cooling: fleet.map_or(0, |fm| fm.ports_cooling),
+                finished_attempts_15m: m.finished_15m,
+                layout_failures_15m: m.layout_failures_15m,
+                layout_share_15m: m.layout_share_15m(),
             }
         })
         .collect();

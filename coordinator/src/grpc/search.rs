@@ -436,6 +436,7 @@ fn product_to_pb(p: &ProductStatus) -> pb::ProductStatus {
         malls: p.malls.iter().map(mall_status_to_pb).collect(),
         lowest: p.lowest().map(pb::Offer::from),
         r#final: p.is_final(),
+        possibly_lower: p.possibly_lower().map(pb::Offer::from),
     }
 }
 

@@ -32,7 +32,7 @@ mod settle;
 mod types;
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     sync::{Arc, Mutex, PoisonError},
     time::{Duration, Instant},
 };
@@ -52,6 +52,10 @@ pub use types::*;
 
 /// The NOTIFY channel that wakes claimers; the payload is the mall id.
 pub const JOB_CHANNEL: &str = "lps_job";
+
+/// The window of the ops snapshot's layout share per mall (`layout` failures over the
+/// attempts the nodes finished), which the `layout_changed` alert watches.
+pub const LAYOUT_SHARE_WINDOW: Duration = Duration::from_secs(15 * 60);
 
 /// Queue behaviour that operators tune.
 #[derive(Debug, Clone)]
@@ -529,6 +533,9 @@ impl Queue {
             &c.node,
             millis(self.config.negative_ttl),
             now,
+            &c.offer_shipping_status,
+            &c.offer_list_price,
+            &c.offer_flags,
         )
         .fetch_all(db)
         .await?;
@@ -557,6 +564,7 @@ impl Queue {
         .await?;
         let row = row.ok_or(Error::LeaseLost(failure.lease))?;
         Ok(Failed {
+            mall: MallId::new(row.mall)?,
             state: row.state,
             attempts: u32::try_from(row.attempts).unwrap_or_default(),
             run_after: row.run_after,
@@ -626,8 +634,10 @@ impl Queue {
     }
 
     /// Records a price-history entry for every product of a search that became final
-    /// through a job finished since `since` (its last mall finished). Idempotent: a product
-    /// already recorded is skipped. Returns how many entries were written.
+    /// through a job finished since `since` (its last mall finished): the lowest over the
+    /// offers whose shipping is known. A product with only offers of unknown shipping gets
+    /// no entry. Idempotent: a product already recorded is skipped. Returns how many
+    /// entries were written.
     ///
     /// NB: a sweep, not a per-completion step: two jobs of one product finishing together
     /// would each see the other still running within their own statements, and locking the
@@ -715,18 +725,33 @@ impl Queue {
         let r = sqlx::query_file!("src/queue/sql/ops.sql", self.now)
             .fetch_one(&self.pool)
             .await?;
+        let layout: HashMap<String, (i64, i64)> = sqlx::query_file!(
+            "src/queue/sql/mall_layout.sql",
+            self.now,
+            millis(LAYOUT_SHARE_WINDOW)
+        )
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .map(|l| (l.mall, (l.finished, l.layout)))
+        .collect();
         let malls = sqlx::query_file!("src/queue/sql/mall_ops.sql")
             .fetch_all(&self.pool)
             .await?
             .into_iter()
-            .map(|m| MallQueueOps {
-                mall: m.mall,
-                queued: m.queued,
-                running: m.running,
-                max_running: m.max_running.and_then(|v| u32::try_from(v).ok()),
-                min_start_gap: Duration::from_millis(
-                    u64::try_from(m.min_start_gap_ms).unwrap_or_default(),
-                ),
+            .map(|m| {
+                let (finished, layout) = layout.get(&m.mall).copied().unwrap_or_default();
+                MallQueueOps {
+                    queued: m.queued,
+                    running: m.running,
+                    max_running: m.max_running.and_then(|v| u32::try_from(v).ok()),
+                    min_start_gap: Duration::from_millis(
+                        u64::try_from(m.min_start_gap_ms).unwrap_or_default(),
+                    ),
+                    finished_15m: finished,
+                    layout_failures_15m: layout,
+                    mall: m.mall,
+                }
             })
             .collect();
         Ok(QueueOps {
@@ -765,6 +790,10 @@ struct CompleteColumns {
     offer_url: Vec<String>,
     offer_seller: Vec<String>,
     offer_score: Vec<f32>,
+    offer_shipping_status: Vec<String>,
+    offer_list_price: Vec<i64>,
+    /// `CardClass::as_str` names joined by `,` (`complete.sql` splits them).
+    offer_flags: Vec<String>,
 }
 
 impl CompleteColumns {
@@ -787,6 +816,20 @@ impl CompleteColumns {
 
     /// `r`, reported by `node`.
     fn push(&mut self, r: &JobResult, node: &str) -> Result<(), Error> {
+        // NB: the model refuses such an offer off the wire; one built in-process is refused
+        // here, as invalid input (a rejected report), before the table's check would make
+        // it a database error (which ends a node's stream, and the node resends it).
+        if let Some(i) = r
+            .offers
+            .iter()
+            .position(|o| !o.shipping.is_known() && o.shipping_fee != 0)
+        {
+            return Err(FieldError::new(
+                format!("offers[{i}].shipping_fee"),
+                "must be 0 when shipping is UNKNOWN",
+            )
+            .into());
+        }
         self.job_id.push(r.lease.job_id);
         self.node.push(node.to_owned());
         self.epoch.push(r.lease.epoch);
@@ -797,7 +840,7 @@ impl CompleteColumns {
             .push(i64::try_from(r.metrics.bytes()).unwrap_or(i64::MAX));
         self.cost.push(r.metrics.cost_usd);
         let mut offers: Vec<_> = r.offers.iter().collect();
-        offers.sort_by_key(|o| (o.effective_price(), o.shipping_fee));
+        offers.sort_by_key(|o| offer_order(o));
         for (rank, o) in offers.into_iter().enumerate() {
             self.offer_job.push(r.lease.job_id);
             self.offer_rank
@@ -808,6 +851,16 @@ impl CompleteColumns {
             self.offer_url.push(o.url.clone());
             self.offer_seller.push(o.seller.clone());
             self.offer_score.push(o.match_score);
+            self.offer_shipping_status
+                .push(o.shipping.as_str().to_owned());
+            self.offer_list_price.push(o.list_price);
+            self.offer_flags.push(
+                o.flags
+                    .iter()
+                    .map(|f| f.as_str())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
         }
         Ok(())
     }
@@ -829,7 +882,20 @@ impl CompleteColumns {
         self.offer_url.extend_from_slice(&other.offer_url);
         self.offer_seller.extend_from_slice(&other.offer_seller);
         self.offer_score.extend_from_slice(&other.offer_score);
+        self.offer_shipping_status
+            .extend_from_slice(&other.offer_shipping_status);
+        self.offer_list_price
+            .extend_from_slice(&other.offer_list_price);
+        self.offer_flags.extend_from_slice(&other.offer_flags);
     }
+}
+
+/// The order offers are ranked and shown in: cheapest effective price first; at the same
+/// effective price an offer whose shipping is known before one whose shipping is not (its
+/// effective price is only a lower bound), then the lower fee. The read side's SQL orders
+/// by the same key (`effective_price, shipping_status = 'unknown', shipping_fee, rank`).
+fn offer_order(o: &lps_proto::model::Offer) -> (i64, bool, i64) {
+    (o.effective_price(), !o.shipping.is_known(), o.shipping_fee)
 }
 
 /// A row of `claim.sql` and `claim_unlimited.sql`.

@@ -96,8 +96,10 @@ pub struct Renewed {
 }
 
 /// Where a failed attempt left its job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failed {
+    /// The job's mall (for the per-mall failure counters).
+    pub mall: MallId,
     /// `Queued` (retry at `run_after`) or `Dead`.
     pub state: JobState,
     pub attempts: u32,
@@ -158,6 +160,22 @@ pub struct MallQueueOps {
     pub running: i64,
     pub max_running: Option<u32>,
     pub min_start_gap: Duration,
+    /// Attempts the nodes finished (a result or a failure) in the last
+    /// [`LAYOUT_SHARE_WINDOW`](super::LAYOUT_SHARE_WINDOW).
+    pub finished_15m: i64,
+    /// Of those, the ones that failed as `layout` (the mall's markup changed).
+    pub layout_failures_15m: i64,
+}
+
+impl MallQueueOps {
+    /// `layout_failures_15m / finished_15m`; 0 without finished attempts.
+    pub fn layout_share_15m(&self) -> f64 {
+        if self.finished_15m <= 0 {
+            0.0
+        } else {
+            self.layout_failures_15m as f64 / self.finished_15m as f64
+        }
+    }
 }
 
 /// The queue's figures of the ops snapshot (DESIGN §6).

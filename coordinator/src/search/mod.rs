@@ -2,9 +2,11 @@
 //! `OpsService` show and change besides enqueueing (which is [`Queue::enqueue`]).
 //!
 //! - [`Searches::status`]: a search per product and mall (disposition, job state, outcome,
-//!   offers cheapest-first, error, attempts), the product's lowest offer, `final`, and the
-//!   `version` = max `job.change_seq` over its jobs (bumped by the `job_touch` trigger on
-//!   every state change, so it only grows and a watcher can resume from it);
+//!   offers cheapest-first, error, attempts), the product's lowest offer (over offers whose
+//!   shipping is known only) and the cheaper offer of unknown shipping beside it
+//!   ([`ProductStatus::possibly_lower`]), `final`, and the `version` = max
+//!   `job.change_seq` over its jobs (bumped by the `job_touch` trigger on every state
+//!   change, so it only grows and a watcher can resume from it);
 //! - [`Searches::job`], [`Searches::price_history`];
 //! - [`Searches::cancel`]: cancels the search's active jobs that no other active search
 //!   shares, then tells the nodes running them (see `sql/cancel_*.sql` for why the sharing

@@ -4,7 +4,9 @@
 use std::fmt;
 
 use chrono::{DateTime, Utc};
-use lps_proto::model::{ErrorClass, JobState, MallId, Offer, Outcome, RoundReport};
+use lps_proto::model::{
+    CardClass, ErrorClass, JobState, MallId, Offer, Outcome, RoundReport, ShippingStatus,
+};
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -48,13 +50,32 @@ pub struct ProductStatus {
 }
 
 impl ProductStatus {
-    /// The cheapest offer over the product's malls by effective price (ties: lower shipping,
-    /// then the earlier mall).
+    /// The product's answer: the cheapest offer over its malls by effective price, taken
+    /// only over offers whose shipping is known (ties: lower shipping, then the earlier
+    /// mall). `None` when no mall has such an offer.
     pub fn lowest(&self) -> Option<&Offer> {
-        self.malls
-            .iter()
-            .flat_map(|m| m.offers.first())
+        self.offers()
+            .filter(|o| o.shipping.is_known())
             .min_by_key(|o| (o.effective_price(), o.shipping_fee))
+    }
+
+    /// "Possibly lower, shipping unknown": the cheapest offer whose shipping could not be
+    /// read, when its price alone is below [`lowest`](Self::lowest)'s effective price (or
+    /// there is no lowest). Shown beside the answer, never as it.
+    pub fn possibly_lower(&self) -> Option<&Offer> {
+        let cheapest_unknown = self
+            .offers()
+            .filter(|o| !o.shipping.is_known())
+            .min_by_key(|o| o.price)?;
+        match self.lowest() {
+            Some(lowest) if cheapest_unknown.price >= lowest.effective_price() => None,
+            _ => Some(cheapest_unknown),
+        }
+    }
+
+    /// Every offer shown for the product, mall by mall.
+    fn offers(&self) -> impl Iterator<Item = &Offer> {
+        self.malls.iter().flat_map(|m| &m.offers)
     }
 
     /// Every mall of the product is in a final state.
@@ -72,7 +93,9 @@ pub struct MallStatus {
     pub state: JobState,
     /// Set when `state` is done.
     pub outcome: Option<Outcome>,
-    /// Cheapest (effective price) first; at most [`super::STATUS_OFFERS_PER_ITEM`].
+    /// Cheapest (effective price; known shipping first at the same price) first; at most
+    /// [`super::STATUS_OFFERS_PER_ITEM`], plus the cheapest offer with known shipping when
+    /// it is not among them.
     pub offers: Vec<Offer>,
     /// Set when `state` is dead.
     pub error_class: Option<ErrorClass>,
@@ -121,18 +144,35 @@ pub(crate) struct OfferRow {
     pub seller: String,
     #[serde(default)]
     pub match_score: f32,
+    /// `offer.shipping_status` (a [`ShippingStatus::as_str`] name).
+    #[serde(default)]
+    pub shipping: String,
+    #[serde(default)]
+    pub list_price: i64,
+    /// `offer.flags` ([`CardClass::as_str`] names).
+    #[serde(default)]
+    pub flags: Vec<String>,
 }
 
 impl OfferRow {
     pub(crate) fn into_offer(self, mall: &MallId) -> Offer {
+        let shipping = ShippingStatus::from_name(&self.shipping);
         Offer {
             mall: mall.clone(),
             title: self.title,
             price: self.price,
+            // NB: 0 when shipping is unknown (check offer_unknown_shipping_has_no_fee).
             shipping_fee: self.shipping_fee,
             url: self.url,
             seller: self.seller,
             match_score: self.match_score,
+            shipping,
+            list_price: self.list_price,
+            flags: self
+                .flags
+                .iter()
+                .filter_map(|f| CardClass::from_name(f))
+                .collect(),
         }
     }
 }
@@ -296,4 +336,96 @@ pub struct OpsSnapshot {
     pub at: DateTime<Utc>,
     pub queue: QueueOps,
     pub fleet: FleetOps,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offer(mall: &str, price: i64, fee: i64, shipping: ShippingStatus) -> Offer {
+        Offer {
+            mall: MallId::new(mall).unwrap(),
+            title: format!("{mall} {price}"),
+            price,
+            shipping_fee: fee,
+            url: String::new(),
+            seller: String::new(),
+            match_score: 0.9,
+            shipping,
+            list_price: 0,
+            flags: Vec::new(),
+        }
+    }
+
+    fn product(malls: Vec<Vec<Offer>>) -> ProductStatus {
+        ProductStatus {
+            index: 0,
+            code: None,
+            name: "p".into(),
+            malls: malls
+                .into_iter()
+                .enumerate()
+                .map(|(i, offers)| MallStatus {
+                    mall: offers
+                        .first()
+                        .map_or_else(|| MallId::new(format!("m{i}")).unwrap(), |o| o.mall.clone()),
+                    job_id: i64::try_from(i).unwrap() + 1,
+                    disposition: Disposition::Queued,
+                    state: JobState::Done,
+                    outcome: Some(Outcome::Found),
+                    offers,
+                    error_class: None,
+                    error: None,
+                    attempts: 0,
+                })
+                .collect(),
+        }
+    }
+
+    use ShippingStatus::{Free, FreeByThreshold, Paid, Unknown};
+
+    #[test]
+    fn lowest_is_over_known_shipping_and_a_cheaper_unknown_is_beside_it() {
+        // Each mall's offers come cheapest first, an unknown one at its price alone.
+        let p = product(vec![
+            vec![offer("a", 9_000, 0, Unknown), offer("a", 12_000, 0, Free)],
+            vec![
+                offer("b", 10_000, 2_500, Paid),
+                offer("b", 12_600, 0, FreeByThreshold),
+            ],
+        ]);
+        let lowest = p.lowest().unwrap();
+        assert_eq!(
+            (lowest.mall.as_str(), lowest.effective_price()),
+            ("a", 12_000)
+        );
+        let maybe = p.possibly_lower().unwrap();
+        assert_eq!((maybe.mall.as_str(), maybe.price), ("a", 9_000));
+
+        // Not lower: an unknown offer at the lowest's effective price or above is not shown.
+        let p = product(vec![
+            vec![offer("a", 12_000, 0, Unknown)],
+            vec![offer("b", 12_000, 0, Free)],
+        ]);
+        assert_eq!(p.lowest().unwrap().mall.as_str(), "b");
+        assert!(p.possibly_lower().is_none());
+
+        // Only unknown shipping: no answer, the cheapest is "possibly lower".
+        let p = product(vec![
+            vec![offer("a", 8_000, 0, Unknown)],
+            vec![offer("b", 7_000, 0, Unknown)],
+        ]);
+        assert!(p.lowest().is_none());
+        assert_eq!(p.possibly_lower().unwrap().mall.as_str(), "b");
+
+        // Ties: lower shipping, then the earlier mall.
+        let p = product(vec![
+            vec![offer("a", 9_000, 1_000, Paid)],
+            vec![offer("b", 10_000, 0, Free)],
+            vec![offer("c", 10_000, 0, FreeByThreshold)],
+        ]);
+        assert_eq!(p.lowest().unwrap().mall.as_str(), "b");
+        assert!(product(vec![vec![]]).lowest().is_none());
+        assert!(product(vec![vec![]]).possibly_lower().is_none());
+    }
 }

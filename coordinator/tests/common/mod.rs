@@ -4,7 +4,12 @@
 // NB: each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
 
-use std::{path::PathBuf, time::Duration};
+use std::{
+    net::SocketAddr,
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use clap::Parser as _;
 use lps_coordinator::{
@@ -147,4 +152,53 @@ pub fn gateway_ports(stack: &StackHandle) -> Vec<String> {
         .iter()
         .map(|p| p.addr.port().to_string())
         .collect()
+}
+
+/// The texts posted to a [`webhook`] receiver, in order.
+pub type Posts = Arc<Mutex<Vec<String>>>;
+
+/// A Slack-compatible incoming-webhook receiver on 127.0.0.1: `POST /hook` with
+/// `{"text": …}`. Returns its address and what it received.
+pub async fn webhook() -> (SocketAddr, Posts) {
+    use axum::{Json, Router, extract::State, routing::post};
+    let posts: Posts = Arc::default();
+    let app = Router::new()
+        .route(
+            "/hook",
+            post(
+                |State(posts): State<Posts>, Json(body): Json<serde_json::Value>| async move {
+                    posts
+                        .lock()
+                        .unwrap()
+                        .push(body["text"].as_str().unwrap_or_default().to_owned());
+                    "ok"
+                },
+            ),
+        )
+        .with_state(posts.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (addr, posts)
+}
+
+/// The posts of `posts` that `keep` selects, once there are at least `n` of them (or after
+/// 10 s, whatever there is).
+pub async fn wait_for_posts(posts: &Posts, n: usize, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    let kept = || -> Vec<String> {
+        posts
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| keep(p))
+            .cloned()
+            .collect()
+    };
+    for _ in 0..100 {
+        if kept().len() >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    kept()
 }

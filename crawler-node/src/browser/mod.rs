@@ -22,13 +22,14 @@ pub mod parse;
 pub mod process;
 pub mod profile;
 pub mod relay;
+pub mod scripts;
 pub mod session;
 
 use std::time::Duration;
 
 pub use chromedriver::ChromeDriver;
 pub use http::WebDriverHttp;
-pub use page::{PageRead, RawCard};
+pub use page::{PageRead, PageResult};
 pub use profile::ProfileSlot;
 pub use relay::{Relay, RelayCounters, Upstream};
 pub use session::{Browser, LaunchOptions, default_blocked_patterns};

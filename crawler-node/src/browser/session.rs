@@ -144,6 +144,18 @@ impl Browser {
             browser.kill().await;
             return Err(err);
         }
+        // Before any page script runs, on every document of the session: what the page's
+        // own fetch/XHR calls answer is recorded for `captured_json` card sources.
+        if let Err(err) = browser
+            .cdp(
+                "Page.addScriptToEvaluateOnNewDocument",
+                json!({ "source": super::scripts::CAPTURE_JS }),
+            )
+            .await
+        {
+            browser.kill().await;
+            return Err(err);
+        }
         info!(
             slot = slot.index(),
             proxy = ?options.proxy,
@@ -201,6 +213,36 @@ impl Browser {
         .await?;
         debug!(patterns = patterns.len(), "blocked URL patterns set");
         self.blocked = patterns.to_vec();
+        Ok(())
+    }
+
+    /// Sends one CDP command (through chromedriver) and returns its answer.
+    pub async fn cdp(&self, method: &'static str, params: Value) -> Result<Value, BrowserError> {
+        let cdp = self.driver.cdp();
+        self.call(method, CALL_TIMEOUT, cdp.send_raw(method, params))
+            .await
+    }
+
+    /// A wheel turn of `delta_y` pixels at (`x`, `y`) of the viewport: a trusted input
+    /// event, as a person's scrolling is (CDP `Input.dispatchMouseEvent`).
+    pub async fn wheel(&self, x: f64, y: f64, delta_y: f64) -> Result<(), BrowserError> {
+        self.cdp(
+            "Input.dispatchMouseEvent",
+            json!({ "type": "mouseWheel", "x": x, "y": y, "deltaX": 0, "deltaY": delta_y }),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// A left click at (`x`, `y`) of the viewport (CDP mouse events: pressed, released).
+    pub async fn click_at(&self, x: f64, y: f64) -> Result<(), BrowserError> {
+        for kind in ["mouseMoved", "mousePressed", "mouseReleased"] {
+            self.cdp(
+                "Input.dispatchMouseEvent",
+                json!({ "type": kind, "x": x, "y": y, "button": "left", "clickCount": 1 }),
+            )
+            .await?;
+        }
         Ok(())
     }
 

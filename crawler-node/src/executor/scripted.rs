@@ -35,7 +35,7 @@ use std::{
     time::Duration,
 };
 
-use lps_proto::model::{ErrorClass, JobMetrics, Offer, RoundReport};
+use lps_proto::model::{ErrorClass, JobMetrics, Offer, RoundReport, ShippingStatus};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -261,6 +261,9 @@ async fn run_script(
                 url: format!("http://127.0.0.1/scripted/{}", job.job_id()),
                 seller: "scripted".to_owned(),
                 match_score: 1.0,
+                shipping: ShippingStatus::Free,
+                list_price: 0,
+                flags: Vec::new(),
             };
             Outcome::Found {
                 offers: vec![offer],
@@ -318,6 +321,9 @@ fn round_report(job: &Job, started: Instant, matches: u32) -> RoundReport {
         cards_seen: 1,
         matches,
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        source: "scripted".to_owned(),
+        excluded: Default::default(),
+        pages: 1,
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Owns the rule-based half of DESIGN §5 "Matching": title normalisation,
 //! quantity parsing, brand/model tokens, the [`judge`], the query
-//! [`rounds`](rounds()) and the [`best_offer`] pick. Pure logic: no I/O, no
+//! [`rounds`](rounds()). Pure logic: no I/O, no
 //! async, no state between calls; every function takes any string without
 //! panicking. Regexes are compiled once per process. (The optional LLM
 //! keyword generation and judging of §5 live elsewhere and run only when
@@ -11,8 +11,8 @@
 //! # Flow
 //! A job builds one [`ProductQuery`] from the product name (plus optional
 //! brand and model-code hints), searches each of its [`rounds`](rounds()) in
-//! order until a round yields a match, calls [`judge`] on every card title,
-//! and reports the [`best_offer`] among the cards judged the same.
+//! order until a round yields a match, and calls [`judge`] on every card title
+//! (the executor prices the cards judged the same and orders them best first).
 //!
 //! # The judge's rules
 //! A card is the same product only when **all** of these hold, checked in this
@@ -49,7 +49,6 @@
 //! `rounds.rs` for the rules of each step.
 
 mod normalize;
-mod offer;
 mod quantity;
 mod query;
 mod rounds;
@@ -61,7 +60,6 @@ mod tests;
 use std::fmt;
 
 pub use normalize::normalize;
-pub use offer::{JudgedCard, Price, best_offer};
 pub use quantity::{Dimension, Measure, Quantity};
 pub use query::{ProductQuery, QueryError};
 pub use rounds::{Round, RoundKind, rounds};

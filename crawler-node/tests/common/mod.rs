@@ -1,5 +1,5 @@
-//! Helpers for the browser tests: site profiles of the test malls (from the coordinator's
-//! built-in TOML files, with the real addresses), jobs, a browser executor per test with
+//! Helpers for the browser tests: site profiles of the test malls (the built-in TOML
+//! files of `lps-profiles`, with the real addresses), jobs, a browser executor per test with
 //! its own profile root and the no-leftover check, and an in-test proxy source.
 // NB: each test binary uses a different subset of these helpers.
 #![allow(dead_code)]
@@ -25,7 +25,7 @@ use lps_crawler_node::{
     proxy::{Acquired, BlockEvent, EventSink, Grant, ProxySource, SessionEnd},
 };
 use lps_proto::{
-    model::{JobMetrics, Lease, MallId, Offer, ProductSpec, RoundReport, duration_to_pb},
+    model::{JobMetrics, Lease, MallId, Offer, ProductSpec, RoundReport},
     pb,
 };
 use lps_test_kit::MallHandle;
@@ -55,87 +55,28 @@ fn init_logs() {
         .try_init();
 }
 
-/// The coordinator's built-in profile `file`, pointed at `mall`.
+/// The built-in profile `file` (`profiles/builtin/`), its fixed demo address replaced by
+/// `mall`'s real one (in every URL template of the profile).
 pub fn profile_from_toml(file: &str, mall: &MallHandle) -> pb::SiteProfile {
-    let path = format!(
-        "{}/../coordinator/profiles/{file}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let table: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let s = |t: &toml::Table, k: &str| {
-        t.get(k)
-            .and_then(toml::Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let strings = |t: &toml::Table, k: &str| -> Vec<String> {
-        t.get(k)
-            .and_then(toml::Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let int = |t: &toml::Table, k: &str| {
-        t.get(k)
-            .and_then(toml::Value::as_integer)
-            .map_or(0, |v| u32::try_from(v).unwrap())
-    };
-    // "http://127.0.0.1:18081/search?q={query}" → "<real base>/search?q={query}".
-    let template = s(&table, "search_url_template");
-    let path_start = template
-        .find("://")
-        .and_then(|i| template[i + 3..].find('/').map(|j| i + 3 + j))
-        .expect("an absolute template");
-    let search_url_template = format!("{}{}", mall.base_url(), &template[path_start..]);
-    let block = table
-        .get("block")
-        .and_then(toml::Value::as_table)
-        .cloned()
-        .unwrap_or_default();
-    let wait = humantime::parse_duration(&s(&table, "wait_timeout")).expect("wait_timeout");
-    pb::SiteProfile {
-        id: s(&table, "id"),
-        display_name: s(&table, "display_name"),
-        search_url_template,
-        wait_for: s(&table, "wait_for"),
-        wait_timeout: Some(duration_to_pb(wait)),
-        card_selector: s(&table, "card_selector"),
-        title_selector: s(&table, "title_selector"),
-        price_selector: s(&table, "price_selector"),
-        shipping_selector: s(&table, "shipping_selector"),
-        link_selector: s(&table, "link_selector"),
-        seller_selector: s(&table, "seller_selector"),
-        no_results_selector: s(&table, "no_results_selector"),
-        no_results_text: s(&table, "no_results_text"),
-        block: Some(pb::BlockMarkers {
-            texts: strings(&block, "texts"),
-            selectors: strings(&block, "selectors"),
-            statuses: block
-                .get("statuses")
-                .and_then(toml::Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_integer())
-                        .map(|v| u32::try_from(v).unwrap())
-                        .collect()
-                })
-                .unwrap_or_default(),
-            min_html_bytes: int(&block, "min_html_bytes"),
-        }),
-        warmup_url: s(&table, "warmup_url"),
-        ip_request_budget: int(&table, "ip_request_budget"),
-        free_shipping_texts: strings(&table, "free_shipping_texts"),
-        blocked_url_patterns: strings(&table, "blocked_url_patterns"),
-        max_cards: int(&table, "max_cards"),
-    }
+    let text = lps_profiles::format::builtin_text(file).unwrap_or_else(|| panic!("no {file}"));
+    profile_at(text, file, mall)
+}
+
+/// A profile's text (format 2) pointed at `mall`: `http://127.0.0.1:1808N` → its base URL.
+pub fn profile_at(text: &str, file: &str, mall: &MallHandle) -> pb::SiteProfile {
+    let fixed = regex::Regex::new(r"http://127\.0\.0\.1:1808\d").unwrap();
+    let text = fixed.replace_all(text, mall.base_url().trim_end_matches('/'));
+    lps_profiles::format::parse(file, &text)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .wire
 }
 
 pub fn alpha_profile(mall: &MallHandle) -> pb::SiteProfile {
     profile_from_toml("testmall-alpha.toml", mall)
+}
+
+pub fn gamma_profile(mall: &MallHandle) -> pb::SiteProfile {
+    profile_from_toml("testmall-gamma.toml", mall)
 }
 
 pub fn beta_profile(mall: &MallHandle) -> pb::SiteProfile {

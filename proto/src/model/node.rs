@@ -443,10 +443,12 @@ impl JobResult {
         }
     }
 
-    /// The cheapest offer by effective price (ties: lower shipping, then the earlier one).
+    /// The cheapest offer whose effective price is known (ties: lower shipping, then the
+    /// earlier one). An offer with unknown shipping is never the best.
     pub fn best_offer(&self) -> Option<&Offer> {
         self.offers
             .iter()
+            .filter(|o| o.effective_price_known())
             .min_by_key(|o| (o.effective_price(), o.shipping_fee))
     }
 }
@@ -615,6 +617,17 @@ mod tests {
             url: "http://127.0.0.1/p/1".into(),
             seller: "s".into(),
             match_score: 0.9,
+            shipping: if shipping > 0 {
+                pb::ShippingStatus::Paid
+            } else {
+                pb::ShippingStatus::Free
+            } as i32,
+            list_price: 0,
+            flags: vec![
+                pb::CardClass::Overseas as i32,
+                0,
+                pb::CardClass::Overseas as i32,
+            ],
         }
     }
 
@@ -629,6 +642,34 @@ mod tests {
         })
         .unwrap();
         assert_eq!(ok.best_offer().unwrap().effective_price(), 13_000);
+        // Unknown flags are dropped, repeats folded.
+        assert_eq!(ok.offers[0].flags, [CardClass::Overseas]);
+        // A cheaper offer whose shipping is unknown is never the best; older nodes' offers
+        // (no status) with a fee are paid, without one unknown.
+        let unknown = pb::Offer {
+            shipping: pb::ShippingStatus::Unknown as i32,
+            ..offer(9_000, 0)
+        };
+        let legacy = pb::Offer {
+            shipping: 0,
+            ..offer(10_000, 0)
+        };
+        let legacy_paid = pb::Offer {
+            shipping: 0,
+            ..offer(10_000, 2_000)
+        };
+        let mixed = JobResult::try_from(pb::JobResult {
+            job_id: 1,
+            lease_epoch: 1,
+            outcome: pb::Outcome::Found as i32,
+            offers: vec![unknown, legacy, legacy_paid, offer(13_000, 0)],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(mixed.offers[0].shipping, ShippingStatus::Unknown);
+        assert_eq!(mixed.offers[1].shipping, ShippingStatus::Unknown);
+        assert_eq!(mixed.offers[2].shipping, ShippingStatus::Paid);
+        assert_eq!(mixed.best_offer().unwrap().effective_price(), 12_000);
 
         let cases = [
             (
@@ -658,6 +699,19 @@ mod tests {
                     ..Default::default()
                 },
                 "offers[0].price",
+            ),
+            (
+                pb::JobResult {
+                    job_id: 1,
+                    lease_epoch: 1,
+                    outcome: pb::Outcome::Found as i32,
+                    offers: vec![pb::Offer {
+                        shipping: pb::ShippingStatus::Unknown as i32,
+                        ..offer(1_000, 3_000)
+                    }],
+                    ..Default::default()
+                },
+                "offers[0].shipping_fee",
             ),
             (
                 pb::JobResult {

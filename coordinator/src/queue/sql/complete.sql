@@ -5,7 +5,9 @@
 --
 -- $1..$6 per job: job_id, lease_epoch, outcome, rounds (jsonb), bytes, cost_usd; $15 per
 -- job: the reporting node (for the record). A job is listed at most once.
--- $7..$14 offers, flattened: job_id, rank, title, price, shipping_fee, url, seller, score.
+-- $7..$14 offers, flattened: job_id, rank, title, price, shipping_fee, url, seller, score;
+-- $18..$20 the same offers' shipping_status (ShippingStatus::as_str), list_price and flags
+-- (CardClass::as_str names joined by ',', '' for none).
 -- $16 negative-cache TTL in ms, $17 now.
 with
 clock as materialized (select coalesce($17::timestamptz, clock_timestamp()) as now),
@@ -41,11 +43,14 @@ attempt as (
     from done d, clock
 ),
 offers as (
-    insert into offer (job_id, rank, mall, title, price, shipping_fee, url, seller, match_score)
-    select o.job_id, o.rank, d.mall, o.title, o.price, o.shipping_fee, o.url, o.seller, o.score
+    insert into offer (job_id, rank, mall, title, price, shipping_fee, url, seller, match_score,
+                       shipping_status, list_price, flags)
+    select o.job_id, o.rank, d.mall, o.title, o.price, o.shipping_fee, o.url, o.seller, o.score,
+           o.shipping_status, o.list_price, string_to_array(o.flags, ',')
     from unnest($7::bigint[], $8::smallint[], $9::text[], $10::bigint[], $11::bigint[],
-                $12::text[], $13::text[], $14::real[])
-        as o (job_id, rank, title, price, shipping_fee, url, seller, score)
+                $12::text[], $13::text[], $14::real[], $18::text[], $19::bigint[], $20::text[])
+        as o (job_id, rank, title, price, shipping_fee, url, seller, score,
+              shipping_status, list_price, flags)
     join done d using (job_id)
 ),
 remember_not_found as (

@@ -1,7 +1,9 @@
 -- Fail the attempt of lease ($1 job_id, $2 lease_epoch). A retryable class with attempts
 -- left goes back to `queued` after a backoff of min(cap, base * 2^(attempts-1)) with
 -- jitter (uniform in [50 %, 100 %] of that); otherwise the job is `dead` with the class
--- and message. A lease that is no longer current changes nothing (stale_report).
+-- and message (a class that is not retryable, such as `layout` or `page_blocked`, is dead
+-- after this one attempt whatever attempts are left). A lease that is no longer current
+-- changes nothing (stale_report).
 --
 -- $3 error class, $4 retryable, $5 message, $6 backoff base ms, $7 backoff cap ms,
 -- $8 bytes, $9 cost_usd, $10 node_id, $11 now.
@@ -28,7 +30,7 @@ failed as (
         cost_usd = j.cost_usd + $9::float8
     from clock
     where j.job_id = $1::bigint and (j.state = 'running') is true and j.lease_epoch = $2::bigint
-    returning j.job_id, j.lease_epoch, j.state, j.attempts, j.run_after
+    returning j.job_id, j.lease_epoch, j.mall, j.state, j.attempts, j.run_after
 ),
 attempt as (
     insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended, error_class, bytes, cost_usd)
@@ -42,4 +44,4 @@ stale as (
     where not exists (select 1 from failed)
       and exists (select 1 from job j where j.job_id = $1::bigint)
 )
-select f.state as "state: JobState", f.attempts, f.run_after from failed f
+select f.mall, f.state as "state: JobState", f.attempts, f.run_after from failed f

@@ -1,4 +1,6 @@
--- One job for GetJob, with its offers cheapest-first. $1 job_id.
+-- One job for GetJob, with its offers cheapest-first (effective price; at the same
+-- effective price an offer with known shipping before one without; then shipping, then the
+-- rank the coordinator gave, which follows the same order). $1 job_id.
 select
     j.job_id, j.product_code, j.product_name, j.mall,
     j.state as "state!: JobState",
@@ -10,8 +12,11 @@ select
     coalesce(
         (select jsonb_agg(jsonb_build_object(
                     'title', o.title, 'price', o.price, 'shipping_fee', o.shipping_fee,
-                    'url', o.url, 'seller', o.seller, 'match_score', o.match_score)
-                 order by o.effective_price, o.shipping_fee, o.rank)
+                    'url', o.url, 'seller', o.seller, 'match_score', o.match_score,
+                    'shipping', o.shipping_status, 'list_price', o.list_price,
+                    'flags', o.flags)
+                 order by o.effective_price, o.shipping_status = 'unknown', o.shipping_fee,
+                          o.rank)
            from offer o where o.job_id = j.job_id),
         '[]'::jsonb) as "offers!: Json<Vec<OfferRow>>"
 from job j

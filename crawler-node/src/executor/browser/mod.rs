@@ -40,6 +40,7 @@ mod run;
 mod slot;
 
 use std::{
+    collections::BTreeMap,
     path::PathBuf,
     sync::{
         Arc, Weak,
@@ -49,7 +50,15 @@ use std::{
 };
 
 use futures::future::join_all;
-use lps_proto::model::{ErrorClass, JobMetrics, MallId, Offer};
+use lps_profiles::{
+    compiled::CompiledProfile,
+    extract::{Card, apply_classes},
+    price::evaluate_shipping,
+};
+use lps_proto::{
+    model::{CardClass, ErrorClass, JobMetrics, MallId, Offer},
+    pb,
+};
 use tokio::sync::{Mutex, OwnedMutexGuard, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, info, info_span, warn};
@@ -57,10 +66,7 @@ use tracing::{Instrument as _, info, info_span, warn};
 use self::{run::Run, slot::Slot};
 use super::{Executor, Job, Outcome, Progress};
 use crate::{
-    browser::{
-        ChromeDriver, RawCard,
-        parse::{parse_price, parse_shipping},
-    },
+    browser::ChromeDriver,
     config::Config,
     judge::{self, ProductQuery},
     llm::LlmClient,
@@ -353,12 +359,15 @@ impl BrowserExecutor {
                 format!("no site profile for mall {}", job.mall),
             );
         };
-        if let Err(why) = check_profile(&profile) {
-            return fail(
-                ErrorClass::Permanent,
-                format!("site profile {}: {why}", job.mall),
-            );
-        }
+        let compiled = match lps_profiles::compiled::compile(&profile) {
+            Ok(compiled) => compiled,
+            Err(err) => {
+                return fail(
+                    ErrorClass::Permanent,
+                    format!("site profile {}: {}: {}", job.mall, err.field, err.reason),
+                );
+            }
+        };
         let query = match ProductQuery::new(job.product.name()) {
             Ok(query) => query,
             Err(err) => {
@@ -385,7 +394,15 @@ impl BrowserExecutor {
         };
         self.watch_driver();
         let mut slot = self.take_slot().await;
-        let mut run = Run::new(&self.inner, &job, &profile, &progress, &mut slot, deadline);
+        let mut run = Run::new(
+            &self.inner,
+            &job,
+            &profile,
+            &compiled,
+            &progress,
+            &mut slot,
+            deadline,
+        );
         // NB: the node cancels at the deadline and reports DEADLINE itself; the grace keeps
         // that order, and the branch is a backstop for callers without a node.
         let result = tokio::select! {
@@ -409,87 +426,109 @@ fn deadline_of(job: &Job) -> tokio::time::Instant {
     tokio::time::Instant::now() + left
 }
 
-/// What a profile needs for the executor to read result pages.
-fn check_profile(profile: &lps_proto::pb::SiteProfile) -> Result<(), String> {
-    if !profile.search_url_template.contains("{query}") {
-        return Err("search_url_template has no {query}".into());
-    }
-    for (name, value) in [
-        ("card_selector", &profile.card_selector),
-        ("title_selector", &profile.title_selector),
-        ("price_selector", &profile.price_selector),
-    ] {
-        if value.trim().is_empty() {
-            return Err(format!("{name} is empty"));
-        }
-    }
-    Ok(())
+/// What the judge made of one round's cards: the offers of the cards that are the product
+/// (best first), and the cards left out by the class policy.
+#[derive(Debug, Default)]
+pub struct Judged {
+    pub offers: Vec<Offer>,
+    /// Cards the profile's classes exclude, by class name.
+    pub excluded: BTreeMap<String, u32>,
+    /// Cards read after exclusion (what the judge looked at).
+    pub seen: u32,
+    /// Cards the judge rejected, with their flagged classes (kept for the LLM judge).
+    pub rejected: Vec<(Card, Vec<CardClass>)>,
 }
 
-/// Judges `cards` against `query`: the offers of the cards that are the product, best
-/// first (lowest price + shipping, then lower shipping, then page order).
+/// Judges `cards` against `query` with the profile's class policy: excluded classes are
+/// left out (counted), flagged ones carried on the offer; a card that is the product
+/// becomes an offer priced by the profile's rules (sale price, coupon price only when the
+/// profile opts in, shipping evaluated against the price). Offers are best first: known
+/// effective price ascending (lower shipping, then page order, on ties), then offers whose
+/// shipping is unknown by price.
 pub fn judge_cards(
     query: &ProductQuery,
-    cards: &[RawCard],
+    cards: Vec<Card>,
     mall: &MallId,
-    free_shipping_texts: &[String],
-) -> Vec<Offer> {
+    profile: &pb::SiteProfile,
+    compiled: &CompiledProfile,
+) -> Judged {
+    let classified = apply_classes(compiled, cards);
+    let mut judged = Judged {
+        excluded: classified.excluded,
+        seen: u32::try_from(classified.kept.len()).unwrap_or(u32::MAX),
+        ..Judged::default()
+    };
     let mut offers: Vec<(usize, Offer)> = Vec::new();
-    for (index, card) in cards.iter().enumerate() {
-        let Some((title, _)) = priced_title(card) else {
-            continue;
-        };
-        let verdict = judge::judge(query, title);
+    for (index, (card, flags)) in classified.kept.into_iter().enumerate() {
+        let verdict = judge::judge(query, &card.title);
         if !verdict.same {
-            tracing::debug!(title, reason = %verdict.reason, "card is not the product");
+            tracing::debug!(title = %card.title, reason = %verdict.reason, "card is not the product");
+            judged.rejected.push((card, flags));
             continue;
         }
-        if let Some(offer) = card_offer(card, verdict.score, mall, free_shipping_texts) {
-            offers.push((index, offer));
-        }
+        offers.push((
+            index,
+            card_offer(&card, flags, verdict.score, mall, profile),
+        ));
     }
-    best_first(offers)
+    judged.offers = best_first(offers);
+    judged
 }
 
-/// The card's title and price, when it has a title and a readable price (else it cannot
-/// be an offer).
-fn priced_title(card: &RawCard) -> Option<(&str, u64)> {
-    let title = card.title.as_deref().filter(|t| !t.trim().is_empty())?;
-    let price = card.price.as_deref().and_then(parse_price)?;
-    Some((title, price))
-}
-
-/// The offer of a card judged to be the product (`None` without a title or price).
-fn card_offer(
-    card: &RawCard,
+/// The offer of a card judged to be the product.
+pub fn card_offer(
+    card: &Card,
+    flags: Vec<CardClass>,
     score: f32,
     mall: &MallId,
-    free_shipping_texts: &[String],
-) -> Option<Offer> {
-    let (title, price) = priced_title(card)?;
-    let shipping = parse_shipping(card.shipping.as_deref(), free_shipping_texts).krw();
+    profile: &pb::SiteProfile,
+) -> Offer {
+    let price = match card.coupon_price {
+        Some(coupon) if profile.accept_coupon_price && coupon > 0 => coupon.min(card.price),
+        _ => card.price,
+    };
+    let shipping = evaluate_shipping(
+        card.shipping_text.as_deref(),
+        price,
+        &profile.free_shipping_texts,
+    );
     let clip = |s: &str, n: usize| s.chars().take(n).collect::<String>();
-    Some(Offer {
+    let money = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    Offer {
         mall: mall.clone(),
-        title: clip(title.trim(), lps_proto::model::MAX_TITLE_CHARS),
-        price: i64::try_from(price).unwrap_or(i64::MAX),
-        shipping_fee: i64::try_from(shipping).unwrap_or(i64::MAX),
-        url: clip(
-            card.link.as_deref().unwrap_or_default(),
-            lps_proto::model::MAX_URL_CHARS,
-        ),
+        title: clip(card.title.trim(), lps_proto::model::MAX_TITLE_CHARS),
+        price: money(price),
+        shipping_fee: if shipping.status.is_known() {
+            money(shipping.fee)
+        } else {
+            0
+        },
+        url: clip(&card.link, lps_proto::model::MAX_URL_CHARS),
         seller: clip(
             card.seller.as_deref().unwrap_or_default().trim(),
             lps_proto::model::MAX_TITLE_CHARS,
         ),
         match_score: score.clamp(0.0, 1.0),
-    })
+        shipping: shipping.status,
+        list_price: card
+            .list_price
+            .filter(|&list| list > price)
+            .map_or(0, money),
+        flags,
+    }
 }
 
-/// Offers tagged with their page order → best first (lowest price + shipping, then lower
-/// shipping, then page order).
-fn best_first(mut offers: Vec<(usize, Offer)>) -> Vec<Offer> {
-    offers.sort_by_key(|(index, o)| (o.effective_price(), o.shipping_fee, *index));
+/// Offers tagged with their page order → best first: known effective prices ascending
+/// (then lower shipping, then page order), then unknown-shipping offers by price.
+pub(crate) fn best_first(mut offers: Vec<(usize, Offer)>) -> Vec<Offer> {
+    offers.sort_by_key(|(index, o)| {
+        (
+            !o.effective_price_known(),
+            o.effective_price(),
+            o.shipping_fee,
+            *index,
+        )
+    });
     offers.into_iter().map(|(_, o)| o).collect()
 }
 
@@ -558,52 +597,98 @@ impl Drop for Inner {
 
 #[cfg(test)]
 mod tests {
+    use lps_proto::model::ShippingStatus;
+
     use super::*;
 
-    fn card(title: &str, price: &str, shipping: &str) -> RawCard {
-        RawCard {
-            title: Some(title.into()),
-            price: Some(price.into()),
-            shipping: Some(shipping.into()),
+    fn card(title: &str, price: u64, shipping: Option<&str>) -> Card {
+        Card {
+            title: title.into(),
+            price,
+            list_price: None,
+            coupon_price: None,
+            shipping_text: shipping.map(str::to_owned),
+            link: "http://mall/p/1".into(),
             seller: Some("s".into()),
-            link: Some("http://mall/p/1".into()),
+            classes: Vec::new(),
+            text: title.into(),
         }
+    }
+
+    fn profile() -> pb::SiteProfile {
+        lps_profiles::format::parse(
+            "alpha",
+            lps_profiles::format::builtin_text("testmall-alpha.toml").unwrap(),
+        )
+        .unwrap()
+        .wire
     }
 
     #[test]
     fn matched_cards_become_offers_best_first() {
         let query = ProductQuery::new("제주 삼다수 2L x 12").unwrap();
         let mall = MallId::new("testmall-alpha").unwrap();
-        let free = vec!["무료배송".to_owned()];
+        let profile = profile();
+        let compiled = lps_profiles::compiled::compile(&profile).unwrap();
+        let mut option = card(
+            "[택1] 제주 삼다수 2L x 12병 외 3종",
+            5_000,
+            Some("무료배송"),
+        );
+        option.classes = vec![CardClass::OptionListing];
+        let mut abroad = card("제주 삼다수 2L x 12병 해외직구", 13_000, Some("무료배송"));
+        abroad.classes = vec![CardClass::Overseas];
         let cards = vec![
-            card("제주 삼다수 2L x 12병", "12,900원", "무료배송"),
-            card("제주 삼다수 500ml x 20병", "9,900원", "무료배송"),
-            card("삼다수 2L 12개", "11,500원", "배송비 3,000원"),
-            card("제주 삼다수 2L x 12병", "가격문의", "무료배송"),
-            card("제주 삼다수 2L x 12병", "12,400원", "배송비 500원"),
+            card("제주 삼다수 2L x 12병", 12_900, Some("무료배송")),
+            card("제주 삼다수 500ml x 20병", 9_900, Some("무료배송")),
+            card("삼다수 2L 12개", 11_500, Some("배송비 3,000원")),
+            card("제주 삼다수 2L x 12병", 9_000, None),
+            card("제주 삼다수 2L x 12병", 12_400, Some("배송비 500원")),
+            option,
+            abroad,
         ];
-        let offers = judge_cards(&query, &cards, &mall, &free);
-        let prices: Vec<(i64, i64)> = offers.iter().map(|o| (o.price, o.shipping_fee)).collect();
-        // 12,900 + 0 ties 12,400 + 500: lower shipping first; 11,500 + 3,000 last.
-        assert_eq!(prices, [(12_900, 0), (12_400, 500), (11_500, 3_000)]);
-        assert!(offers.iter().all(|o| o.mall == mall && o.match_score > 0.0));
+        let judged = judge_cards(&query, cards, &mall, &profile, &compiled);
+        let prices: Vec<(i64, i64, ShippingStatus)> = judged
+            .offers
+            .iter()
+            .map(|o| (o.price, o.shipping_fee, o.shipping))
+            .collect();
+        // 12,900 + 0 ties 12,400 + 500: lower shipping first; 11,500 + 3,000 after 13,000;
+        // the cheaper offer without shipping last, never first; the option listing is out.
+        assert_eq!(
+            prices,
+            [
+                (12_900, 0, ShippingStatus::Free),
+                (12_400, 500, ShippingStatus::Paid),
+                (13_000, 0, ShippingStatus::Free),
+                (11_500, 3_000, ShippingStatus::Paid),
+                (9_000, 0, ShippingStatus::Unknown),
+            ]
+        );
+        // Excluded classes are counted, flagged ones carried on the offer.
+        assert_eq!(judged.excluded.get("option_listing"), Some(&1));
+        assert_eq!(judged.offers[2].flags, [CardClass::Overseas]);
+        assert_eq!(judged.seen, 6);
+        assert_eq!(judged.rejected.len(), 1);
+        assert!(
+            judged
+                .offers
+                .iter()
+                .all(|o| o.mall == mall && o.match_score > 0.0)
+        );
     }
 
     #[test]
-    fn profiles_are_checked() {
-        let good = lps_proto::pb::SiteProfile {
-            search_url_template: "http://m/s?q={query}".into(),
-            card_selector: "li".into(),
-            title_selector: "a".into(),
-            price_selector: "b".into(),
-            ..Default::default()
-        };
-        assert!(check_profile(&good).is_ok());
-        let mut bad = good.clone();
-        bad.search_url_template = "http://m/s".into();
-        assert!(check_profile(&bad).is_err());
-        let mut bad = good;
-        bad.price_selector = " ".into();
-        assert!(check_profile(&bad).unwrap_err().contains("price_selector"));
+    fn coupon_prices_only_when_the_profile_opts_in() {
+        let mall = MallId::new("testmall-alpha").unwrap();
+        let mut profile = profile();
+        let mut c = card("x", 10_000, Some("무료배송"));
+        c.coupon_price = Some(8_000);
+        c.list_price = Some(12_000);
+        let offer = card_offer(&c, Vec::new(), 1.0, &mall, &profile);
+        assert_eq!((offer.price, offer.list_price), (10_000, 12_000));
+        profile.accept_coupon_price = true;
+        let offer = card_offer(&c, Vec::new(), 1.0, &mall, &profile);
+        assert_eq!(offer.price, 8_000);
     }
 }

@@ -16,10 +16,15 @@
 //! cancel token and the deadline); what it leaves behind is a suspect slot, never a
 //! half-reported IP session (`end_ip` is synchronous).
 
+mod api;
 mod llm;
 
-use std::time::Duration;
+use std::{
+    collections::{BTreeMap, HashSet},
+    time::Duration,
+};
 
+use lps_profiles::{compiled::CompiledProfile, extract::Card};
 use lps_proto::{
     model::{ErrorClass, JobMetrics, Offer, RoundReport, duration_from_pb},
     pb,
@@ -30,8 +35,10 @@ use tracing::{Instrument as _, debug, info, info_span, warn};
 use super::{Inner, judge_cards, slot::IpSession, slot::Slot};
 use crate::{
     browser::{
-        Browser, BrowserError, LaunchOptions, PageRead, ProfileSlot, Relay, RelayCounters,
-        Upstream, default_blocked_patterns, page::read_search_page, parse::search_url,
+        Browser, BrowserError, LaunchOptions, PageRead, PageResult, ProfileSlot, Relay,
+        RelayCounters, Upstream, default_blocked_patterns,
+        page::{SUSPECT_ERRORS, read_search_page},
+        parse::{page_url, search_url},
     },
     executor::{Job, Outcome, Progress},
     judge::{self, ProductQuery, Round, RoundKind},
@@ -82,6 +89,47 @@ impl JobError {
     }
 }
 
+/// The cards of one round, over its pages.
+#[derive(Debug, Default)]
+pub(super) struct Read {
+    /// The source that produced the first page's cards.
+    source: String,
+    cards: Vec<Card>,
+    placeholders: u32,
+    pages: u32,
+    seen: HashSet<(String, String)>,
+}
+
+impl Read {
+    /// Adds a page's cards, leaving out repeats (same link and title) and any past `max`.
+    fn add(&mut self, cards: Vec<Card>, max: usize) {
+        for card in cards {
+            if self.cards.len() >= max {
+                break;
+            }
+            if self.seen.insert((card.link.clone(), card.title.clone())) {
+                self.cards.push(card);
+            }
+        }
+    }
+}
+
+/// How a round's cards were got, for its report.
+#[derive(Debug, Default)]
+struct RoundCards {
+    source: String,
+    excluded: BTreeMap<String, u32>,
+    pages: u32,
+}
+
+/// One page load's outcome for the round.
+enum Loaded {
+    Cards(Box<PageResult>),
+    NoResults,
+    /// A block, a failed gateway or a replaced browser: start the round over.
+    Again,
+}
+
 /// What a finished search found.
 pub(super) enum Found {
     Offers(Vec<Offer>),
@@ -93,6 +141,7 @@ pub(super) struct Run<'a> {
     inner: &'a Inner,
     job: &'a Job,
     profile: &'a pb::SiteProfile,
+    compiled: &'a CompiledProfile,
     progress: &'a Progress,
     slot: &'a mut Slot,
     deadline: Instant,
@@ -117,6 +166,7 @@ impl<'a> Run<'a> {
         inner: &'a Inner,
         job: &'a Job,
         profile: &'a pb::SiteProfile,
+        compiled: &'a CompiledProfile,
         progress: &'a Progress,
         slot: &'a mut Slot,
         deadline: Instant,
@@ -128,6 +178,7 @@ impl<'a> Run<'a> {
             inner,
             job,
             profile,
+            compiled,
             progress,
             slot,
             deadline,
@@ -154,9 +205,14 @@ impl<'a> Run<'a> {
 
     /// Prepares the slot and walks the rounds until one finds the product.
     pub(super) async fn search(&mut self, query: &ProductQuery) -> Result<Found, JobError> {
-        self.prepare_browser().await?;
+        // NB: a mall read through its JSON API needs no browser at all.
+        if self.api_source().is_none() {
+            self.prepare_browser().await?;
+        }
         self.ensure_ip().await?;
-        self.warm_up().await;
+        if self.api_source().is_none() {
+            self.warm_up().await;
+        }
         let rounds = judge::rounds(query);
         for (i, round) in rounds.iter().enumerate() {
             let number = u32::try_from(i + 1).unwrap_or(u32::MAX);
@@ -185,95 +241,243 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// One round: load its result page until a verdict (rotating IPs after blocks, replacing
-    /// a dead browser once), judge the cards.
+    /// One round: read its result pages (rotating IPs after blocks, replacing a dead
+    /// browser once, restarting from the first page after either), judge the cards.
     async fn search_round(
         &mut self,
         round: &Round,
         query: &ProductQuery,
     ) -> Result<Vec<Offer>, JobError> {
-        let url = search_url(&self.profile.search_url_template, &round.query);
         let started = Instant::now();
-        loop {
-            self.ensure_ip().await?;
-            self.prepare_browser().await?;
-            let before = self.relay_counters();
-            let loading = Instant::now();
-            let read = {
-                let browser = self.browser()?;
-                read_search_page(browser, self.profile, &url).await
-            };
+        let cards = match self.api_source() {
+            Some(api) => self.api_round(round, &api).await?,
+            None => self.browser_round(round).await?,
+        };
+        let Some(read) = cards else {
+            self.push_round(round, started, RoundCards::default(), 0, 0);
+            return Ok(Vec::new());
+        };
+        let cards = read.cards.clone();
+        let judged = judge_cards(query, cards, &self.job.mall, self.profile, self.compiled);
+        for (reason, n) in &judged.excluded {
             self.inner
                 .metrics
-                .page_loaded(&self.job.mall, verdict_str(&read), loading.elapsed());
-            let moved = self.relay_counters().since(before);
-            self.pages += 1;
-            self.progress.page_loaded();
-            self.progress.add_bytes(moved.bytes());
-            if let Some(ip) = &mut self.slot.ip {
-                ip.requests += 1;
-                ip.last_used = Instant::now();
-                ip.job_id = self.job.job_id();
-            }
-            // NB: a page that still gave a verdict was served; a failed gateway shows as
-            // anything else (the relay's error page, a browser error page, a timeout).
-            let proxy_failed = moved.upstream_errors > 0 && self.slot.ip.is_some();
-            let gave_verdict = matches!(
-                read,
-                Ok(PageRead::Cards(_) | PageRead::NoResults | PageRead::Blocked { .. })
+                .cards_excluded(&self.job.mall, reason, *n);
+        }
+        if read.placeholders > 0 {
+            self.inner
+                .metrics
+                .cards_excluded(&self.job.mall, "placeholder", read.placeholders);
+        }
+        let matches = u32::try_from(judged.offers.len()).unwrap_or(u32::MAX);
+        info!(
+            cards = judged.seen,
+            matches,
+            source = %read.source,
+            pages = read.pages,
+            excluded = ?judged.excluded,
+            query = %round.query,
+            "round read"
+        );
+        let mut excluded = judged.excluded.clone();
+        if read.placeholders > 0 {
+            excluded.insert("placeholder".into(), read.placeholders);
+        }
+        self.push_round(
+            round,
+            started,
+            RoundCards {
+                source: read.source,
+                excluded,
+                pages: read.pages,
+            },
+            judged.seen,
+            matches,
+        );
+        if judged.offers.is_empty() && self.inner.llm.is_some() {
+            let index = self.rounds.len() - 1;
+            self.rejected.extend(
+                judged
+                    .rejected
+                    .into_iter()
+                    .map(|(card, flags)| llm::Rejected {
+                        round: index,
+                        card,
+                        flags,
+                    }),
             );
-            if proxy_failed && !gave_verdict {
-                self.on_proxy_error()?;
-                continue;
-            }
-            match read {
-                Ok(PageRead::Blocked { marker, html_bytes }) => {
-                    self.on_block(round, &marker, html_bytes).await?;
-                }
-                Ok(PageRead::ErrorPage { url: error }) => {
-                    return Err(JobError::new(
-                        ErrorClass::Network,
-                        format!("the mall could not be reached (browser error page {error})"),
-                    ));
-                }
-                Ok(PageRead::NoResults) => {
-                    self.page_ok();
-                    self.push_round(round, started, 0, 0);
-                    return Ok(Vec::new());
-                }
-                Ok(PageRead::Cards(cards)) => {
-                    self.page_ok();
-                    let offers = judge_cards(
-                        query,
-                        &cards,
-                        &self.job.mall,
-                        &self.profile.free_shipping_texts,
-                    );
-                    let seen = u32::try_from(cards.len()).unwrap_or(u32::MAX);
-                    let matches = u32::try_from(offers.len()).unwrap_or(u32::MAX);
-                    info!(cards = seen, matches, query = %round.query, "round read");
-                    self.push_round(round, started, seen, matches);
-                    if offers.is_empty() && self.inner.llm.is_some() {
-                        let round = self.rounds.len() - 1;
-                        self.rejected
-                            .extend(cards.into_iter().map(|card| llm::Rejected { round, card }));
+        }
+        Ok(judged.offers)
+    }
+
+    /// The round's pages in the browser: `None` when the first page says "no results".
+    async fn browser_round(&mut self, round: &Round) -> Result<Option<Read>, JobError> {
+        let template = if self.profile.price_sort_url_template.is_empty() {
+            &self.profile.search_url_template
+        } else {
+            &self.profile.price_sort_url_template
+        };
+        let first = search_url(template, &round.query);
+        let next_page = self.profile.more.as_ref().and_then(|m| m.next_page.clone());
+        let max_pages = next_page.as_ref().map_or(1, |n| n.max_pages.max(1));
+        let max_cards = self.max_cards();
+        'round: loop {
+            let mut read = Read::default();
+            let mut url = first.clone();
+            let mut per_page = 0;
+            loop {
+                let page = read.pages + 1;
+                let loaded = match self.load(round, &url).await {
+                    Ok(loaded) => loaded,
+                    // NB: a later page that fails leaves the cards of the earlier ones; the
+                    // job only fails on the first page.
+                    Err(err)
+                        if page > 1
+                            && (err.class.is_retryable() || err.class == ErrorClass::Layout) =>
+                    {
+                        warn!(page, class = err.class.as_str(), error = %err.message, "a later result page failed; using the pages read");
+                        break;
                     }
-                    return Ok(offers);
+                    Err(err) => return Err(err),
+                };
+                let result = match loaded {
+                    Loaded::Again => continue 'round,
+                    Loaded::NoResults if page == 1 => return Ok(None),
+                    Loaded::NoResults => break,
+                    Loaded::Cards(result) => result,
+                };
+                if page == 1 {
+                    per_page = u32::try_from(result.cards.len()).unwrap_or(u32::MAX);
+                    read.source = result.source.clone();
                 }
-                Ok(PageRead::Unreadable { reason, html_bytes }) => {
-                    return Err(JobError::new(
-                        ErrorClass::Parse,
-                        format!("result page unreadable ({html_bytes} bytes of HTML): {reason}"),
-                    ));
-                }
-                Err(err) if err.is_gone() => self.recover_browser(&err).await?,
-                Err(err) => {
-                    return Err(JobError::new(
-                        ErrorClass::Network,
-                        format!("loading the result page failed: {err}"),
-                    ));
+                read.pages = page;
+                read.placeholders += result.placeholders;
+                read.add(result.cards, max_cards);
+                let next = match &next_page {
+                    _ if page >= max_pages || read.cards.len() >= max_cards => None,
+                    Some(n) if !n.url_template.is_empty() => Some(page_url(
+                        &n.url_template,
+                        &round.query,
+                        page + 1,
+                        per_page.max(1),
+                    )),
+                    Some(_) => result.next_href.clone(),
+                    None => None,
+                };
+                match next {
+                    Some(next) if next != url => url = next,
+                    _ => break,
                 }
             }
+            return Ok(Some(read));
+        }
+    }
+
+    fn max_cards(&self) -> usize {
+        match self.profile.max_cards {
+            0 => lps_profiles::format::DEFAULT_MAX_CARDS as usize,
+            n => n as usize,
+        }
+    }
+
+    /// Loads and reads one result page; `Again` after a block, a failed gateway or a
+    /// replaced browser (the round starts over on the new IP or browser).
+    async fn load(&mut self, round: &Round, url: &str) -> Result<Loaded, JobError> {
+        self.ensure_ip().await?;
+        self.prepare_browser().await?;
+        let before = self.relay_counters();
+        let loading = Instant::now();
+        let read = {
+            let browser = self.browser()?;
+            read_search_page(browser, self.profile, self.compiled, url).await
+        };
+        self.inner
+            .metrics
+            .page_loaded(&self.job.mall, verdict_str(&read), loading.elapsed());
+        self.count_request(before);
+        // NB: a page that still gave a verdict was served; a failed gateway shows as
+        // anything else (the relay's error page, a browser error page, a timeout).
+        let moved = self.relay_counters().since(before);
+        let proxy_failed = moved.upstream_errors > 0 && self.slot.ip.is_some();
+        let gave_verdict = matches!(
+            read,
+            Ok(PageRead::Cards(_) | PageRead::NoResults | PageRead::Blocked { .. })
+        );
+        if proxy_failed && !gave_verdict {
+            self.on_proxy_error()?;
+            return Ok(Loaded::Again);
+        }
+        match read {
+            Ok(PageRead::Blocked { marker, html_bytes }) => {
+                self.on_block(round, &marker, html_bytes).await?;
+                Ok(Loaded::Again)
+            }
+            Ok(PageRead::ErrorPage { url: error, code }) => match code {
+                Some(code)
+                    if SUSPECT_ERRORS.contains(&code.as_str()) && self.proxies().is_some() =>
+                {
+                    // Right after connecting: the exit IP is suspect; never retry on it.
+                    self.on_block(round, &format!("suspect:{code}"), 0).await?;
+                    Ok(Loaded::Again)
+                }
+                code => Err(JobError::new(
+                    ErrorClass::Network,
+                    format!(
+                        "the mall could not be reached (browser error page {error}{})",
+                        code.map(|c| format!(", {c}")).unwrap_or_default()
+                    ),
+                )),
+            },
+            Ok(PageRead::HttpError { status }) => Err(JobError::new(
+                ErrorClass::Network,
+                format!("the mall answered HTTP {status}"),
+            )),
+            Ok(PageRead::NoResults) => {
+                self.page_ok();
+                Ok(Loaded::NoResults)
+            }
+            Ok(PageRead::Cards(result)) => {
+                self.page_ok();
+                if result.challenge_cleared {
+                    info!(source = %result.source, "a challenge cleared by itself");
+                }
+                Ok(Loaded::Cards(result))
+            }
+            Ok(PageRead::Unreadable { reason, html_bytes }) => Err(JobError::new(
+                ErrorClass::Parse,
+                format!("result page unreadable ({html_bytes} bytes of HTML): {reason}"),
+            )),
+            Ok(PageRead::Layout { reason, html_bytes }) => {
+                self.page_ok();
+                self.inner.metrics.layout_page(&self.job.mall);
+                Err(JobError::new(
+                    ErrorClass::Layout,
+                    format!(
+                        "the layout of the result page changed ({html_bytes} bytes of HTML): {reason}"
+                    ),
+                ))
+            }
+            Err(err) if err.is_gone() => {
+                self.recover_browser(&err).await?;
+                Ok(Loaded::Again)
+            }
+            Err(err) => Err(JobError::new(
+                ErrorClass::Network,
+                format!("loading the result page failed: {err}"),
+            )),
+        }
+    }
+
+    /// Counts one request on the IP session and the page into the job's figures.
+    fn count_request(&mut self, before: RelayCounters) {
+        let moved = self.relay_counters().since(before);
+        self.pages += 1;
+        self.progress.page_loaded();
+        self.progress.add_bytes(moved.bytes());
+        if let Some(ip) = &mut self.slot.ip {
+            ip.requests += 1;
+            ip.last_used = Instant::now();
+            ip.job_id = self.job.job_id();
         }
     }
 
@@ -283,13 +487,23 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn push_round(&mut self, round: &Round, started: Instant, cards_seen: u32, matches: u32) {
+    fn push_round(
+        &mut self,
+        round: &Round,
+        started: Instant,
+        how: RoundCards,
+        cards_seen: u32,
+        matches: u32,
+    ) {
         self.rounds.push(RoundReport {
             kind: kind_str(round.kind).to_owned(),
             query: round.query.clone(),
             cards_seen,
             matches,
             elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            source: how.source,
+            excluded: how.excluded,
+            pages: how.pages,
         });
     }
 
@@ -419,13 +633,7 @@ impl<'a> Run<'a> {
             self.inner.remember_dir(profile.dir());
             self.slot.profile = Some(profile);
         }
-        if self.inner.proxies.is_some() && self.slot.relay.is_none() {
-            let relay = Relay::start()
-                .await
-                .map_err(|e| JobError::new(ErrorClass::Internal, format!("proxy relay: {e}")))?;
-            self.relay_start = Some(relay.counters());
-            self.slot.relay = Some(relay);
-        }
+        self.ensure_relay().await?;
         if self.was_suspect {
             self.was_suspect = false;
             if let Some(browser) = &self.slot.browser
@@ -473,6 +681,18 @@ impl<'a> Run<'a> {
         };
         if let Err(err) = blocked {
             return self.recover_browser(&err).await;
+        }
+        Ok(())
+    }
+
+    /// Proxy mode: the slot's relay (every request of the slot goes through it).
+    async fn ensure_relay(&mut self) -> Result<(), JobError> {
+        if self.inner.proxies.is_some() && self.slot.relay.is_none() {
+            let relay = Relay::start()
+                .await
+                .map_err(|e| JobError::new(ErrorClass::Internal, format!("proxy relay: {e}")))?;
+            self.relay_start = Some(relay.counters());
+            self.slot.relay = Some(relay);
         }
         Ok(())
     }
@@ -562,9 +782,7 @@ impl<'a> Run<'a> {
             (None, Some(_)) => return Ok(()),
             (None, None) => {}
         }
-        if self.slot.relay.is_none() {
-            self.prepare_browser().await?;
-        }
+        self.ensure_relay().await?;
         loop {
             match proxies.acquire(&self.job.mall, self.job.job_id()).await {
                 Acquired::Granted(grant) => {
@@ -689,7 +907,8 @@ fn verdict_str(read: &Result<PageRead, BrowserError>) -> &'static str {
         Ok(PageRead::NoResults) => "no_results",
         Ok(PageRead::Blocked { .. }) => "blocked",
         Ok(PageRead::Unreadable { .. }) => "unreadable",
-        Ok(PageRead::ErrorPage { .. }) => "error_page",
+        Ok(PageRead::Layout { .. }) => "layout",
+        Ok(PageRead::ErrorPage { .. } | PageRead::HttpError { .. }) => "error_page",
         Err(_) => "failed",
     }
 }

@@ -22,14 +22,15 @@
 
 use std::time::Duration;
 
-use lps_proto::model::Offer;
+use lps_profiles::extract::Card;
+use lps_proto::model::{CardClass, Offer};
 use tokio::time::Instant;
 use tracing::{Instrument as _, info, info_span};
 
 use super::{JobError, Run, kind_str};
 use crate::{
-    browser::{RawCard, page::wait_timeout},
-    executor::browser::{best_first, card_offer, priced_title},
+    browser::page::wait_timeout,
+    executor::browser::{best_first, card_offer},
     judge::{self, ProductQuery, Round, RoundKind, normalize},
     llm::{CallFor, MAX_CANDIDATES, Product},
 };
@@ -42,7 +43,9 @@ const PAGE_MARGIN: Duration = Duration::from_secs(5);
 pub(super) struct Rejected {
     /// Index of the round's report in `Run::rounds`.
     pub(super) round: usize,
-    pub(super) card: RawCard,
+    pub(super) card: Card,
+    /// The card's classes the profile flags (carried to the offer if it is accepted).
+    pub(super) flags: Vec<CardClass>,
 }
 
 impl Run<'_> {
@@ -122,16 +125,15 @@ impl Run<'_> {
             let score = judge::judge(query, candidate.title).score;
             let offer = card_offer(
                 &candidate.rejected.card,
+                candidate.rejected.flags.clone(),
                 score,
                 &job.mall,
-                &self.profile.free_shipping_texts,
+                self.profile,
             );
-            if let Some(offer) = offer {
-                if let Some(report) = self.rounds.get_mut(candidate.rejected.round) {
-                    report.matches += 1;
-                }
-                offers.push((index, offer));
+            if let Some(report) = self.rounds.get_mut(candidate.rejected.round) {
+                report.matches += 1;
             }
+            offers.push((index, offer));
         }
         info!(
             candidates = candidates.len(),
@@ -153,8 +155,8 @@ struct Candidate<'r> {
     title: &'r str,
 }
 
-/// The cards worth asking about, in the order seen: a title and a price, the product's
-/// quantity (the hard veto), not a repeat of an earlier card; at most [`MAX_CANDIDATES`].
+/// The cards worth asking about, in the order seen: the product's quantity (the hard
+/// veto), not a repeat of an earlier card; at most [`MAX_CANDIDATES`].
 fn candidates<'r>(query: &ProductQuery, rejected: &'r [Rejected]) -> Vec<Candidate<'r>> {
     let mut seen: Vec<(String, u64, Option<&str>)> = Vec::new();
     let mut out = Vec::new();
@@ -162,13 +164,11 @@ fn candidates<'r>(query: &ProductQuery, rejected: &'r [Rejected]) -> Vec<Candida
         if out.len() == MAX_CANDIDATES {
             break;
         }
-        let Some((title, price)) = priced_title(&r.card) else {
-            continue;
-        };
+        let (title, price) = (r.card.title.as_str(), r.card.price);
         if !judge::same_quantity(query, title) {
             continue;
         }
-        let key = (normalize(title), price, r.card.link.as_deref());
+        let key = (normalize(title), price, Some(r.card.link.as_str()));
         if seen.contains(&key) {
             continue;
         }
@@ -182,16 +182,21 @@ fn candidates<'r>(query: &ProductQuery, rejected: &'r [Rejected]) -> Vec<Candida
 mod tests {
     use super::*;
 
-    fn rejected(round: usize, title: &str, price: &str, link: &str) -> Rejected {
+    fn rejected(round: usize, title: &str, price: u64, link: &str) -> Rejected {
         Rejected {
             round,
-            card: RawCard {
-                title: Some(title.into()),
-                price: Some(price.into()),
-                shipping: None,
+            card: Card {
+                title: title.into(),
+                price,
+                list_price: None,
+                coupon_price: None,
+                shipping_text: None,
+                link: link.into(),
                 seller: None,
-                link: Some(link.into()),
+                classes: Vec::new(),
+                text: title.into(),
             },
+            flags: Vec::new(),
         }
     }
 
@@ -199,13 +204,11 @@ mod tests {
     fn candidates_keep_the_quantity_veto_and_skip_repeats() {
         let query = ProductQuery::new("Jeju Samdasoo 2L x 12").unwrap();
         let cards = [
-            rejected(0, "제주 삼다수 2L x 12병", "12,900원", "/goods/a101"),
-            rejected(0, "제주 삼다수 2L x 6병", "7,200원", "/goods/a106"),
-            rejected(0, "제주 삼다수 500ml x 20병", "9,900원", "/goods/a105"),
-            rejected(1, "제주 삼다수 2L x 12병", "12,900원", "/goods/a101"),
-            rejected(1, "삼다수 2리터 12개", "가격문의", "/goods/a107"),
-            rejected(1, "", "1,000원", "/goods/a108"),
-            rejected(2, "제주삼다수 2L 12개", "11,500원", "/goods/a109"),
+            rejected(0, "제주 삼다수 2L x 12병", 12_900, "/goods/a101"),
+            rejected(0, "제주 삼다수 2L x 6병", 7_200, "/goods/a106"),
+            rejected(0, "제주 삼다수 500ml x 20병", 9_900, "/goods/a105"),
+            rejected(1, "제주 삼다수 2L x 12병", 12_900, "/goods/a101"),
+            rejected(2, "제주삼다수 2L 12개", 11_500, "/goods/a109"),
         ];
         let found: Vec<(usize, &str)> = candidates(&query, &cards)
             .iter()
@@ -216,7 +219,7 @@ mod tests {
             [(0, "제주 삼다수 2L x 12병"), (2, "제주삼다수 2L 12개")]
         );
         let many: Vec<Rejected> = (0..MAX_CANDIDATES + 5)
-            .map(|i| rejected(0, "삼다수 2L 12병", "1,000원", &format!("/goods/{i}")))
+            .map(|i| rejected(0, "삼다수 2L 12병", 1_000, &format!("/goods/{i}")))
             .collect();
         assert_eq!(candidates(&query, &many).len(), MAX_CANDIDATES);
     }

@@ -1,0 +1,140 @@
+//! The scripts the node runs inside result pages.
+//!
+//! - [`CAPTURE_JS`] is installed once per browser session with CDP
+//!   `Page.addScriptToEvaluateOnNewDocument`, so it runs on every document before the
+//!   page's own scripts: it records the JSON bodies of the page's `fetch` and
+//!   `XMLHttpRequest` responses (bounded in count and bytes) for `captured_json` card
+//!   sources — WebDriver has no event stream to read them from.
+//! - [`SNAPSHOT_JS`] is one look at the page: block markers, challenges, the no-results
+//!   marker, the HTTP status, Chromium's error code, and the raw material of every card
+//!   source (card elements' HTML, inline JSON, captured responses). Cards are read from it
+//!   in Rust (`lps_profiles::extract`), so a poll is one WebDriver round trip.
+//!
+//! Texts are read with `innerText`, which leaves out `<script>` bodies: a mall's renderer
+//! script often contains its own no-results text.
+
+/// Records fetch/XHR JSON responses into a non-enumerable `window.__lpsCaptured`.
+pub const CAPTURE_JS: &str = r#"(function () {
+  if (window.__lpsCaptured) { return; }
+  var store = [];
+  var total = 0;
+  var MAX_ENTRIES = 50, MAX_TOTAL = 6 * 1024 * 1024, MAX_ONE = 3 * 1024 * 1024;
+  try { Object.defineProperty(window, '__lpsCaptured', { value: store, enumerable: false }); } catch (e) { return; }
+  function keep(url, text) {
+    if (typeof text !== 'string' || !text) { return; }
+    var head = text.replace(/^\s+/, '').charAt(0);
+    if (head !== '{' && head !== '[') { return; }
+    if (text.length > MAX_ONE || total + text.length > MAX_TOTAL || store.length >= MAX_ENTRIES) { return; }
+    total += text.length;
+    store.push({ url: String(url || ''), body: text });
+  }
+  var nativeFetch = window.fetch;
+  if (typeof nativeFetch === 'function') {
+    var fetch = function () {
+      var answer = nativeFetch.apply(this, arguments);
+      answer.then(function (r) {
+        try { r.clone().text().then(function (t) { keep(r.url, t); }, function () {}); } catch (e) {}
+      }, function () {});
+      return answer;
+    };
+    var nativeToString = Function.prototype.toString;
+    try {
+      Object.defineProperty(fetch, 'toString', { value: function () { return nativeToString.call(nativeFetch); } });
+      Object.defineProperty(fetch, 'name', { value: 'fetch' });
+    } catch (e) {}
+    window.fetch = fetch;
+  }
+  if (window.XMLHttpRequest) {
+    var urls = new WeakMap();
+    var proto = XMLHttpRequest.prototype, open = proto.open, send = proto.send;
+    proto.open = function (method, url) { try { urls.set(this, url); } catch (e) {} return open.apply(this, arguments); };
+    proto.send = function () {
+      var xhr = this;
+      xhr.addEventListener('load', function () {
+        try {
+          var url = xhr.responseURL || urls.get(xhr);
+          if (xhr.responseType === '' || xhr.responseType === 'text') { keep(url, xhr.responseText); }
+          else if (xhr.responseType === 'json' && xhr.response) { keep(url, JSON.stringify(xhr.response)); }
+        } catch (e) {}
+      });
+      return send.apply(this, arguments);
+    };
+  }
+})();"#;
+
+/// One look at the page. Argument: see `page::SnapshotArgs`.
+pub const SNAPSHOT_JS: &str = r#"
+var p = arguments[0] || {};
+var d = document;
+function q(s, root) { if (!s) { return null; } try { return (root || d).querySelector(s); } catch (e) { return null; } }
+function all(s) { if (!s) { return []; } try { return d.querySelectorAll(s); } catch (e) { return []; } }
+var html = d.documentElement ? d.documentElement.outerHTML : '';
+var bytes = html.length;
+try { bytes = new TextEncoder().encode(html).length; } catch (e) {}
+var body = d.body ? String(d.body.innerText || '') : '';
+var nav = null;
+try { nav = performance.getEntriesByType('navigation')[0] || null; } catch (e) {}
+var out = { url: String(location.href), title: String(d.title || ''), html_bytes: bytes,
+            status: (nav && nav.responseStatus) || 0, waited: !p.wait_for || !!q(p.wait_for),
+            ready: d.readyState === 'complete',
+            block: null, challenge: null, no_results: false, error_code: null,
+            counts: [], captured_count: 0, next_href: null, more_button: null,
+            viewport: { width: window.innerWidth || 0, height: window.innerHeight || 0 },
+            scroll: { y: window.scrollY || 0, height: (d.documentElement && d.documentElement.scrollHeight) || 0 },
+            snapshot: { url: String(location.href), dom: [], scripts: [], captured: [] } };
+if (String(location.href).indexOf('chrome-error://') === 0) {
+  var code = /ERR_[A-Z0-9_]+/.exec(body || (d.documentElement ? d.documentElement.innerText : ''));
+  out.error_code = code ? code[0] : null;
+}
+(p.block_texts || []).some(function (t) { if (t && body.indexOf(t) >= 0) { out.block = 'text:' + t; return true; } return false; });
+if (!out.block) { (p.block_selectors || []).some(function (s) { if (q(s)) { out.block = 'selector:' + s; return true; } return false; }); }
+if (!out.block && out.status && (p.block_statuses || []).indexOf(out.status) >= 0) { out.block = 'status:' + out.status; }
+if (!out.block) {
+  var frames = d.querySelectorAll('iframe');
+  for (var i = 0; i < frames.length; i++) {
+    var src = String(frames[i].getAttribute('src') || '').toLowerCase();
+    if (src.indexOf('captcha') >= 0) { out.block = 'captcha_frame'; break; }
+  }
+}
+(p.challenges || []).some(function (c, k) {
+  if ((c.text && body.indexOf(c.text) >= 0) || (c.selector && q(c.selector))) { out.challenge = k; return true; }
+  return false;
+});
+out.no_results = !!q(p.no_results_selector) || (!!p.no_results_text && body.indexOf(p.no_results_text) >= 0);
+(p.dom || []).forEach(function (sel, k) {
+  var found = sel ? all(sel) : [];
+  out.counts.push(found.length);
+  var htmls = [];
+  if (sel && p.read) {
+    for (var j = 0; j < found.length && j < p.max_dom; j++) { htmls.push(found[j].outerHTML); }
+  }
+  out.snapshot.dom.push(htmls);
+});
+(p.scripts || []).forEach(function (sel) {
+  var el = sel && p.read ? q(sel) : null;
+  out.snapshot.scripts.push(el ? String(el.textContent || '') : null);
+});
+var captured = window.__lpsCaptured || [];
+out.captured_count = captured.length;
+if (p.read && p.captured) {
+  for (var c = p.captured_from || 0; c < captured.length; c++) { out.snapshot.captured.push(captured[c]); }
+}
+var next = q(p.next_selector);
+if (next) { out.next_href = next.href || next.getAttribute('href') || null; }
+var more = q(p.more_button);
+if (more) {
+  var r = more.getBoundingClientRect();
+  var style = window.getComputedStyle ? window.getComputedStyle(more) : null;
+  var shown = r.width > 0 && r.height > 0 && !(style && (style.visibility === 'hidden' || style.display === 'none')) && !more.disabled;
+  if (shown) { out.more_button = { x: r.left + r.width / 2, y: r.top + r.height / 2, in_view: r.top >= 0 && r.bottom <= (window.innerHeight || 0) }; }
+}
+return out;
+"#;
+
+/// Brings the "more" button into view (the click itself is a CDP mouse event).
+pub const SCROLL_INTO_VIEW_JS: &str = r#"
+var el = null;
+try { el = document.querySelector(arguments[0]); } catch (e) {}
+if (el) { el.scrollIntoView({ block: 'center', inline: 'nearest' }); }
+return !!el;
+"#;

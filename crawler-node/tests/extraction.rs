@@ -1,0 +1,520 @@
+//! Reading real result pages (site-profile format 2) with real headless Chromium against
+//! the test kit's malls: every card source, the traps of the "gamma" mall (placeholders,
+//! lazy loading, a second page, ads and option listings, time deals, conditional and
+//! missing shipping, shortened titles), self-clearing challenges, restriction pages and a
+//! changed layout. Browser tests run one at a time (two cores).
+
+mod common;
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use common::{
+    Harness, TestEvents, TestProxies, beta_profile, expect_found, gamma_profile, job, profile_at,
+    run,
+};
+use lps_crawler_node::{Outcome, proxy::EndReason};
+use lps_proto::{
+    model::{CardClass, ErrorClass, Offer, RoundReport, ShippingStatus},
+    pb,
+};
+use lps_test_kit::{
+    MallStyle,
+    catalog::{Listing, ListingKind, Product},
+    stack::{Stack, StackConfig, StackHandle},
+};
+
+/// Beta's cards come from its page's own `fetch('/api/search')`: a profile that reads the
+/// captured response finds the same offers as the DOM profile, named by its source.
+#[tokio::test]
+async fn captured_fetch_responses_are_a_card_source() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    let harness = Harness::direct("captured", true);
+    let exec = harness.executor.clone();
+    let dom = beta_profile(&stack.beta);
+    let text = lps_profiles::format::builtin_text("testmall-beta.toml")
+        .unwrap()
+        .replace(
+            "[[sources]]\nkind = \"dom\"",
+            "[[sources]]\nkind = \"captured_json\"\nurl_pattern = \"/api/search\\\\?\"\nlist = \"$.items[*]\"\n[sources.fields]\ntitle = \"$.title\"\nprice = \"$.price\"\nshipping = \"$.shipping\"\nlink = \"$.url\"\nseller = \"$.seller\"\n\n[[sources]]\nkind = \"dom\"",
+        );
+    let captured = profile_at(&text, "beta-captured.toml", &stack.beta);
+    let product = stack
+        .beta
+        .catalog()
+        .products()
+        .iter()
+        .find(|p| {
+            p.decoy_of.is_none() && p.listing(MallStyle::Beta).is_some_and(|l| l.shipping > 0)
+        })
+        .cloned()
+        .expect("a beta listing with a shipping fee");
+    let listing = product.listing(MallStyle::Beta).unwrap().clone();
+    let check = async {
+        let (dom_offers, dom_rounds, _) = expect_found(
+            run(&exec, job(1, &product.name, dom.clone())).await,
+            &product.name,
+        );
+        let (offers, rounds, _) = expect_found(
+            run(&exec, job(2, &product.name, captured.clone())).await,
+            &product.name,
+        );
+        assert_eq!(dom_rounds[0].source, "dom");
+        assert_eq!(rounds[0].source, "captured_json", "{rounds:?}");
+        let best = &offers[0];
+        assert_eq!(best.title, listing.title);
+        assert_eq!(best.price, i64::try_from(listing.price).unwrap());
+        // A JSON number is a stated fee.
+        assert_eq!(best.shipping, ShippingStatus::Paid);
+        assert_eq!(best.shipping_fee, i64::try_from(listing.shipping).unwrap());
+        assert!(best.url.ends_with(&listing.path), "{best:?}");
+        assert_eq!(
+            (best.price, best.shipping_fee, &best.url),
+            (
+                dom_offers[0].price,
+                dom_offers[0].shipping_fee,
+                &dom_offers[0].url
+            )
+        );
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
+/// The gamma profile with its sources cut to the DOM one: every card read from the
+/// rendered page (placeholders, lazy loading, badges, struck prices, cut titles).
+fn gamma_dom_text() -> String {
+    let text = lps_profiles::format::builtin_text("testmall-gamma.toml").unwrap();
+    let start = text.find("[[sources]]\nkind = \"embedded_json\"").unwrap();
+    let end = start + text[start + 1..].find("[[sources]]").unwrap() + 1;
+    format!("{}{}", &text[..start], &text[end..])
+}
+
+fn gamma_profiles(stack: &StackHandle) -> [(&'static str, pb::SiteProfile); 2] {
+    [
+        ("embedded_json", gamma_profile(&stack.gamma)),
+        (
+            "dom",
+            profile_at(&gamma_dom_text(), "gamma-dom.toml", &stack.gamma),
+        ),
+    ]
+}
+
+/// The catalog listing an offer is (by its URL), for failure messages.
+fn listing_of<'a>(product: &'a Product, offer: &Offer) -> Option<&'a Listing> {
+    product
+        .listings_in(MallStyle::Gamma)
+        .find(|l| offer.url.ends_with(&l.path))
+}
+
+fn describe(product: &Product, offer: &Offer) -> String {
+    match listing_of(product, offer) {
+        Some(l) => format!(
+            "{} ({:?}, {} + {:?}: {:?})",
+            l.id, l.kind, l.price, offer.shipping, l.title
+        ),
+        None => format!("{offer:?}"),
+    }
+}
+
+/// Every gamma product's reported lowest is the catalog's truth, read from the inline JSON
+/// and, separately, from the rendered DOM; each trap has its own assertion.
+#[tokio::test]
+async fn gamma_answers_are_the_catalogs_truth_from_json_and_from_the_dom() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    let harness = Harness::direct("gamma", true);
+    let exec = harness.executor.clone();
+    let catalog = stack.gamma.catalog().clone();
+    let products: Vec<Product> = catalog
+        .products()
+        .iter()
+        .filter(|p| {
+            p.truth(MallStyle::Gamma)
+                .is_some_and(|t| t.lowest.is_some())
+        })
+        .cloned()
+        .collect();
+    assert!(
+        products.len() >= 7,
+        "gamma sells {} products",
+        products.len()
+    );
+    let check = async {
+        let mut id = 0;
+        for (source, profile) in gamma_profiles(&stack) {
+            for product in &products {
+                id += 1;
+                let what = format!("{} ({source})", product.name);
+                let truth = product.truth(MallStyle::Gamma).unwrap();
+                let want = truth.lowest.unwrap();
+                let outcome = run(&exec, job(id, &product.name, profile.clone())).await;
+                let (offers, rounds, _) = expect_found(outcome, &what);
+                assert_eq!(rounds[0].source, source, "{what}: {rounds:?}");
+                let best = &offers[0];
+                assert!(
+                    best.effective_price_known(),
+                    "{what}: an offer with unknown shipping came first: {}",
+                    describe(product, best)
+                );
+                assert!(
+                    best.url.ends_with(&want.listing.path)
+                        && best.effective_price() == i64::try_from(want.effective_price).unwrap(),
+                    "{what}: reported {} for {}, the lowest is {} at {}",
+                    describe(product, best),
+                    best.effective_price(),
+                    want.listing.id,
+                    want.effective_price
+                );
+                assert_eq!(best.title, want.listing.title, "{what}: the full title");
+                // No excluded kind is ever an offer; flagged kinds carry their flag.
+                for offer in &offers {
+                    let Some(l) = listing_of(product, offer) else {
+                        continue;
+                    };
+                    match l.kind {
+                        ListingKind::Ad
+                        | ListingKind::OptionListing
+                        | ListingKind::Used
+                        | ListingKind::SoldOut => {
+                            panic!(
+                                "{what}: an excluded card is an offer: {}",
+                                describe(product, offer)
+                            )
+                        }
+                        ListingKind::Overseas => {
+                            assert_eq!(offer.flags, [CardClass::Overseas], "{what}")
+                        }
+                        ListingKind::Catalog => {
+                            assert_eq!(offer.flags, [CardClass::Catalog], "{what}")
+                        }
+                        ListingKind::Normal => assert!(offer.flags.is_empty(), "{what}: {offer:?}"),
+                    }
+                    if l.shipping_fee().is_none() {
+                        assert_eq!(
+                            offer.shipping,
+                            ShippingStatus::Unknown,
+                            "{what}: {} has no known shipping",
+                            l.id
+                        );
+                    }
+                }
+                if let Some(lower) = truth.possibly_lower {
+                    // Reported beside the answer, never as it.
+                    let found = offers
+                        .iter()
+                        .find(|o| o.url.ends_with(&lower.listing.path))
+                        .unwrap_or_else(|| {
+                            panic!("{what}: {} is not among the offers", lower.listing.id)
+                        });
+                    assert_eq!(found.shipping, ShippingStatus::Unknown, "{what}");
+                    assert!(found.price < best.effective_price(), "{what}");
+                }
+                let kinds: Vec<ListingKind> = product
+                    .listings_in(MallStyle::Gamma)
+                    .map(|l| l.kind)
+                    .collect();
+                if kinds.contains(&ListingKind::Ad) {
+                    let excluded = excluded(&rounds);
+                    for class in ["ad", "option_listing", "used", "sold_out"] {
+                        assert!(
+                            excluded.get(class).is_some_and(|&n| n > 0),
+                            "{what}: {class} not excluded: {excluded:?}"
+                        );
+                    }
+                }
+                if let Some(list_price) = want.listing.list_price {
+                    assert_eq!(
+                        best.list_price,
+                        i64::try_from(list_price).unwrap(),
+                        "{what}: the struck list price is kept beside the sale price"
+                    );
+                }
+                if want.listing.free_over.is_some() && want.listing.shipping_fee() == Some(0) {
+                    assert_eq!(best.shipping, ShippingStatus::FreeByThreshold, "{what}");
+                }
+                let page_of_lowest = lps_test_kit::mall::gamma::results(&catalog, &product.name)
+                    .iter()
+                    .position(|l| l.id == want.listing.id)
+                    .map(|i| i / lps_test_kit::mall::gamma::PAGE_SIZE + 1);
+                if page_of_lowest == Some(2) {
+                    assert_eq!(rounds[0].pages, 2, "{what}: the lowest is on page 2");
+                }
+            }
+        }
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
+/// A challenge that clears by itself is waited out (no block, no port burned); Naver-style
+/// 418 restriction pages are blocks; a redesigned page is a layout change, at once; a page
+/// of placeholders only is unreadable, never "not found".
+#[tokio::test]
+async fn gamma_challenges_restrictions_placeholders_and_layout_changes() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(3)).await.unwrap();
+    let (harness, proxies, events) = proxied(&stack, "gamma-pages");
+    let exec = harness.executor.clone();
+    let profile = gamma_profile(&stack.gamma);
+    let name = "햇반 210g 12개";
+    let check = async {
+        stack.gamma.set_challenge(1, Duration::from_secs(3));
+        let (_, rounds, _) = expect_found(run(&exec, job(1, name, profile.clone())).await, name);
+        assert_eq!(rounds.len(), 1, "{rounds:?}");
+        assert!(
+            stack.gamma.stats().challenges_cleared >= 1,
+            "{:?}",
+            stack.gamma.stats()
+        );
+        assert!(
+            events.blocks().is_empty(),
+            "a cleared challenge is no block: {:?}",
+            events.blocks()
+        );
+        assert!(
+            proxies
+                .releases()
+                .iter()
+                .all(|(_, end)| end.reason != EndReason::Block),
+            "{:?}",
+            proxies.releases()
+        );
+
+        // 418 alone (a profile that knows neither the page's text nor its element).
+        stack.gamma.set_restricted(true);
+        let by_status = profile_at(
+            &lps_profiles::format::builtin_text("testmall-gamma.toml")
+                .unwrap()
+                .replace(", \"쇼핑 서비스 접속이 일시적으로 제한되었습니다\"", "")
+                .replace(", \"#g-restricted\"", ""),
+            "gamma-418.toml",
+            &stack.gamma,
+        );
+        let outcome = run(&exec, job(2, name, by_status)).await;
+        assert_eq!(
+            failed_class(&outcome),
+            Some(ErrorClass::PageBlocked),
+            "{outcome:?}"
+        );
+        assert!(
+            events.blocks().iter().any(|b| b.marker == "status:418"),
+            "{:?}",
+            events.blocks()
+        );
+        stack.gamma.set_restricted(false);
+
+        // Placeholders only (the renderer takes longer than this profile waits).
+        let impatient = profile_at(
+            &gamma_dom_text().replace("wait_timeout = \"10s\"", "wait_timeout = \"400ms\""),
+            "gamma-impatient.toml",
+            &stack.gamma,
+        );
+        let outcome = run(&exec, job(4, name, impatient)).await;
+        assert_eq!(
+            failed_class(&outcome),
+            Some(ErrorClass::Parse),
+            "{outcome:?}"
+        );
+    };
+    harness.finish(check).await;
+
+    // Straight to the mall (no gateway in between to fail): one page, one verdict.
+    let events: Arc<TestEvents> = Arc::default();
+    let sink = events.clone();
+    let harness = Harness::build("gamma-layout", |settings| {
+        lps_crawler_node::BrowserExecutor::new(settings).with_events(sink)
+    });
+    let exec = harness.executor.clone();
+    let check = async {
+        // The redesign: no source finds a card; the job fails `layout` on its first page.
+        stack.gamma.set_layout_changed(true);
+        let before = events.blocks().len();
+        let outcome = run(&exec, job(5, name, profile.clone())).await;
+        match &outcome {
+            Outcome::Failed { class, metrics, .. } => {
+                assert_eq!(*class, ErrorClass::Layout, "{outcome:?}");
+                assert_eq!(metrics.pages_loaded, 1, "{outcome:?}");
+            }
+            other => panic!("want a layout failure, got {other:?}"),
+        }
+        assert_eq!(events.blocks().len(), before, "a layout change is no block");
+        stack.gamma.set_layout_changed(false);
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
+/// A mall's JSON API is a card source without a browser: the node never starts one.
+#[tokio::test]
+async fn an_http_api_source_needs_no_browser() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    let harness = Harness::direct("gamma-api", true);
+    let exec = harness.executor.clone();
+    let api = |key: &str| {
+        format!(
+            r#"format = 2
+id = "testmall-gamma"
+display_name = "감마마켓 API"
+search_url_template = "http://127.0.0.1:18083/search?q={{query}}"
+[[sources]]
+kind = "http_api"
+name = "gamma-openapi"
+url = "http://127.0.0.1:18083/openapi/v1/search.json?query={{query}}&start={{start}}&display=24"
+headers = {{ "X-Gamma-Key" = "{key}" }}
+list = "$.items[*]"
+[sources.fields]
+title = "$.title"
+price = "$.price"
+list_price = "$.listPrice"
+shipping = "$.delivery"
+link = "$.link"
+seller = "$.mallName"
+[classes.option_listing]
+json = [{{ path = "$.priceFrom" }}]
+[classes.overseas]
+json = [{{ path = "$.overseas" }}]
+[classes.used]
+json = [{{ path = "$.used" }}]
+[classes.sold_out]
+json = [{{ path = "$.soldOut" }}]
+[classes.catalog]
+json = [{{ path = "$.catalog" }}]
+[more]
+next_page = {{ url_template = "http://127.0.0.1:18083/openapi/v1/search.json?query={{query}}&start={{start}}&display=24", max_pages = 2 }}
+"#
+        )
+    };
+    let good = profile_at(&api(stack.gamma.api_key()), "gamma-api.toml", &stack.gamma);
+    let unset = profile_at(
+        &api("${env:LPS_TEST_UNSET_GAMMA_KEY}"),
+        "gamma-api-unset.toml",
+        &stack.gamma,
+    );
+    let wrong = profile_at(&api("not-the-key"), "gamma-api-wrong.toml", &stack.gamma);
+    let catalog = stack.gamma.catalog().clone();
+    let check = async {
+        for (id, key) in [(1, "shin-ramyun-120g-5"), (2, "hetbahn-210g-12")] {
+            let Some(product) = catalog.product(key) else {
+                continue;
+            };
+            let want = product.truth(MallStyle::Gamma).unwrap().lowest.unwrap();
+            let (offers, rounds, _) = expect_found(
+                run(&exec, job(id, &product.name, good.clone())).await,
+                &product.name,
+            );
+            assert_eq!(rounds[0].source, "gamma-openapi");
+            assert!(
+                offers[0].url.ends_with(&want.listing.path),
+                "{}: {:?}",
+                product.name,
+                offers[0]
+            );
+        }
+        assert_eq!(exec.launches(), 0, "no browser for an API source");
+        let outcome = run(&exec, job(3, "햇반 210g 12개", unset)).await;
+        match &outcome {
+            Outcome::Failed { class, message, .. } => {
+                assert_eq!(*class, ErrorClass::Permanent);
+                assert!(message.contains("LPS_TEST_UNSET_GAMMA_KEY"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let outcome = run(&exec, job(4, "햇반 210g 12개", wrong)).await;
+        assert_eq!(
+            failed_class(&outcome),
+            Some(ErrorClass::Permanent),
+            "{outcome:?}"
+        );
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
+/// `crawler-node probe` on gamma lists every card of every source with its fields, classes
+/// and verdict.
+#[tokio::test]
+async fn the_probe_lists_every_card_with_its_class_and_fields() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    let dir = std::env::temp_dir().join(format!("lps-probe-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    stack.write_site_profiles(&dir).unwrap();
+    let name = "햇반 210g 12개";
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_crawler-node"))
+        .args(["probe", "--profile"])
+        .arg(dir.join("testmall-gamma.toml"))
+        .args(["--query", name])
+        .output()
+        .await
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        out.contains("source #0 \"embedded_json\" (embedded_json) [chosen]"),
+        "{out}"
+    );
+    let product = stack
+        .gamma
+        .catalog()
+        .products()
+        .iter()
+        .find(|p| p.name == name)
+        .cloned()
+        .unwrap();
+    for listing in product.listings_in(MallStyle::Gamma) {
+        assert!(
+            out.contains(&listing.title),
+            "{} missing:\n{out}",
+            listing.id
+        );
+    }
+    for line in [
+        "-> excluded",
+        "classes [ad] -> excluded",
+        "classes [option_listing] -> excluded",
+        "flagged overseas",
+        "flagged catalog",
+        "judge: same product",
+    ] {
+        assert!(out.contains(line), "{line:?} missing:\n{out}");
+    }
+    stack.shutdown().await.unwrap();
+}
+
+/// The test kit's gateway, one port per job here: block events and releases are visible.
+fn proxied(stack: &StackHandle, name: &str) -> (Harness, Arc<TestProxies>, Arc<TestEvents>) {
+    let ports = stack
+        .gateway
+        .ports()
+        .iter()
+        .map(|p| p.addr.port())
+        .collect();
+    let proxies = Arc::new(TestProxies::new(ports, None, 3));
+    let events = Arc::new(TestEvents::default());
+    let harness = Harness::proxied(name, true, proxies.clone(), events.clone());
+    (harness, proxies, events)
+}
+
+fn excluded(rounds: &[RoundReport]) -> BTreeMap<String, u32> {
+    let mut all = BTreeMap::new();
+    for r in rounds {
+        for (k, v) in &r.excluded {
+            *all.entry(k.clone()).or_insert(0) += v;
+        }
+    }
+    all
+}
+
+fn failed_class(outcome: &Outcome) -> Option<ErrorClass> {
+    match outcome {
+        Outcome::Failed { class, .. } => Some(*class),
+        _ => None,
+    }
+}

@@ -1,0 +1,14 @@
+-- no-transaction
+-- LPS schema, part 9: the error class `layout` (ErrorClass::Layout, ERROR_CLASS_LAYOUT).
+--
+-- A healthy, unblocked result page on which no card source of the mall's profile found a
+-- card and no no-results marker showed: the mall's markup changed. Such an attempt is not
+-- retried (the job goes dead at once) and the ops snapshot counts it per mall.
+--
+-- NB: `alter type … add value` runs outside a transaction here (the `-- no-transaction`
+-- line above, which sqlx reads): PostgreSQL before 12 refuses it inside a transaction
+-- block, and from 12 on a value added in a transaction cannot be used before that
+-- transaction commits. On its own and committed, the value is usable by every later
+-- statement. `if not exists` makes a re-run after a crash between the statement and
+-- sqlx's bookkeeping harmless.
+alter type error_class add value if not exists 'layout';

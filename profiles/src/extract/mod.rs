@@ -1,0 +1,519 @@
+//! Result cards out of what a page holds, read with a [`CompiledProfile`]
+//! (docs/site-profiles.md, "Card sources", "Fields", "Card classes").
+//!
+//! The input is a [`PageSnapshot`] — what the node's page script saw: each DOM source's
+//! card elements (outer HTML), each embedded source's script text, every fetch/XHR body
+//! recorded so far — or, for an `http_api` source, a JSON answer ([`extract_json`]). The
+//! output is, per source, the real cards (a title and a price), how many matched items were
+//! skeletons (`placeholders`: no title or price, no text) and how many had text but no title
+//! or price (`unparsed`: the markup inside the card changed); then [`apply_classes`] sorts
+//! the chosen cards into kept (with flags) and excluded (counted by class).
+//!
+//! Reading a field: its rules are tried in order and the first non-empty value wins; for a
+//! number field (price, list price, coupon price) the first rule whose text holds a non-zero
+//! amount wins (a `0원` is never a price). A rule reads its value (a constant, an element's
+//! text or attribute, a JSON value), applies its regex (group 1, or the whole match; no
+//! match is empty), and folds white space. JSON strings lose markup some APIs put in titles
+//! (`<b>…</b>`, `&amp;`). Links are made absolute against the page URL.
+//!
+//! Everything here is pure and never panics: garbage markup reads as text, invalid JSON as
+//! nothing.
+
+mod dom;
+mod json;
+mod url;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashSet};
+
+use lps_proto::model::CardClass;
+use scraper::ElementRef;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use self::url::resolve_url;
+use crate::{
+    compiled::{
+        CompiledClass, CompiledProfile, CompiledSource, DomRead, DomValue, Field, Policy, Read,
+        Rule, SourceKind, TextField,
+    },
+    jsonpath,
+    price::pick_amount,
+};
+
+/// A card's whole text is clipped to this many characters (for the probe and the judge).
+pub const CARD_TEXT_CHARS: usize = 300;
+
+/// What one look at a result page gave (produced by the node's page script).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PageSnapshot {
+    /// The page URL (the base of relative links).
+    pub url: String,
+    /// Per source index (the profile's order): the outer HTML of each element matching that
+    /// DOM source's card selector, in page order (empty for other kinds).
+    pub dom: Vec<Vec<String>>,
+    /// Per source index: the text of the embedded source's script element (`None`: absent,
+    /// or not that kind).
+    pub scripts: Vec<Option<String>>,
+    /// Every fetch/XHR response recorded so far, in arrival order.
+    pub captured: Vec<CapturedResponse>,
+}
+
+impl PageSnapshot {
+    /// What the page script would give for a whole HTML document (the probe's `--html`):
+    /// each DOM source's cards and each embedded source's script; nothing captured.
+    pub fn from_html(profile: &CompiledProfile, url: &str, html: &str) -> Self {
+        dom::snapshot_of(profile, url, html)
+    }
+}
+
+/// One recorded fetch/XHR response.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CapturedResponse {
+    pub url: String,
+    pub body: String,
+}
+
+/// One result card as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Card {
+    pub title: String,
+    /// The sale price.
+    pub price: u64,
+    /// The struck-out list price, when shown.
+    pub list_price: Option<u64>,
+    /// A coupon/member/card price, when shown (see [`Card::price_to_pay`]).
+    pub coupon_price: Option<u64>,
+    /// The raw shipping text (a JSON number as its decimal text), for
+    /// [`crate::price::evaluate_shipping`].
+    pub shipping_text: Option<String>,
+    /// Absolute when resolvable against the page URL.
+    pub link: String,
+    pub seller: Option<String>,
+    /// Every class the card matched, in [`CardClass::ALL`] order.
+    pub classes: Vec<CardClass>,
+    /// The card's whole text, clipped to [`CARD_TEXT_CHARS`].
+    pub text: String,
+}
+
+impl Card {
+    /// The price a buyer pays: the sale price, or the coupon price when the profile accepts
+    /// it (`accept_coupon_price`) and it is lower.
+    pub fn price_to_pay(&self, accept_coupon_price: bool) -> u64 {
+        match self.coupon_price {
+            Some(coupon) if accept_coupon_price => coupon.min(self.price),
+            _ => self.price,
+        }
+    }
+}
+
+/// What one card source gave on one page. `matched = cards + placeholders + unparsed`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceCards {
+    pub source_index: usize,
+    /// The source's `name`, or its kind's.
+    pub source_name: String,
+    /// Real cards (a title and a price), in page order, before the class policy.
+    pub cards: Vec<Card>,
+    /// Matched items without a title or a price and without text (skeletons).
+    pub placeholders: u32,
+    /// Matched items without a title or a price that do have text.
+    pub unparsed: u32,
+    /// Items the source matched at all (a captured item seen before is not counted again).
+    pub matched: u32,
+}
+
+/// What every source gave on one page.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageCards {
+    /// Every source, in the profile's order.
+    pub per_source: Vec<SourceCards>,
+    /// Index into `per_source` of the first source with a real card.
+    pub chosen: Option<usize>,
+}
+
+impl PageCards {
+    /// The chosen source's cards, if any source had one.
+    pub fn chosen_source(&self) -> Option<&SourceCards> {
+        self.chosen.and_then(|i| self.per_source.get(i))
+    }
+}
+
+/// Cards after the class policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Classified {
+    /// Kept cards, each with its flagged classes (in [`CardClass::ALL`] order).
+    pub kept: Vec<(Card, Vec<CardClass>)>,
+    /// Excluded cards, counted by class name (a card under its first excluding class).
+    pub excluded: BTreeMap<String, u32>,
+}
+
+/// Reads every source of `profile` on the page `snapshot` shows. An `http_api` source reads
+/// nothing here (see [`extract_json`]).
+pub fn extract_page(profile: &CompiledProfile, snapshot: &PageSnapshot) -> PageCards {
+    let base = snapshot.url.as_str();
+    let per_source: Vec<SourceCards> = profile
+        .sources()
+        .iter()
+        .enumerate()
+        .map(|(index, source)| {
+            // Captured responses repeat (a refetch, a scroll re-requesting a page).
+            let dedupe = matches!(source.kind, SourceKind::CapturedJson { .. });
+            let mut tally = Tally::new(index, source, dedupe);
+            match &source.kind {
+                SourceKind::Dom { .. } => {
+                    for outer_html in snapshot.dom.get(index).into_iter().flatten() {
+                        let fragment = dom::Fragment::parse(outer_html);
+                        if let Some(card) = fragment.card() {
+                            tally.add(read_card(&DomItem { card, base }, source, profile));
+                        }
+                    }
+                }
+                SourceKind::EmbeddedJson { list, .. } => {
+                    let script = snapshot.scripts.get(index).and_then(Option::as_deref);
+                    if let Some(root) = script.and_then(json::parse_lenient) {
+                        tally.add_items(list.select(&root), source, profile, base);
+                    }
+                }
+                SourceKind::CapturedJson { url_pattern, list } => {
+                    for response in &snapshot.captured {
+                        if !url_pattern.is_match(&response.url) {
+                            continue;
+                        }
+                        if let Some(root) = json::parse_lenient(&response.body) {
+                            tally.add_items(list.select(&root), source, profile, base);
+                        }
+                    }
+                }
+                SourceKind::HttpApi { .. } => {}
+            }
+            tally.cards
+        })
+        .collect();
+    let chosen = per_source.iter().position(|s| !s.cards.is_empty());
+    PageCards { per_source, chosen }
+}
+
+/// Reads the JSON source `source_index` of `profile` on `body`, a JSON answer obtained
+/// without a page (an `http_api` source; any JSON kind works). A DOM source, or an index
+/// past the sources, reads nothing.
+pub fn extract_json(
+    profile: &CompiledProfile,
+    source_index: usize,
+    body: &Value,
+    base_url: &str,
+) -> SourceCards {
+    let Some(source) = profile.sources().get(source_index) else {
+        return SourceCards {
+            source_index,
+            ..Default::default()
+        };
+    };
+    let mut tally = Tally::new(source_index, source, false);
+    if let Some(list) = source.kind.list() {
+        tally.add_items(list.select(body), source, profile, base_url);
+    }
+    tally.cards
+}
+
+/// Applies the profile's class policies to `cards`: a card of any excluding class is
+/// left out (counted under its first such class in [`CardClass::ALL`] order); flagging
+/// classes become the card's flags.
+pub fn apply_classes(profile: &CompiledProfile, cards: Vec<Card>) -> Classified {
+    let mut out = Classified::default();
+    for card in cards {
+        let mut classes = card.classes.clone();
+        classes.sort_unstable();
+        classes.dedup();
+        let (excluding, flags): (Vec<CardClass>, Vec<CardClass>) = classes
+            .into_iter()
+            .partition(|&class| profile.policy(class) == Policy::Exclude);
+        match excluding.first() {
+            Some(class) => *out.excluded.entry(class.as_str().to_owned()).or_default() += 1,
+            None => out.kept.push((card, flags)),
+        }
+    }
+    out
+}
+
+/// How one matched item was read.
+enum Outcome {
+    Card(Card),
+    /// No title or price, no text.
+    Placeholder,
+    /// No title or price, but text.
+    Unparsed,
+}
+
+/// Counts one source's items as they are read.
+struct Tally {
+    cards: SourceCards,
+    /// Drop a card whose (link, title) was seen before (captured responses repeat).
+    dedupe: bool,
+    seen: HashSet<(String, String)>,
+}
+
+impl Tally {
+    fn new(index: usize, source: &CompiledSource, dedupe: bool) -> Self {
+        Self {
+            cards: SourceCards {
+                source_index: index,
+                source_name: source.name.clone(),
+                ..Default::default()
+            },
+            dedupe,
+            seen: HashSet::new(),
+        }
+    }
+
+    fn add(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Card(card) => {
+                if self.dedupe && !self.seen.insert((card.link.clone(), card.title.clone())) {
+                    return;
+                }
+                self.cards.cards.push(card);
+            }
+            Outcome::Placeholder => self.cards.placeholders += 1,
+            Outcome::Unparsed => self.cards.unparsed += 1,
+        }
+        self.cards.matched += 1;
+    }
+
+    /// Adds the JSON items `selected` (values that are not objects are skipped).
+    fn add_items(
+        &mut self,
+        selected: Vec<&Value>,
+        source: &CompiledSource,
+        profile: &CompiledProfile,
+        base: &str,
+    ) {
+        for value in selected.into_iter().filter(|v| v.is_object()) {
+            self.add(read_card(&JsonItem { value, base }, source, profile));
+        }
+    }
+}
+
+/// A matched item a card is read from.
+trait Item {
+    /// What `read` gives on this item, before a rule's regex (`None`: nothing there).
+    fn read(&self, read: &Read) -> Option<String>;
+    /// All of the item's text, unclipped.
+    fn text(&self) -> String;
+    /// Whether one of the class's selectors or JSON matchers matches the item.
+    fn matches(&self, class: &CompiledClass) -> bool;
+    /// The page URL, for links.
+    fn base(&self) -> &str;
+}
+
+/// A DOM card element.
+struct DomItem<'a> {
+    card: ElementRef<'a>,
+    base: &'a str,
+}
+
+impl Item for DomItem<'_> {
+    fn read(&self, read: &Read) -> Option<String> {
+        let Read::Dom(DomRead { css, value }) = read else {
+            return None;
+        };
+        let element = match css {
+            None => self.card,
+            Some(selector) => dom::first_match(self.card, selector)?,
+        };
+        Some(match value {
+            DomValue::Attr(name) => {
+                let attr = element.attr(name)?;
+                if name.eq_ignore_ascii_case("href") || name.eq_ignore_ascii_case("src") {
+                    resolve_url(self.base, attr)
+                } else {
+                    attr.to_owned()
+                }
+            }
+            DomValue::Text { exclude } => dom::visible_text(element, exclude.as_ref()),
+            DomValue::OwnText => dom::own_text(element),
+        })
+    }
+
+    fn text(&self) -> String {
+        dom::visible_text(self.card, None)
+    }
+
+    fn matches(&self, class: &CompiledClass) -> bool {
+        class.selectors.iter().any(|s| dom::contains(self.card, s))
+    }
+
+    fn base(&self) -> &str {
+        self.base
+    }
+}
+
+/// A JSON item (an object).
+struct JsonItem<'a> {
+    value: &'a Value,
+    base: &'a str,
+}
+
+impl Item for JsonItem<'_> {
+    fn read(&self, read: &Read) -> Option<String> {
+        let Read::Json(path) = read else {
+            return None;
+        };
+        let value = path.first(self.value)?;
+        jsonpath::value_text(value).map(|text| json::clean_markup(&text))
+    }
+
+    fn text(&self) -> String {
+        json::all_strings(self.value)
+    }
+
+    fn matches(&self, class: &CompiledClass) -> bool {
+        class.json.iter().any(|m| {
+            m.path
+                .select(self.value)
+                .into_iter()
+                .any(|v| match &m.equals {
+                    None => jsonpath::truthy(v),
+                    Some(equals) => jsonpath::value_text(v).is_some_and(|t| t == *equals),
+                })
+        })
+    }
+
+    fn base(&self) -> &str {
+        self.base
+    }
+}
+
+fn read_card(item: &impl Item, source: &CompiledSource, profile: &CompiledProfile) -> Outcome {
+    let fields = &source.fields;
+    let text = dom::fold(&item.text());
+    let title = read_text(item, fields.get(Field::Title));
+    let price = read_number(item, fields.get(Field::Price));
+    let (Some(title), Some(price_value)) = (title, price.value) else {
+        return if text.is_empty() {
+            Outcome::Placeholder
+        } else {
+            Outcome::Unparsed
+        };
+    };
+    let shipping_text = read_text(item, fields.get(Field::Shipping));
+    let seller = read_text(item, fields.get(Field::Seller));
+    let texts = ClassTexts {
+        title: &title,
+        price: price.text.as_deref().unwrap_or_default(),
+        shipping: shipping_text.as_deref().unwrap_or_default(),
+        seller: seller.as_deref().unwrap_or_default(),
+        card: &text,
+    };
+    let mut classes: Vec<CardClass> = profile
+        .classes()
+        .iter()
+        .filter(|class| item.matches(class) || texts.match_any(class))
+        .map(|class| class.class)
+        .collect();
+    classes.sort_unstable();
+    classes.dedup();
+    let link = read_text(item, fields.get(Field::Link))
+        .map(|link| resolve_url(item.base(), &link))
+        .unwrap_or_default();
+    Outcome::Card(Card {
+        price: price_value,
+        list_price: read_number(item, fields.get(Field::ListPrice)).value,
+        coupon_price: read_number(item, fields.get(Field::CouponPrice)).value,
+        shipping_text,
+        link,
+        seller,
+        classes,
+        text: clip(&text, CARD_TEXT_CHARS),
+        title,
+    })
+}
+
+/// The texts class patterns look at.
+struct ClassTexts<'a> {
+    title: &'a str,
+    price: &'a str,
+    shipping: &'a str,
+    seller: &'a str,
+    card: &'a str,
+}
+
+impl ClassTexts<'_> {
+    fn match_any(&self, class: &CompiledClass) -> bool {
+        class.texts.iter().any(|t| {
+            let text = match t.field {
+                TextField::Title => self.title,
+                TextField::Price => self.price,
+                TextField::Shipping => self.shipping,
+                TextField::Seller => self.seller,
+                TextField::Card => self.card,
+            };
+            t.regex.is_match(text)
+        })
+    }
+}
+
+/// One rule's value: read, regex applied, white space folded; `None` when empty.
+fn apply(item: &impl Item, rule: &Rule) -> Option<String> {
+    let raw = match &rule.read {
+        Read::Constant(value) => value.clone(),
+        read => item.read(read)?,
+    };
+    let value = match &rule.regex {
+        None => raw,
+        Some(regex) => {
+            let captures = regex.captures(&raw)?;
+            captures
+                .get(1)
+                .or_else(|| captures.get(0))?
+                .as_str()
+                .to_owned()
+        }
+    };
+    let value = dom::fold(&value);
+    (!value.is_empty()).then_some(value)
+}
+
+/// The first non-empty value of `rules`.
+fn read_text(item: &impl Item, rules: &[Rule]) -> Option<String> {
+    rules.iter().find_map(|rule| apply(item, rule))
+}
+
+/// A number field as read: the amount, and the text it came from (else the first
+/// non-empty text, for class patterns on a price cell that shows `품절`).
+struct NumberRead {
+    value: Option<u64>,
+    text: Option<String>,
+}
+
+fn read_number(item: &impl Item, rules: &[Rule]) -> NumberRead {
+    let mut first_text = None;
+    for rule in rules {
+        let Some(text) = apply(item, rule) else {
+            continue;
+        };
+        if let Some(value) = pick_amount(&text, rule.pick).filter(|&v| v > 0) {
+            return NumberRead {
+                value: Some(value),
+                text: Some(text),
+            };
+        }
+        first_text.get_or_insert(text);
+    }
+    NumberRead {
+        value: None,
+        text: first_text,
+    }
+}
+
+/// `text` cut to `max` characters (an ellipsis marks the cut).
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+    }
+}
