@@ -17,7 +17,7 @@ source scripts/lib/chromium.sh
 
 products=("$@")
 if [ ${#products[@]} -eq 0 ]; then
-  products=("제주 삼다수 2L x 12" "코카콜라 500ml 24개" "농심 신라면 120g 5개입" "크리넥스 3겹 30롤" "세상에 없는 상품 9999")
+  products=("제주 삼다수 2L x 12" "코카콜라 500ml 24개" "농심 신라면 120g 5개입" "크리넥스 3겹 30롤" "진라면 순한맛 120g 5개입" "세상에 없는 상품 9999")
 fi
 
 lps_pg_ensure
@@ -62,19 +62,20 @@ wait_http() { # URL SECONDS
 
 lps_log "starting the test malls and the proxy gateway"
 "$bin/lps-test-kit" serve \
-  --alpha-listen 127.0.0.1:18081 --beta-listen 127.0.0.1:18082 \
+  --alpha-listen 127.0.0.1:18081 --beta-listen 127.0.0.1:18082 --gamma-listen 127.0.0.1:18083 \
   --gateway-listen-base 127.0.0.1:18100 --ports 8 \
   --user lps --password-file "$run/proxy-password" \
   > "$run/testkit.json" 2> "$run/testkit.log" &
 pids=($!)   # the test kit stops last
 wait_http http://127.0.0.1:18081/_control/stats 20
 wait_http http://127.0.0.1:18082/_control/stats 20
+wait_http http://127.0.0.1:18083/_control/stats 20
 
 lps_log "starting the coordinator"
 DATABASE_URL=$DATABASE_URL \
 LPS_GRPC_ADDR=127.0.0.1:50151 LPS_HTTP_ADDR=127.0.0.1:18080 \
 LPS_CLIENT_TOKENS=$client_token LPS_NODE_TOKENS=$node_token \
-LPS_MALLS=testmall-alpha,testmall-beta \
+LPS_MALLS=testmall-alpha,testmall-beta,testmall-gamma \
 LPS_PROXY_GATEWAY_HOST=127.0.0.1 LPS_PROXY_PORTS=18100-18107 \
 LPS_PROXY_USERNAME=lps LPS_PROXY_PASSWORD=$proxy_password \
 LPS_JOB_DEADLINE=120s \

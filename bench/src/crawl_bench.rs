@@ -80,7 +80,14 @@ struct Args {
     ports: usize,
     #[arg(long, env = "DATABASE_URL")]
     database_url: String,
+    /// Instead of the alpha/beta batches: this many rounds of every gamma product read
+    /// with the inline-JSON profile and with the DOM-only one, alternating.
+    #[arg(long)]
+    gamma: Option<usize>,
 }
+
+#[path = "crawl_bench_gamma.rs"]
+mod gamma;
 
 const TOKEN: &str = "bench-token-0123456789";
 const PROXY_USER: &str = "lps-bench";
@@ -593,6 +600,7 @@ async fn main() -> anyhow::Result<()> {
     stack
         .write_site_profiles(&site_profiles)
         .context("writing the site profiles")?;
+    gamma::write_dom_profile(&site_profiles).context("writing the DOM-only gamma profile")?;
     let ports: Vec<String> = stack
         .gateway
         .ports()
@@ -614,7 +622,12 @@ async fn main() -> anyhow::Result<()> {
         "--profiles-dir",
         site_profiles.to_str().context("temp dir not UTF-8")?,
         "--malls",
-        &MALLS.join(","),
+        &format!(
+            "{},{},{}",
+            MALLS.join(","),
+            gamma::JSON_MALL,
+            gamma::DOM_MALL
+        ),
         "--proxy-gateway-host",
         "127.0.0.1",
         "--proxy-ports",
@@ -645,6 +658,20 @@ async fn main() -> anyhow::Result<()> {
         dir: dir.clone(),
     };
 
+    if let Some(rounds) = args.gamma {
+        eprintln!("crawl-bench: gamma, {rounds} rounds…");
+        println!(
+            "Command: `cargo run --release -p lps-bench --bin crawl-bench -- --gamma {rounds} --ports {}`",
+            args.ports
+        );
+        println!("Load average (1, 5, 15 min): {load_before} before.");
+        gamma::run(&bench, rounds).await?;
+        println!("Load average after: {}.", loadavg());
+        bench.running.shutdown().await;
+        bench.stack.shutdown().await?;
+        let _ = std::fs::remove_dir_all(&dir);
+        return Ok(());
+    }
     let mut batches = Vec::new();
     for (slots, blocking) in [(1, true), (2, true), (1, false)] {
         eprintln!("crawl-bench: {slots} slot(s), blocking {blocking}…");

@@ -12,6 +12,7 @@ use lps_crawler_node::{
 };
 use lps_proto::pb::{self, search_service_client::SearchServiceClient};
 use lps_test_kit::{
+    MallStyle,
     catalog::Catalog,
     gateway::GatewayConfig,
     stack::{Stack, StackConfig, StackHandle},
@@ -39,6 +40,24 @@ struct System {
 }
 
 async fn start(pool: &PgPool, block_after: Option<u32>, ports: usize) -> System {
+    start_with(
+        pool,
+        block_after,
+        ports,
+        "testmall-alpha,testmall-beta",
+        &[],
+    )
+    .await
+}
+
+/// [`start`] with these malls enabled and more coordinator flags.
+async fn start_with(
+    pool: &PgPool,
+    block_after: Option<u32>,
+    ports: usize,
+    malls: &str,
+    more_flags: &[&str],
+) -> System {
     let mut stack_config = StackConfig::new(ports);
     stack_config.gateway = GatewayConfig::new(ports).with_credentials(PROXY_USER, PROXY_PASSWORD);
     stack_config.block_after = block_after;
@@ -46,11 +65,11 @@ async fn start(pool: &PgPool, block_after: Option<u32>, ports: usize) -> System 
     let dir = TempDir::new("e2e-profiles");
     stack.write_site_profiles(&dir.0).unwrap();
     let port_list = gateway_ports(&stack).join(",");
-    let flags = [
+    let mut flags = vec![
         "--profiles-dir",
         dir.0.to_str().unwrap(),
         "--malls",
-        "testmall-alpha,testmall-beta",
+        malls,
         "--proxy-gateway-host",
         "127.0.0.1",
         "--proxy-ports",
@@ -70,6 +89,7 @@ async fn start(pool: &PgPool, block_after: Option<u32>, ports: usize) -> System 
         "--proxy-rest",
         "1s",
     ];
+    flags.extend_from_slice(more_flags);
     let coordinator = common::start(pool, &flags).await;
 
     let mut node_config = NodeConfig::new(format!("http://{}", coordinator.grpc_addr), NODE_TOKEN);
@@ -366,4 +386,109 @@ async fn a_blocked_exit_ip_rotates_cools_down_and_the_job_is_still_done(pool: Pg
         cooling >= 1,
         "no block put its port in a cooldown for the mall"
     );
+}
+
+/// The gamma mall through the whole system: every product's `lowest` is the catalog's
+/// truth (traps and all), a cheaper offer of unknown shipping is `possibly_lower` beside
+/// it; after the mall's redesign every job is dead `layout` after one attempt and the
+/// `layout_changed` alert posts once.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn gamma_answers_are_the_truth_and_a_redesign_is_a_layout_alert_once(pool: PgPool) {
+    let (hook, posts) = common::webhook().await;
+    let hook = format!("http://{hook}/hook");
+    let system = start_with(
+        &pool,
+        None,
+        3,
+        "testmall-gamma",
+        &[
+            "--alert-interval",
+            "1s",
+            "--alert-webhook-url",
+            &hook,
+            "--alert-layout-share",
+            "0.2",
+            "--alert-layout-min-attempts",
+            "3",
+        ],
+    )
+    .await;
+    let catalog = system.stack.gamma.catalog().clone();
+    let products: Vec<_> = catalog
+        .products()
+        .iter()
+        .filter(|p| {
+            p.truth(MallStyle::Gamma)
+                .is_some_and(|t| t.lowest.is_some())
+        })
+        .collect();
+    let names: Vec<&str> = products.iter().map(|p| p.name.as_str()).collect();
+    assert!(names.len() >= 7, "{names:?}");
+    let accepted = system.search(&names).await;
+    let status = system.wait_final(accepted.search_id).await;
+    for (product, answer) in products.iter().zip(&status.products) {
+        let truth = product.truth(MallStyle::Gamma).unwrap();
+        let want = truth.lowest.unwrap();
+        let lowest = answer
+            .lowest
+            .as_ref()
+            .unwrap_or_else(|| panic!("no lowest for {}: {answer:#?}", product.name));
+        assert!(
+            lowest.url.ends_with(&want.listing.path)
+                && lowest.effective_price == i64::try_from(want.effective_price).unwrap(),
+            "{}: lowest {} at {} ({}), the truth is {} at {}",
+            product.name,
+            lowest.title,
+            lowest.effective_price,
+            lowest.url,
+            want.listing.id,
+            want.effective_price
+        );
+        assert_ne!(lowest.shipping, pb::ShippingStatus::Unknown as i32);
+        match truth.possibly_lower {
+            Some(lower) => {
+                let beside = answer.possibly_lower.as_ref().unwrap_or_else(|| {
+                    panic!("{}: {} not reported beside", product.name, lower.listing.id)
+                });
+                assert!(beside.url.ends_with(&lower.listing.path), "{beside:?}");
+                assert_eq!(beside.shipping, pb::ShippingStatus::Unknown as i32);
+            }
+            None => assert!(
+                answer.possibly_lower.is_none(),
+                "{}: {answer:#?}",
+                product.name
+            ),
+        }
+    }
+
+    system.stack.gamma.set_layout_changed(true);
+    let changed = &names[..4];
+    let accepted = system.search(changed).await;
+    let status = system.wait_final(accepted.search_id).await;
+    for answer in &status.products {
+        for mall in &answer.malls {
+            assert_eq!(mall.state, pb::JobState::Dead as i32, "{answer:#?}");
+            assert_eq!(
+                mall.error_class,
+                pb::ErrorClass::Layout as i32,
+                "{answer:#?}"
+            );
+            assert_eq!(mall.attempts, 1, "no retry on the same markup: {answer:#?}");
+        }
+    }
+    let layout = |p: &str| p.contains("layout_changed");
+    let fired = common::wait_for_posts(&posts, 1, |p| layout(p) && p.contains("firing")).await;
+    assert_eq!(fired.len(), 1, "{:?}", posts.lock().unwrap());
+    assert!(fired[0].contains("testmall-gamma"), "{fired:?}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let all: Vec<String> = posts
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| layout(p))
+        .cloned()
+        .collect();
+    assert_eq!(all.len(), 1, "one post per firing: {all:?}");
+    system.stack.gamma.set_layout_changed(false);
+    system.stop().await;
 }

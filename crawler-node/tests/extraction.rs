@@ -340,6 +340,34 @@ async fn gamma_challenges_restrictions_placeholders_and_layout_changes() {
         }
         assert_eq!(events.blocks().len(), before, "a layout change is no block");
         stack.gamma.set_layout_changed(false);
+
+        // A small block page that names no marker the profile knows is a block as soon as
+        // it has loaded, not after `wait_timeout` (60 s here; the job has 20 s).
+        stack.gamma.block_exit("direct");
+        let unmarked = profile_at(
+            &lps_profiles::format::builtin_text("testmall-gamma.toml")
+                .unwrap()
+                .replace("\"자동 접속이 감지되어 확인이 필요합니다\", ", "")
+                .replace("\"#g-captcha\", ", "")
+                .replace("min_html_bytes = 200", "min_html_bytes = 2000")
+                .replace("wait_timeout = \"10s\"", "wait_timeout = \"60s\""),
+            "gamma-unmarked.toml",
+            &stack.gamma,
+        );
+        let mut quick = job(6, name, unmarked);
+        quick.deadline = chrono::Utc::now() + chrono::Duration::seconds(20);
+        let outcome = run(&exec, quick).await;
+        assert_eq!(
+            failed_class(&outcome),
+            Some(ErrorClass::Blocked),
+            "{outcome:?}"
+        );
+        assert!(
+            events.blocks().iter().any(|b| b.marker == "tiny_html"),
+            "{:?}",
+            events.blocks()
+        );
+        stack.gamma.unblock_exit("direct");
     };
     harness.finish(check).await;
     stack.shutdown().await.unwrap();
