@@ -36,23 +36,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn builtin_profiles_load_with_their_limits() {
-        let all = load(None).unwrap();
-        let ids: Vec<&str> = all.iter().map(|p| p.wire.id.as_str()).collect();
+    fn a_profile_s_politeness_becomes_its_queue_limits() {
+        let naver = load(None)
+            .unwrap()
+            .into_iter()
+            .find(|p| p.wire.id == "naver")
+            .unwrap();
+        let on = limits(&naver, true);
         assert_eq!(
-            ids,
-            [
-                "coupang",
-                "naver",
-                "testmall-alpha",
-                "testmall-beta",
-                "testmall-gamma"
-            ]
+            (
+                on.mall.as_str(),
+                on.enabled,
+                on.max_running,
+                on.min_start_gap
+            ),
+            ("naver", true, Some(4), Duration::from_secs(2))
         );
-        let naver = all.iter().find(|p| p.wire.id == "naver").unwrap();
-        let limits = limits(naver, true);
-        assert_eq!(limits.max_running, Some(4));
-        assert_eq!(limits.min_start_gap, Duration::from_secs(2));
-        assert!(limits.enabled);
+        assert!(!limits(&naver, false).enabled);
     }
 }

@@ -338,7 +338,7 @@ pub async fn read_search_page(
     let mut deadline = Instant::now() + wait;
     let mut challenge: Option<(usize, Instant)> = None;
     let mut challenge_cleared = false;
-    let settled = loop {
+    let (settled, first) = loop {
         let look = match reader.look(true, POLL_CARDS).await {
             Ok(look) => look,
             // NB: a page that navigates by itself (a challenge that reloads, a redirect)
@@ -403,14 +403,13 @@ pub async fn read_search_page(
         }
         let cards = reader.cards(&look);
         if cards.chosen.is_some() && (look.waited || Instant::now() >= deadline) {
-            break look;
+            break (look, cards);
         }
         if Instant::now() >= deadline {
             return Ok(no_verdict(&cards, &look, small, wait));
         }
         tokio::time::sleep(POLL).await;
     };
-    let first = reader.cards(&settled);
     let chosen = first
         .chosen
         .and_then(|i| first.per_source.get(i))
