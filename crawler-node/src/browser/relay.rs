@@ -118,7 +118,7 @@ pub struct RelayCounters {
     /// Bytes received from the browser (requests).
     pub from_browser: u64,
     /// Times the gateway could not be reached or refused the relay (connect errors, a
-    /// failed CONNECT, `407`).
+    /// broken connection, `407`); a CONNECT the gateway refuses for its target is not one.
     pub upstream_errors: u64,
 }
 
@@ -417,7 +417,14 @@ async fn tunnel(
     let (mut gateway, leftover) = match open_tunnel(upstream, &target).await {
         Ok(opened) => opened,
         Err(TunnelError::Refused(status)) => {
-            shared.upstream_error();
+            // NB: only the gateway refusing *us* (407) is a gateway failure. A refused
+            // target is that host's problem: Chromium's own background calls to hosts the
+            // gateway does not serve must not make a healthy page look like a failed proxy.
+            if status == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
+                shared.upstream_error();
+            } else {
+                debug!(%status, target = %target, "the gateway refused a tunnel to this target");
+            }
             let mut response = plain(StatusCode::BAD_GATEWAY, "the proxy gateway refused");
             *response.status_mut() = status;
             return response;
@@ -567,6 +574,42 @@ mod tests {
         );
         assert!(up.auth.as_ref().is_some_and(HeaderValue::is_sensitive));
         assert!(Upstream::new("gw", 1, "", "").auth.is_none());
+    }
+
+    /// A CONNECT through the gateway, answered with its status line.
+    async fn connect_through(relay: &Relay, target: &str) -> String {
+        let mut stream = TcpStream::connect(relay.addr()).await.unwrap();
+        let head = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = vec![0u8; 256];
+        let n = stream.read(&mut answer).await.unwrap();
+        String::from_utf8_lossy(&answer[..n])
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    #[tokio::test]
+    async fn a_refused_target_is_not_a_gateway_failure_but_refused_credentials_are() {
+        use lps_test_kit::gateway::{Gateway, GatewayConfig};
+        let gateway = Gateway::start(GatewayConfig::new(1).with_credentials("u", "right"))
+            .await
+            .unwrap();
+        let port = gateway.ports()[0].addr.port();
+        let relay = Relay::start().await.unwrap();
+        // Chromium's background calls go to hosts the gateway does not serve.
+        relay.point_to(Some(Upstream::new("127.0.0.1", port, "u", "right")));
+        let status = connect_through(&relay, "accounts.google.com:443").await;
+        assert!(status.contains(" 403"), "{status}");
+        assert_eq!(relay.counters().upstream_errors, 0);
+        // The gateway refusing the relay itself is.
+        relay.point_to(Some(Upstream::new("127.0.0.1", port, "u", "wrong")));
+        let status = connect_through(&relay, "127.0.0.1:9").await;
+        assert!(status.contains(" 407"), "{status}");
+        assert_eq!(relay.counters().upstream_errors, 1);
+        relay.stop().await;
+        gateway.shutdown().await;
     }
 
     #[tokio::test]
