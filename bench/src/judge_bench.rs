@@ -1,0 +1,480 @@
+//! Same-product judgement benchmark (issue: same-product judgement): runs the crawler
+//! node's rule judge ([`lps_crawler_node::judge::judge`]) over a labelled corpus of
+//! Korean mall card titles and prints, as Markdown for BENCHMARKS.md, precision, recall
+//! and F1, a table per case kind, and every error with the judge's reason.
+//!
+//! # The corpus
+//! `bench/judge/corpus.tsv`: a header line, then one case a line, tab separated:
+//!
+//! | column | meaning |
+//! |---|---|
+//! | `query` | the product name, as a person or a catalog system sends it |
+//! | `brand` | a brand hint for `ProductQuery::with_brand`, or empty |
+//! | `model_code` | a model-code hint for `ProductQuery::with_model_code`, or empty |
+//! | `card_title` | a search-result card's title, as the mall writes it |
+//! | `same` | `yes` when the card is the same product in the same amount, else `no` |
+//! | `kind` | what the case tests (`flavour`, `pack`, `alias` …): lowercase `a-z` and `_` |
+//! | `reason` | one line: why the card is or is not the product |
+//!
+//! Lines starting with `#`, and blank lines, are comments. The whole file is validated
+//! before anything is judged: a line with the wrong number of fields, an empty field
+//! that must not be empty, an unknown `same`, a query the judge cannot analyse, or a
+//! case repeated from an earlier line stops the run naming the line.
+//!
+//! # The figures
+//! A positive is a case labelled `yes`. The judge saying `same` on a positive is a true
+//! accept, on a negative a **false accept** (a wrong price shown as the lowest); saying
+//! not the same on a positive is a **false reject** (a right offer missed). Precision is
+//! true accepts over all accepts, recall true accepts over all positives.
+//!
+//! Usage: `cargo run -p lps-bench --bin judge-bench -- [--corpus PATH]`. Exits 0
+//! whatever the figures: it measures, it does not assert (the targets are printed next
+//! to the figures).
+#![allow(clippy::print_stdout)]
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    fmt,
+    path::{Path, PathBuf},
+};
+
+use anyhow::Context as _;
+use clap::Parser;
+use lps_crawler_node::judge::{ProductQuery, Verdict, judge};
+
+/// The corpus shipped with the repository, relative to this crate.
+const CORPUS: &str = "judge/corpus.tsv";
+
+/// The header line the corpus must start with.
+const HEADER: &str = "query\tbrand\tmodel_code\tcard_title\tsame\tkind\treason";
+
+/// Columns of a case line.
+const FIELDS: usize = 7;
+
+/// The issue's targets, printed next to the figures.
+const TARGET_PRECISION: f64 = 0.99;
+const TARGET_RECALL: f64 = 0.95;
+
+#[derive(Debug, Parser)]
+#[command(about = "Measures the same-product judge on a labelled corpus")]
+struct Args {
+    /// The corpus file (default: the repository's `bench/judge/corpus.tsv`).
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+}
+
+/// One labelled case of the corpus.
+#[derive(Debug)]
+struct Case {
+    /// 1-based line in the corpus file.
+    line: usize,
+    query: ProductQuery,
+    brand: Option<String>,
+    model_code: Option<String>,
+    card_title: String,
+    same: bool,
+    kind: String,
+    reason: String,
+}
+
+/// A corpus line that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CorpusError {
+    /// 1-based line in the corpus file.
+    line: usize,
+    message: String,
+}
+
+impl fmt::Display for CorpusError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for CorpusError {}
+
+/// Parses and validates a whole corpus (format in the module docs).
+fn parse_corpus(text: &str) -> Result<Vec<Case>, CorpusError> {
+    let mut cases = Vec::new();
+    let mut header_seen = false;
+    // (query, brand, model code, title) → the line that first held it.
+    let mut seen: HashMap<[&str; 4], usize> = HashMap::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let error = |message: String| CorpusError { line, message };
+        if raw.trim().is_empty() || raw.starts_with('#') {
+            continue;
+        }
+        if !header_seen {
+            if raw != HEADER {
+                return Err(error(format!("expected the header line {HEADER:?}")));
+            }
+            header_seen = true;
+            continue;
+        }
+        let fields: Vec<&str> = raw.split('\t').collect();
+        let &[query, brand, model_code, card_title, same, kind, reason] = fields.as_slice() else {
+            return Err(error(format!(
+                "expected {FIELDS} tab-separated fields, found {}",
+                fields.len()
+            )));
+        };
+        for (name, value) in [
+            ("query", query),
+            ("card_title", card_title),
+            ("reason", reason),
+        ] {
+            if value.trim().is_empty() {
+                return Err(error(format!("field {name:?} is empty")));
+            }
+        }
+        let same = match same {
+            "yes" => true,
+            "no" => false,
+            other => {
+                return Err(error(format!(
+                    "field \"same\" is {other:?}, expected \"yes\" or \"no\""
+                )));
+            }
+        };
+        if kind.is_empty() || !kind.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+            return Err(error(format!(
+                "field \"kind\" is {kind:?}, expected lowercase a-z and _"
+            )));
+        }
+        if let Some(first) = seen.insert([query, brand, model_code, card_title], line) {
+            return Err(error(format!("repeats the case of line {first}")));
+        }
+        let mut product = ProductQuery::new(query)
+            .map_err(|e| error(format!("query {query:?} cannot be judged: {e}")))?;
+        let brand = non_empty(brand);
+        let model_code = non_empty(model_code);
+        if let Some(brand) = &brand {
+            product = product.with_brand(brand);
+        }
+        if let Some(code) = &model_code {
+            product = product.with_model_code(code);
+        }
+        cases.push(Case {
+            line,
+            query: product,
+            brand,
+            model_code,
+            card_title: card_title.to_owned(),
+            same,
+            kind: kind.to_owned(),
+            reason: reason.to_owned(),
+        });
+    }
+    if !header_seen {
+        return Err(CorpusError {
+            line: text.lines().count().max(1),
+            message: format!("no header line {HEADER:?}"),
+        });
+    }
+    Ok(cases)
+}
+
+fn non_empty(field: &str) -> Option<String> {
+    let field = field.trim();
+    (!field.is_empty()).then(|| field.to_owned())
+}
+
+/// Counts of one set of judged cases.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    true_accepts: usize,
+    false_accepts: usize,
+    true_rejects: usize,
+    false_rejects: usize,
+}
+
+impl Tally {
+    fn add(&mut self, labelled_same: bool, judged_same: bool) {
+        let slot = match (labelled_same, judged_same) {
+            (true, true) => &mut self.true_accepts,
+            (false, true) => &mut self.false_accepts,
+            (false, false) => &mut self.true_rejects,
+            (true, false) => &mut self.false_rejects,
+        };
+        *slot += 1;
+    }
+
+    fn positives(&self) -> usize {
+        self.true_accepts + self.false_rejects
+    }
+
+    fn negatives(&self) -> usize {
+        self.true_rejects + self.false_accepts
+    }
+
+    fn cases(&self) -> usize {
+        self.positives() + self.negatives()
+    }
+
+    /// `None` when the judge accepted nothing.
+    fn precision(&self) -> Option<f64> {
+        share(self.true_accepts, self.true_accepts + self.false_accepts)
+    }
+
+    /// `None` when there are no positives.
+    fn recall(&self) -> Option<f64> {
+        share(self.true_accepts, self.positives())
+    }
+
+    fn f1(&self) -> Option<f64> {
+        let (p, r) = (self.precision()?, self.recall()?);
+        (p + r > 0.0).then(|| 2.0 * p * r / (p + r))
+    }
+}
+
+#[allow(clippy::cast_precision_loss, reason = "case counts are far below 2^52")]
+fn share(part: usize, whole: usize) -> Option<f64> {
+    (whole > 0).then(|| part as f64 / whole as f64)
+}
+
+/// One case and what the judge said about it.
+#[derive(Debug)]
+struct Judged<'a> {
+    case: &'a Case,
+    verdict: Verdict,
+}
+
+impl Judged<'_> {
+    fn is_error(&self) -> bool {
+        self.case.same != self.verdict.same
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = args.corpus.unwrap_or_else(|| crate_dir.join(CORPUS));
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading the corpus {}", path.display()))?;
+    let cases = parse_corpus(&text).with_context(|| format!("corpus {}", path.display()))?;
+    let judged: Vec<Judged<'_>> = cases
+        .iter()
+        .map(|case| Judged {
+            case,
+            verdict: judge(&case.query, &case.card_title),
+        })
+        .collect();
+    // Shown relative to the workspace when it is inside it.
+    let shown = crate_dir
+        .parent()
+        .and_then(|root| path.strip_prefix(root).ok())
+        .unwrap_or(&path);
+    print_report(&shown.display().to_string(), &judged);
+    Ok(())
+}
+
+fn print_report(corpus: &str, judged: &[Judged<'_>]) {
+    let mut total = Tally::default();
+    let mut by_kind: BTreeMap<&str, Tally> = BTreeMap::new();
+    let mut rejects_by_reason: BTreeMap<&str, usize> = BTreeMap::new();
+    for j in judged {
+        total.add(j.case.same, j.verdict.same);
+        by_kind
+            .entry(j.case.kind.as_str())
+            .or_default()
+            .add(j.case.same, j.verdict.same);
+        if j.case.same && !j.verdict.same {
+            *rejects_by_reason
+                .entry(j.verdict.reason.as_str())
+                .or_default() += 1;
+        }
+    }
+
+    println!("### Same-product judgement: `{corpus}`");
+    println!();
+    println!(
+        "| cases | positives | negatives | true accepts | false accepts | true rejects | false rejects | precision | recall | F1 |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        total.cases(),
+        total.positives(),
+        total.negatives(),
+        total.true_accepts,
+        total.false_accepts,
+        total.true_rejects,
+        total.false_rejects,
+        figure(total.precision()),
+        figure(total.recall()),
+        figure(total.f1()),
+    );
+    println!();
+    println!(
+        "Targets: precision ≥ {TARGET_PRECISION} ({}), recall ≥ {TARGET_RECALL} ({}).",
+        verdict_on(total.precision(), TARGET_PRECISION),
+        verdict_on(total.recall(), TARGET_RECALL),
+    );
+    println!();
+
+    println!("#### By kind");
+    println!();
+    println!(
+        "| kind | cases | positives | negatives | false accepts | false rejects | precision | recall |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (kind, t) in &by_kind {
+        println!(
+            "| {kind} | {} | {} | {} | {} | {} | {} | {} |",
+            t.cases(),
+            t.positives(),
+            t.negatives(),
+            t.false_accepts,
+            t.false_rejects,
+            figure(t.precision()),
+            figure(t.recall()),
+        );
+    }
+    println!();
+
+    println!("#### False rejects by the judge's reason");
+    println!();
+    println!("| judge's reason | false rejects |");
+    println!("|---|---:|");
+    for (reason, n) in &rejects_by_reason {
+        println!("| {reason} | {n} |");
+    }
+    println!();
+
+    for (title, false_accept) in [("False accepts", true), ("False rejects", false)] {
+        let errors: Vec<&Judged<'_>> = judged
+            .iter()
+            .filter(|j| j.is_error() && j.verdict.same == false_accept)
+            .collect();
+        println!("#### {title} ({})", errors.len());
+        println!();
+        if errors.is_empty() {
+            println!("None.");
+            println!();
+            continue;
+        }
+        println!("| line | kind | query | card title | judge | score | corpus reason |");
+        println!("|---:|---|---|---|---|---:|---|");
+        for j in errors {
+            println!(
+                "| {} | {} | {} | {} | {} | {:.2} | {} |",
+                j.case.line,
+                j.case.kind,
+                query_cell(j.case),
+                code(&j.case.card_title),
+                cell(&j.verdict.reason.to_string()),
+                j.verdict.score,
+                cell(&j.case.reason),
+            );
+        }
+        println!();
+    }
+}
+
+/// A ratio with three decimals, `–` when undefined.
+fn figure(value: Option<f64>) -> String {
+    value.map_or_else(|| "–".to_owned(), |v| format!("{v:.3}"))
+}
+
+fn verdict_on(value: Option<f64>, target: f64) -> &'static str {
+    match value {
+        Some(v) if v >= target => "met",
+        _ => "not met",
+    }
+}
+
+/// The query with its hints, as a table cell.
+fn query_cell(case: &Case) -> String {
+    let mut out = code(case.query.name());
+    if let Some(brand) = &case.brand {
+        out.push_str(&format!(" brand {}", code(brand)));
+    }
+    if let Some(model_code) = &case.model_code {
+        out.push_str(&format!(" code {}", code(model_code)));
+    }
+    out
+}
+
+/// Text as a code span in a table cell: titles hold `*`, `_` and `[`, which Markdown
+/// would read as markup.
+fn code(text: &str) -> String {
+    let fence = if text.contains('`') { "``" } else { "`" };
+    cell(&format!("{fence}{text}{fence}"))
+}
+
+/// Text made safe for a table cell (`|` would end it).
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CORPUS, HEADER, parse_corpus};
+
+    #[test]
+    fn shipped_corpus_is_large_and_balanced() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(CORPUS);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        let cases = parse_corpus(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let negatives = cases.iter().filter(|c| !c.same).count();
+        assert!(cases.len() >= 400, "only {} cases", cases.len());
+        assert!(
+            negatives * 3 >= cases.len(),
+            "only {negatives} negatives of {} cases",
+            cases.len()
+        );
+    }
+
+    #[test]
+    fn malformed_lines_are_rejected_naming_the_line() {
+        let good = "제주 삼다수 2L x 12\t\t\t제주삼다수 2L x 12병\tyes\tplain\tsame water and pack";
+        let cases = [
+            // Too few fields.
+            (
+                "제주 삼다수 2L x 12\t\t\t제주삼다수 2L\tno\tpack",
+                "7 tab-separated",
+            ),
+            // `same` is neither yes nor no.
+            (
+                "제주 삼다수 2L x 12\t\t\t제주삼다수 2L\tmaybe\tpack\tone bottle",
+                "\"same\"",
+            ),
+            // Empty card title.
+            (
+                "제주 삼다수 2L x 12\t\t\t \tno\tpack\tnothing",
+                "\"card_title\"",
+            ),
+            // A kind that is not a plain label.
+            (
+                "제주 삼다수 2L x 12\t\t\t제주삼다수 2L\tno\tPack size\tone bottle",
+                "\"kind\"",
+            ),
+            // A query the judge cannot analyse.
+            (
+                "2L x 12\t\t\t제주삼다수 2L\tno\tpack\tone bottle",
+                "cannot be judged",
+            ),
+            // The good line again.
+            (good, "repeats the case of line 3"),
+        ];
+        for (bad, want) in cases {
+            let text = format!("# a comment\n{HEADER}\n{good}\n\n{bad}\n");
+            match parse_corpus(&text) {
+                Ok(_) => panic!("accepted {bad:?}"),
+                Err(e) => {
+                    assert_eq!(e.line, 5, "line of {bad:?}: {e}");
+                    assert!(e.to_string().starts_with("line 5: "), "{e}");
+                    assert!(e.message.contains(want), "{bad:?}: {e}");
+                }
+            }
+        }
+
+        let headless = format!("{good}\n");
+        assert_eq!(parse_corpus(&headless).map_err(|e| e.line).err(), Some(1));
+        let parsed = parse_corpus(&format!("{HEADER}\n{good}\n")).unwrap_or_default();
+        assert_eq!(parsed.len(), 1);
+        assert_eq!(parsed.first().map(|c| (c.line, c.same)), Some((2, true)));
+    }
+}
