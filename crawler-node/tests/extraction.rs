@@ -373,12 +373,13 @@ async fn gamma_challenges_restrictions_placeholders_and_layout_changes() {
     stack.shutdown().await.unwrap();
 }
 
-/// A mall's JSON API is a card source without a browser: the node never starts one.
+/// A mall's JSON API is a card source without a browser: the node never starts one, and
+/// the requests go through the IP session's port like a page's (metered, released).
 #[tokio::test]
 async fn an_http_api_source_needs_no_browser() {
     let _serial = common::serial().await;
-    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
-    let harness = Harness::direct("gamma-api", true);
+    let stack = Stack::start(StackConfig::new(2)).await.unwrap();
+    let (harness, _proxies, _events) = proxied(&stack, "gamma-api");
     let exec = harness.executor.clone();
     let api = |key: &str| {
         format!(
@@ -428,11 +429,15 @@ next_page = {{ url_template = "http://127.0.0.1:18083/openapi/v1/search.json?que
                 continue;
             };
             let want = product.truth(MallStyle::Gamma).unwrap().lowest.unwrap();
-            let (offers, rounds, _) = expect_found(
+            let (offers, rounds, metrics) = expect_found(
                 run(&exec, job(id, &product.name, good.clone())).await,
                 &product.name,
             );
             assert_eq!(rounds[0].source, "gamma-openapi");
+            assert!(
+                metrics.bytes_in > 0 && metrics.ports_used >= 1,
+                "{metrics:?}"
+            );
             assert!(
                 offers[0].url.ends_with(&want.listing.path),
                 "{}: {:?}",
@@ -441,6 +446,12 @@ next_page = {{ url_template = "http://127.0.0.1:18083/openapi/v1/search.json?que
             );
         }
         assert_eq!(exec.launches(), 0, "no browser for an API source");
+        let requests = stack.gamma.stats().requests;
+        assert!(requests.values().sum::<u64>() >= 2, "{requests:?}");
+        assert!(
+            !requests.contains_key("direct"),
+            "every request went through a gateway port: {requests:?}"
+        );
         let outcome = run(&exec, job(3, "햇반 210g 12개", unset)).await;
         match &outcome {
             Outcome::Failed { class, message, .. } => {
