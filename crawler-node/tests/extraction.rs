@@ -247,6 +247,42 @@ async fn gamma_answers_are_the_catalogs_truth_from_json_and_from_the_dom() {
     stack.shutdown().await.unwrap();
 }
 
+/// A "more" button instead of lazy loading: clicked until the cards are all there.
+#[tokio::test]
+async fn a_more_button_is_clicked_until_every_card_shows() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    let harness = Harness::direct("gamma-more", true);
+    let exec = harness.executor.clone();
+    let text = gamma_dom_text()
+        .replace("/search?q={query}\"", "/search?q={query}&more=button\"")
+        .replace(
+            "scroll = { until_cards = 0, max_scrolls = 6, settle = \"1500ms\" }",
+            "more_button = \"button.g-more\"\nmax_clicks = 3",
+        );
+    assert!(text.contains("more_button"), "{text}");
+    let profile = profile_at(&text, "gamma-more.toml", &stack.gamma);
+    let catalog = stack.gamma.catalog().clone();
+    let product = catalog.product("samdasoo-2l-12").unwrap();
+    let want = product.truth(MallStyle::Gamma).unwrap().lowest.unwrap();
+    let check = async {
+        let (offers, rounds, _) = expect_found(
+            run(&exec, job(1, &product.name, profile.clone())).await,
+            &product.name,
+        );
+        // The lowest is card 13: behind the button.
+        assert!(
+            offers[0].url.ends_with(&want.listing.path),
+            "{}, the lowest is {}",
+            describe(product, &offers[0]),
+            want.listing.id
+        );
+        assert!(rounds[0].cards_seen > 10, "{rounds:?}");
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
 /// A challenge that clears by itself is waited out (no block, no port burned); Naver-style
 /// 418 restriction pages are blocks; a redesigned page is a layout change, at once; a page
 /// of placeholders only is unreadable, never "not found".

@@ -11,7 +11,9 @@
 //!   text); the renderer replaces them [`SKELETON_DELAY`] after `load`.
 //! - **Lazy loading.** The renderer shows [`BATCH`] cards, then the next [`BATCH`] each
 //!   time the sentinel `div.g-sentinel` comes within 200 px of the viewport (an
-//!   `IntersectionObserver` plus a scroll listener), [`BATCH_DELAY`] later.
+//!   `IntersectionObserver` plus a scroll listener), [`BATCH_DELAY`] later. With
+//!   `&more=button` in the search URL a `button.g-more` ("더보기") shows the next batch
+//!   per click instead (scrolling loads nothing), until every item of the page is shown.
 //! - **Pages.** [`PAGE_SIZE`] items a page; `a.g-next` (`href` = `/search?q=…&page=N+1`)
 //!   only when another page exists. A page past the last is a no-result page.
 //! - **Result order** ([`results`]): ads first, then the other full matches, then up to

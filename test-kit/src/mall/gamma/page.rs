@@ -103,9 +103,30 @@ const RENDERER: &str = r#"(function () {
     if (!pending && shown < items.length) { pending = true; setTimeout(more, BATCH_MS); }
   }
   function onScroll() { if (nearBottom()) { schedule(); } }
+  function withButton() {
+    // `&more=button`: a "더보기" button instead of loading on scroll.
+    var button = el('button', 'g-more', '더보기');
+    button.type = 'button';
+    button.addEventListener('click', function () {
+      button.disabled = true;
+      setTimeout(function () {
+        var end = Math.min(shown + BATCH, items.length);
+        for (; shown < end; shown++) { list.appendChild(card(items[shown])); }
+        button.disabled = false;
+        if (shown >= items.length) { button.parentNode.removeChild(button); }
+      }, BATCH_MS);
+    });
+    list.parentNode.insertBefore(button, list.nextSibling);
+  }
   function render() {
     list.innerHTML = '';
     if (!items.length) { list.parentNode.insertBefore(el('div', 'g-empty', EMPTY_TEXT), list); return; }
+    if (/[?&]more=button(&|$)/.test(location.search)) {
+      var end = Math.min(BATCH, items.length);
+      for (; shown < end; shown++) { list.appendChild(card(items[shown])); }
+      if (shown < items.length) { withButton(); }
+      return;
+    }
     if ('IntersectionObserver' in window) {
       observer = new IntersectionObserver(function (entries) {
         if (entries.some(function (e) { return e.isIntersecting; })) { schedule(); }
