@@ -1,8 +1,8 @@
 //! The browser executor with real headless Chromium (the node's own chromedriver) against
 //! the test kit's two fixture malls and its proxy gateway (`lps_test_kit::Stack`).
 //!
-//! Site profiles are the built-in ones of the coordinator (`coordinator/profiles/
-//! testmall-*.toml`), read here with the real mall addresses substituted. Every test ends
+//! Site profiles are the built-in ones (`profiles/builtin/testmall-*.toml`), read here with
+//! the real mall addresses substituted. Every test ends
 //! with `BrowserExecutor::shutdown` and then checks that no process mentions its own
 //! profile root (the `pgrep -f` of the field lesson). Browser tests run one at a time (two
 //! cores).

@@ -1041,6 +1041,26 @@ link = "$.link"
         assert_eq!(parse("api.toml", &mixed).unwrap_err().field, "sources");
     }
 
+    /// The chart's example values carry a profile: it must be one the coordinator loads.
+    #[test]
+    fn the_helm_example_profile_parses() {
+        let values = include_str!("../../helm/lps/ci/full-values.yaml");
+        let mut lines = values
+            .lines()
+            .skip_while(|l| !l.starts_with("  fixture-mall.toml: |"));
+        assert!(
+            lines.next().is_some(),
+            "no fixture-mall.toml in the chart's example values"
+        );
+        let text: String = lines
+            .take_while(|l| l.is_empty() || l.starts_with("    "))
+            .map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(l)))
+            .collect();
+        let p =
+            parse("full-values.yaml: fixture-mall.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.wire.id, "fixture-mall");
+    }
+
     #[test]
     fn a_directory_overrides_by_id() {
         let dir = std::env::temp_dir().join(format!("lps-profiles-fmt-{}", std::process::id()));
