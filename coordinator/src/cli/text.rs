@@ -112,7 +112,7 @@ fn effective_cell(o: &pb::Offer) -> String {
     }
 }
 
-fn lowest_line(lowest: Option<&pb::Offer>) -> String {
+fn lowest_line(lowest: Option<&pb::Offer>, possibly_lower: bool) -> String {
     match lowest {
         Some(o) => format!(
             "lowest: {} ({} + {} shipping) at {}: {} {}",
@@ -123,7 +123,8 @@ fn lowest_line(lowest: Option<&pb::Offer>) -> String {
             clean(&truncate(&o.title, TITLE_COLUMNS * 2)),
             clean(&o.url),
         ),
-        None => "lowest: no offer with known shipping found".to_owned(),
+        None if possibly_lower => "lowest: no offer with known shipping found".to_owned(),
+        None => "lowest: no offer found".to_owned(),
     }
 }
 
@@ -183,7 +184,7 @@ pub fn search_status(s: &pb::SearchStatus) -> String {
             ]);
         }
         out.push_str(&t.render());
-        out.push_str(&lowest_line(p.lowest.as_ref()));
+        out.push_str(&lowest_line(p.lowest.as_ref(), p.possibly_lower.is_some()));
         out.push('\n');
         if let Some(o) = &p.possibly_lower {
             out.push_str(&possibly_lower_line(o));
@@ -592,6 +593,30 @@ mod tests {
         assert_eq!(shipping_cell(&unknown("a", 1)), "?");
         assert_eq!(effective_cell(&unknown("a", 9_900)), "9,900+?");
         assert_eq!(effective_cell(&offer("a", 9_900, 100)), "10,000");
+    }
+
+    #[test]
+    fn a_product_no_mall_found_says_so() {
+        let s = pb::SearchStatus {
+            search_id: 9,
+            products: vec![pb::ProductStatus {
+                product: Some(pb::Product {
+                    code: String::new(),
+                    name: "세상에 없는 상품".into(),
+                }),
+                malls: vec![pb::MallStatus {
+                    mall: "alpha".into(),
+                    state: pb::JobState::Done as i32,
+                    outcome: pb::Outcome::NotFound as i32,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let text = search_status(&s);
+        assert!(text.contains("lowest: no offer found"), "{text}");
+        assert!(!text.contains("known shipping"), "{text}");
     }
 
     #[test]
