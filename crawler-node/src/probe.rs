@@ -23,7 +23,7 @@ use crate::{
     browser::{
         Browser, ChromeDriver, LaunchOptions, PageRead, ProfileSlot, default_blocked_patterns,
         page::{read_search_page, source_kind, wait_timeout},
-        parse::{page_url, search_url},
+        parse::{fill_env, page_url, search_url},
     },
     config::{DEFAULT_CHROMEDRIVER_PATH, DEFAULT_CHROMIUM_PATH},
     judge::{self, ProductQuery},
@@ -323,15 +323,9 @@ async fn probe_api(
         .build()?;
     let mut request = client.get(&url);
     for (name, value) in &api.headers {
-        let mut resolved = value.clone();
-        while let Some(start) = resolved.find("${env:") {
-            let Some(end) = resolved[start..].find('}') else {
-                break;
-            };
-            let var = &resolved[start + 6..start + end];
-            let v = std::env::var(var).with_context(|| format!("header {name} needs {var}"))?;
-            resolved.replace_range(start..start + end + 1, &v);
-        }
+        let resolved = fill_env(value, |var| std::env::var(var).ok()).map_err(|var| {
+            anyhow::anyhow!("the API header {name} needs the environment variable {var}")
+        })?;
         request = request.header(name.as_str(), resolved);
     }
     let response = request.send().await.context("GET")?;

@@ -265,9 +265,12 @@ impl Reader<'_> {
         let mut look: Look = serde_json::from_value(value).map_err(|e| {
             BrowserError::WebDriver(format!("the page snapshot answered oddly: {e}"))
         })?;
-        // Captured responses arrive once each; the snapshot carries all seen so far.
+        // Captured responses arrive once each; a look that reads cards carries all seen so
+        // far (a count-only look, e.g. while scrolling, needs none of them).
         self.captured.append(&mut look.snapshot.captured);
-        look.snapshot.captured = self.captured.clone();
+        if read {
+            look.snapshot.captured = self.captured.clone();
+        }
         Ok(look)
     }
 

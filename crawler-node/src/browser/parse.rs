@@ -1,4 +1,5 @@
-//! Search URLs: a profile's URL templates filled in.
+//! A profile's templates filled in: search and page URLs, and `${env:NAME}` in API
+//! header values.
 //!
 //! Amounts and shipping texts are read by `lps_profiles::price` (the same code the
 //! coordinator validates profiles with).
@@ -30,9 +31,40 @@ pub fn page_url(template: &str, query: &str, page: u32, per_page: u32) -> String
         .replace("{start}", &start.to_string())
 }
 
+/// `${env:NAME}` in `value` replaced through `lookup`; the first unset name is the error.
+pub fn fill_env(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${env:") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 6..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            return Ok(out);
+        };
+        let name = &after[..end];
+        out.push_str(&lookup(name).ok_or_else(|| name.to_owned())?);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn env_references_are_filled_in_or_named() {
+        let env = |name: &str| (name == "KEY").then(|| "s3cret".to_owned());
+        assert_eq!(fill_env("${env:KEY}", env).unwrap(), "s3cret");
+        assert_eq!(
+            fill_env("Bearer ${env:KEY}!", env).unwrap(),
+            "Bearer s3cret!"
+        );
+        assert_eq!(fill_env("plain", env).unwrap(), "plain");
+        assert_eq!(fill_env("${env:NOPE}", env).unwrap_err(), "NOPE");
+    }
 
     #[test]
     fn urls() {

@@ -16,7 +16,10 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::{JobError, Read, Run};
-use crate::browser::{page::wait_timeout, parse::page_url};
+use crate::browser::{
+    page::wait_timeout,
+    parse::{fill_env, page_url},
+};
 
 /// The largest API answer read.
 const MAX_BODY: usize = 8 * 1024 * 1024;
@@ -265,7 +268,7 @@ fn resolve_headers(headers: &[(String, String)]) -> Result<Vec<(String, String)>
     headers
         .iter()
         .map(|(name, value)| {
-            resolve(value, |var| std::env::var(var).ok())
+            fill_env(value, |var| std::env::var(var).ok())
                 .map(|v| (name.clone(), v))
                 .map_err(|var| {
                     JobError::new(
@@ -275,40 +278,4 @@ fn resolve_headers(headers: &[(String, String)]) -> Result<Vec<(String, String)>
                 })
         })
         .collect()
-}
-
-/// `${env:NAME}` in `value` replaced through `lookup`; the first unset name is the error.
-fn resolve(value: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(start) = rest.find("${env:") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 6..];
-        let Some(end) = after.find('}') else {
-            out.push_str(&rest[start..]);
-            return Ok(out);
-        };
-        let name = &after[..end];
-        out.push_str(&lookup(name).ok_or_else(|| name.to_owned())?);
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn env_references_are_resolved_or_named() {
-        let env = |name: &str| (name == "KEY").then(|| "s3cret".to_owned());
-        assert_eq!(resolve("${env:KEY}", env).unwrap(), "s3cret");
-        assert_eq!(
-            resolve("Bearer ${env:KEY}!", env).unwrap(),
-            "Bearer s3cret!"
-        );
-        assert_eq!(resolve("plain", env).unwrap(), "plain");
-        assert_eq!(resolve("${env:NOPE}", env).unwrap_err(), "NOPE");
-    }
 }
