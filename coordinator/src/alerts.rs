@@ -1,7 +1,8 @@
 //! Alert rules over the ops snapshot (DESIGN §6, §8).
 //!
 //! Every `interval` the loop refreshes the metrics from the ops snapshot; the replica that
-//! wins a PostgreSQL advisory lock also evaluates the rules. A rule's firing state lives in
+//! wins a PostgreSQL advisory lock also evaluates the rules, on a snapshot taken after it
+//! won the lock (so never on one older than the last committed evaluation). A rule's firing state lives in
 //! the `alert_state` table, so whichever replica evaluates next knows what was already
 //! announced: a rule logs WARN and posts to the Slack-compatible webhook once when it fires
 //! and once when it resolves, never on every evaluation. The webhook is called after the
@@ -222,9 +223,14 @@ fn webhook_client() -> reqwest::Client {
     }
 }
 
-/// One round of the loop: refreshes the metrics from a fresh ops snapshot, evaluates the
-/// rules (when this replica wins the evaluator lock) and announces each rule whose state
-/// changed. Errors are logged here (the next round tries again).
+/// One round of the loop: tries the evaluator lock, then takes a fresh ops snapshot,
+/// refreshes the metrics from it and, when this replica holds the lock, evaluates the rules
+/// and announces each rule whose state changed. Errors are logged here (the next round
+/// tries again).
+///
+/// The snapshot is taken *after* the lock is won: a replica whose snapshot predates another
+/// replica's committed evaluation would otherwise announce a stale state (a rule firing
+/// again right after it resolved).
 async fn evaluate_once(
     pool: &PgPool,
     searches: &Searches,
@@ -232,6 +238,13 @@ async fn evaluate_once(
     config: &AlertConfig,
     client: &reqwest::Client,
 ) {
+    let evaluator = match Evaluator::try_lock(pool).await {
+        Ok(e) => e,
+        Err(e) => {
+            warn!(error = %e, "alert evaluator lock failed");
+            None
+        }
+    };
     let ops = match searches.ops().await {
         Ok(ops) => ops,
         Err(e) => {
@@ -240,14 +253,18 @@ async fn evaluate_once(
         }
     };
     metrics.update(&ops);
-    match transitions(pool, &evaluate(&config.thresholds, &ops)).await {
-        Ok(Some(changes)) => {
-            for verdict in &changes {
-                announce(client, config.webhook_url.as_deref(), verdict).await;
+    if let Some(evaluator) = evaluator {
+        match evaluator
+            .transitions(&evaluate(&config.thresholds, &ops))
+            .await
+        {
+            Ok(changes) => {
+                for verdict in &changes {
+                    announce(client, config.webhook_url.as_deref(), verdict).await;
+                }
             }
+            Err(e) => warn!(error = %e, "alert evaluation failed"),
         }
-        Ok(None) => {} // another replica evaluates
-        Err(e) => warn!(error = %e, "alert evaluation failed"),
     }
     // Mirror the shared state into this replica's gauge.
     if let Ok(rows) = sqlx::query!("select rule, firing from alert_state")
@@ -263,47 +280,51 @@ async fn evaluate_once(
     }
 }
 
-/// Under the evaluator lock: stores each rule's state and returns the rules whose state
-/// changed (`None` when another replica holds the lock).
-async fn transitions(
-    pool: &PgPool,
-    verdicts: &[Verdict],
-) -> Result<Option<Vec<Verdict>>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    let locked: bool = sqlx::query_scalar!(
-        r#"select pg_try_advisory_xact_lock($1) as "locked!""#,
-        EVALUATOR_LOCK
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    if !locked {
-        return Ok(None);
+/// A transaction holding the evaluator lock (released when it commits or drops).
+struct Evaluator(sqlx::Transaction<'static, sqlx::Postgres>);
+
+impl Evaluator {
+    /// `None` when another replica holds the lock.
+    async fn try_lock(pool: &PgPool) -> Result<Option<Self>, sqlx::Error> {
+        let mut tx = pool.begin().await?;
+        let locked: bool = sqlx::query_scalar!(
+            r#"select pg_try_advisory_xact_lock($1) as "locked!""#,
+            EVALUATOR_LOCK
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        Ok(locked.then_some(Self(tx)))
     }
-    let mut changed = Vec::new();
-    for v in verdicts {
-        let previous: Option<bool> =
-            sqlx::query_scalar!("select firing from alert_state where rule = $1", v.rule)
-                .fetch_optional(&mut *tx)
-                .await?;
-        sqlx::query!(
-            "insert into alert_state (rule, firing, value, threshold, since)
+
+    /// Stores each rule's state and returns the rules whose state changed.
+    async fn transitions(mut self, verdicts: &[Verdict]) -> Result<Vec<Verdict>, sqlx::Error> {
+        let tx = &mut self.0;
+        let mut changed = Vec::new();
+        for v in verdicts {
+            let previous: Option<bool> =
+                sqlx::query_scalar!("select firing from alert_state where rule = $1", v.rule)
+                    .fetch_optional(&mut **tx)
+                    .await?;
+            sqlx::query!(
+                "insert into alert_state (rule, firing, value, threshold, since)
              values ($1, $2, $3, $4, now())
              on conflict (rule) do update set
                  firing = excluded.firing, value = excluded.value, threshold = excluded.threshold,
                  since = case when alert_state.firing = excluded.firing then alert_state.since else now() end",
-            v.rule,
-            v.firing,
-            v.value,
-            v.threshold
-        )
-        .execute(&mut *tx)
-        .await?;
-        if previous.unwrap_or(false) != v.firing {
-            changed.push(v.clone());
+                v.rule,
+                v.firing,
+                v.value,
+                v.threshold
+            )
+            .execute(&mut **tx)
+            .await?;
+            if previous.unwrap_or(false) != v.firing {
+                changed.push(v.clone());
+            }
         }
+        self.0.commit().await?;
+        Ok(changed)
     }
-    tx.commit().await?;
-    Ok(Some(changed))
 }
 
 async fn announce(client: &reqwest::Client, webhook: Option<&str>, v: &Verdict) {
