@@ -319,6 +319,14 @@ class Checker:
             for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
                 if probe not in c:
                     self.err(dep, f"{probe} missing")
+            values = {e["name"]: e.get("value") for e in c.get("env", [])}
+            vocab = values.get("LPS_VOCABULARY_FILE")
+            if vocab is not None:
+                mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
+                vol = vols(pod).get(mounts.get(vocab.rsplit("/", 1)[0]), {})
+                keys = [i.get("path") for i in vol.get("configMap", {}).get("items", [])]
+                if vocab.rsplit("/", 1)[1] not in keys:
+                    self.err(dep, f"LPS_VOCABULARY_FILE {vocab} is no file of a mounted ConfigMap")
         for dep in self.of("Deployment") + self.of("Job"):
             pod = dep["spec"]["template"]["spec"]
             for c in pod["containers"]:
@@ -341,6 +349,26 @@ class Checker:
             m = re.match(r"^https?://([^:/.]+)(?:\.[^:/]*)?:(\d+)$", url or "")
             if m and (m.group(1), int(m.group(2))) not in svc_ports and self.component("Deployment", "coordinator"):
                 self.err(dep, f"LPS_COORDINATOR_URL {url} names no rendered Service port")
+
+    def vocabulary(self, path):
+        """An inline vocabulary: its text in a ConfigMap the coordinator reads it from."""
+        with open(path) as f:
+            want = f.read().rstrip("\n")
+        maps = [d for d in self.of("ConfigMap") if "vocabulary.toml" in (d.get("data") or {})]
+        if len(maps) != 1:
+            self.errors.append(f"expected one ConfigMap with vocabulary.toml, found {len(maps)}")
+            return
+        if maps[0]["data"]["vocabulary.toml"].rstrip("\n") != want:
+            self.err(maps[0], "vocabulary.toml is not the file given")
+        for dep in self.component("Deployment", "coordinator"):
+            pod = dep["spec"]["template"]["spec"]
+            env = {e["name"]: e.get("value") for e in pod["containers"][0].get("env", [])}
+            if env.get("LPS_VOCABULARY_FILE") != "/etc/lps/vocabulary/vocabulary.toml":
+                self.err(dep, f"LPS_VOCABULARY_FILE is {env.get('LPS_VOCABULARY_FILE')!r}")
+            names = [v.get("configMap", {}).get("name") for v in pod.get("volumes", [])]
+            if maps[0]["metadata"]["name"] not in names:
+                self.err(dep, "the vocabulary ConfigMap is not mounted")
+        print(f"vocabulary: {len(want)} characters in ConfigMap/{maps[0]['metadata']['name']}")
 
     def dashboard(self, path):
         with open(path) as f:
@@ -377,6 +405,8 @@ def main():
         ck.contracts()
     elif cmd == "dashboard":
         ck.dashboard(sys.argv[3])
+    elif cmd == "vocabulary":
+        ck.vocabulary(sys.argv[3])
     for e in ck.errors:
         print("ERROR", e)
     return 1 if ck.errors else 0
@@ -444,8 +474,16 @@ for s in "${scenarios[@]}"; do
   check "$name: NOTES.txt renders" notes "${args[@]}"
 done
 
-say "-- dashboard and guards"
+say "-- dashboard, inline vocabulary and guards"
 check "dashboard JSON parses and covers the metrics" checks dashboard /dev/null "$CHART/dashboards/lps.json"
+# The built-in vocabulary given inline (--set-file), as an operator replaces it.
+check "inline vocabulary: helm template" render vocabulary --set-file "vocabulary=$ROOT/profiles/vocabulary.toml"
+check "inline vocabulary: split rendered kinds" \
+  checks split "$work/vocabulary.yaml" "$work/vocabulary.builtin.yaml" "$work/vocabulary.crd.yaml"
+check "inline vocabulary: kubernetes-validate --strict (${K8S_VERSIONS[*]})" kvalidate "$work/vocabulary.builtin.yaml"
+check "inline vocabulary: runtime contracts" checks contracts "$work/vocabulary.yaml"
+check "inline vocabulary: ConfigMap mounted as LPS_VOCABULARY_FILE" \
+  checks vocabulary "$work/vocabulary.yaml" "$ROOT/profiles/vocabulary.toml"
 # (Helm 4 says "additional properties 'x' not allowed", Helm 3 "Additional property x is not allowed".)
 expect_failure "schema rejects a typo'd top-level value" "[Aa]dditional propert[a-z]+ '?crawlerNodes'? (is )?not allowed" \
   render bad --set crawlerNodes.slots=4
@@ -461,6 +499,8 @@ expect_failure "template fails on a trial Secret without DATABASE_URL" "secrets.
   render bad --set secrets.create=true
 expect_failure "template fails on TLS without a certificate Secret" "tls.existingSecret is required" \
   render bad --set tls.enabled=true
+expect_failure "template fails with both vocabulary and vocabularyConfigMap" "either vocabulary or vocabularyConfigMap" \
+  render bad --set vocabulary=x --set vocabularyConfigMap=lps-vocabulary
 
 say "helm checks: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

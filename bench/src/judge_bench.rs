@@ -36,11 +36,12 @@ use std::{
     collections::{BTreeMap, HashMap},
     fmt,
     path::{Path, PathBuf},
+    sync::Arc,
 };
 
 use anyhow::Context as _;
 use clap::Parser;
-use lps_crawler_node::judge::{ProductQuery, Verdict, judge};
+use lps_crawler_node::judge::{Lexicon, ProductQuery, Verdict, judge};
 
 /// The corpus shipped with the repository, relative to this crate.
 const CORPUS: &str = "judge/corpus.tsv";
@@ -61,6 +62,9 @@ struct Args {
     /// The corpus file (default: the repository's `bench/judge/corpus.tsv`).
     #[arg(long)]
     corpus: Option<PathBuf>,
+    /// Judge with this vocabulary file instead of the built-in `profiles/vocabulary.toml`.
+    #[arg(long)]
+    vocabulary: Option<PathBuf>,
 }
 
 /// One labelled case of the corpus.
@@ -94,7 +98,7 @@ impl fmt::Display for CorpusError {
 impl std::error::Error for CorpusError {}
 
 /// Parses and validates a whole corpus (format in the module docs).
-fn parse_corpus(text: &str) -> Result<Vec<Case>, CorpusError> {
+fn parse_corpus(text: &str, lexicon: &Arc<Lexicon>) -> Result<Vec<Case>, CorpusError> {
     let mut cases = Vec::new();
     let mut header_seen = false;
     // (query, brand, model code, title) → the line that first held it.
@@ -145,7 +149,7 @@ fn parse_corpus(text: &str) -> Result<Vec<Case>, CorpusError> {
         if let Some(first) = seen.insert([query, brand, model_code, card_title], line) {
             return Err(error(format!("repeats the case of line {first}")));
         }
-        let mut product = ProductQuery::new(query)
+        let mut product = ProductQuery::new(query, lexicon.clone())
             .map_err(|e| error(format!("query {query:?} cannot be judged: {e}")))?;
         let brand = non_empty(brand);
         let model_code = non_empty(model_code);
@@ -252,7 +256,10 @@ fn main() -> anyhow::Result<()> {
     let path = args.corpus.unwrap_or_else(|| crate_dir.join(CORPUS));
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("reading the corpus {}", path.display()))?;
-    let cases = parse_corpus(&text).with_context(|| format!("corpus {}", path.display()))?;
+    let vocabulary = lps_profiles::vocabulary::load(args.vocabulary.as_deref())?;
+    let lexicon = Arc::new(Lexicon::compile(&vocabulary, None)?);
+    let cases =
+        parse_corpus(&text, &lexicon).with_context(|| format!("corpus {}", path.display()))?;
     let judged: Vec<Judged<'_>> = cases
         .iter()
         .map(|case| Judged {
@@ -410,14 +417,15 @@ fn cell(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{CORPUS, HEADER, parse_corpus};
+    use super::{CORPUS, HEADER, Lexicon, parse_corpus};
 
     #[test]
     fn shipped_corpus_is_large_and_balanced() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(CORPUS);
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        let cases = parse_corpus(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let cases = parse_corpus(&text, &Lexicon::builtin())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let negatives = cases.iter().filter(|c| !c.same).count();
         assert!(cases.len() >= 400, "only {} cases", cases.len());
         assert!(
@@ -461,7 +469,7 @@ mod tests {
         ];
         for (bad, want) in cases {
             let text = format!("# a comment\n{HEADER}\n{good}\n\n{bad}\n");
-            match parse_corpus(&text) {
+            match parse_corpus(&text, &Lexicon::builtin()) {
                 Ok(_) => panic!("accepted {bad:?}"),
                 Err(e) => {
                     assert_eq!(e.line, 5, "line of {bad:?}: {e}");
@@ -472,8 +480,14 @@ mod tests {
         }
 
         let headless = format!("{good}\n");
-        assert_eq!(parse_corpus(&headless).map_err(|e| e.line).err(), Some(1));
-        let parsed = parse_corpus(&format!("{HEADER}\n{good}\n")).unwrap_or_default();
+        assert_eq!(
+            parse_corpus(&headless, &Lexicon::builtin())
+                .map_err(|e| e.line)
+                .err(),
+            Some(1)
+        );
+        let parsed =
+            parse_corpus(&format!("{HEADER}\n{good}\n"), &Lexicon::builtin()).unwrap_or_default();
         assert_eq!(parsed.len(), 1);
         assert_eq!(parsed.first().map(|c| (c.line, c.same)), Some((2, true)));
     }

@@ -83,6 +83,9 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             anyhow::bail!("invalid setting LPS_MALLS: no site profile for mall {mall:?}");
         }
     }
+    // NB: checked before any mall is registered: a vocabulary a node could not use stops
+    // start-up here, naming the file and the entry (or the profile whose additions it is).
+    let vocabulary = profiles::vocabulary(config.vocabulary_file.as_deref(), &profiles)?;
     for profile in &profiles {
         let enabled = config.malls.contains(&profile.mall());
         queue
@@ -94,6 +97,16 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         profiles = profiles.len(),
         enabled = ?config.malls.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "site profiles loaded"
+    );
+    info!(
+        vocabulary = %config
+            .vocabulary_file
+            .as_deref()
+            .map_or_else(|| "built-in".to_owned(), |p| p.display().to_string()),
+        aliases = vocabulary.aliases.len(),
+        variant_kinds = vocabulary.variants.len(),
+        units = vocabulary.units.len(),
+        "vocabulary loaded"
     );
     let mut tasks = JoinSet::new();
 
@@ -137,6 +150,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             claim_poll: config.claim_poll,
             drain_deadline: config.shutdown_timeout,
             profiles: profiles.iter().map(|p| p.wire.clone()).collect(),
+            vocabulary,
             limits: pb::Limits {
                 max_ip_burns_per_job: config.ledger.as_ref().map_or(3, |l| l.max_ip_burns_per_job),
                 ip_request_budget: config.ledger.as_ref().map_or(3, |l| l.request_budget),

@@ -121,6 +121,10 @@ pub struct ServeArgs {
     /// Directory of site-profile TOML files overriding or adding to the built-in ones.
     #[arg(long, env = "LPS_PROFILES_DIR")]
     pub profiles_dir: Option<std::path::PathBuf>,
+    /// Vocabulary file (TOML, docs/vocabulary.md) replacing the built-in word lists of the
+    /// same-product judge; sent to nodes in Welcome. Default: the built-in vocabulary.
+    #[arg(long, env = "LPS_VOCABULARY_FILE")]
+    pub vocabulary_file: Option<std::path::PathBuf>,
     /// Slack-compatible incoming webhook for alerts (secret).
     #[arg(long, env = "LPS_ALERT_WEBHOOK_URL", hide_env_values = true)]
     pub alert_webhook_url: Option<String>,
@@ -192,6 +196,8 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     pub json_logs: bool,
     pub profiles_dir: Option<std::path::PathBuf>,
+    /// Replaces the built-in vocabulary (`None`: built-in); read and checked at start-up.
+    pub vocabulary_file: Option<std::path::PathBuf>,
     pub malls: Vec<lps_proto::model::MallId>,
     pub alerts: crate::alerts::AlertConfig,
     pub proxy_usd_per_gb: f64,
@@ -212,6 +218,8 @@ impl std::fmt::Debug for Config {
             .field("lease_ttl", &self.lease_ttl)
             .field("node_grace", &self.node_grace)
             .field("job_deadline", &self.job_deadline)
+            .field("profiles_dir", &self.profiles_dir)
+            .field("vocabulary_file", &self.vocabulary_file)
             .field("malls", &self.malls)
             .field("alerts", &self.alerts)
             .field("ledger", &self.ledger)
@@ -403,6 +411,7 @@ impl ServeArgs {
             shutdown_timeout: self.shutdown_timeout,
             json_logs,
             profiles_dir: self.profiles_dir,
+            vocabulary_file: self.vocabulary_file.filter(|p| !p.as_os_str().is_empty()),
             malls,
             alerts,
             proxy_usd_per_gb: self.proxy_usd_per_gb,
@@ -435,6 +444,14 @@ mod tests {
         assert_eq!(c.node_grace, Duration::from_secs(15));
         assert_eq!(c.job_deadline, Duration::from_secs(300));
         assert_eq!(c.alerts.thresholds, crate::alerts::Thresholds::default());
+        assert_eq!(c.vocabulary_file, None, "the built-in vocabulary");
+        let c = args(&["--vocabulary-file", "/etc/lps/vocabulary.toml"])
+            .validate()
+            .unwrap();
+        assert_eq!(
+            c.vocabulary_file.as_deref(),
+            Some(std::path::Path::new("/etc/lps/vocabulary.toml"))
+        );
     }
 
     #[test]

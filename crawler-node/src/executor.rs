@@ -25,6 +25,7 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
+use lps_profiles::vocabulary::Lexicon;
 use lps_proto::{
     model::{ErrorClass, JobMetrics, Lease, MallId, Offer, ProductSpec, RoundReport},
     pb,
@@ -61,6 +62,8 @@ pub struct Job {
     /// The mall's site profile from the latest Welcome, if the coordinator sent one.
     // NB: a wire type until lps-proto has a validated SiteProfile model.
     pub profile: Option<Arc<pb::SiteProfile>>,
+    /// The judge's vocabulary for this mall (the coordinator's plus the profile's words).
+    pub lexicon: Arc<Lexicon>,
     /// The coordinator's limits from the latest Welcome (defaults if it sent none).
     pub limits: pb::Limits,
 }

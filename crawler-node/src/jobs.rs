@@ -485,6 +485,7 @@ mod tests {
             traceparent: None,
             tracestate: None,
             profile: None,
+            lexicon: crate::judge::Lexicon::builtin(),
             limits: pb::Limits::default(),
         }
     }

@@ -8,7 +8,7 @@
 //! card's classes and what the profile's policy does with them, the shipping as evaluated,
 //! and the judge's verdict. No coordinator, proxy or database is involved.
 
-use std::{io::Write, path::PathBuf, time::Duration};
+use std::{io::Write, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -26,7 +26,7 @@ use crate::{
         parse::{fill_env, page_url, search_url},
     },
     config::{DEFAULT_CHROMEDRIVER_PATH, DEFAULT_CHROMIUM_PATH},
-    judge::{self, ProductQuery},
+    judge::{self, Lexicon, ProductQuery},
 };
 
 /// `crawler-node probe` arguments.
@@ -48,6 +48,10 @@ pub struct ProbeArgs {
     /// Read this URL instead of the mall's search page.
     #[arg(long)]
     pub url: Option<String>,
+    /// Judge with this vocabulary file instead of the built-in one (the profile's
+    /// `[vocabulary]` words are added either way).
+    #[arg(long, env = "LPS_VOCABULARY_FILE")]
+    pub vocabulary: Option<PathBuf>,
     #[arg(long, env = "LPS_CHROMIUM_PATH", default_value = DEFAULT_CHROMIUM_PATH)]
     pub chromium: PathBuf,
     #[arg(long, env = "LPS_CHROMEDRIVER_PATH", default_value = DEFAULT_CHROMEDRIVER_PATH)]
@@ -62,7 +66,9 @@ pub async fn run(args: &ProbeArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let profile = lps_profiles::format::parse_file(&args.profile)?;
     let wire = profile.wire;
     let compiled = compile(&wire).map_err(|e| anyhow::anyhow!("{}: {}", e.field, e.reason))?;
-    let query = ProductQuery::new(&args.query).context("--query")?;
+    let vocabulary = lps_profiles::vocabulary::load(args.vocabulary.as_deref())?;
+    let lexicon = Lexicon::compile(&vocabulary, wire.vocabulary.as_ref())?;
+    let query = ProductQuery::new(&args.query, Arc::new(lexicon)).context("--query")?;
     writeln!(out, "profile {} ({})", wire.id, wire.display_name)?;
     if wire
         .sources

@@ -9,12 +9,14 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
+use lps_profiles::vocabulary::Lexicon;
 use lps_proto::{
     PROTOCOL_VERSION,
     model::{Lease, MallId, duration_from_pb},
     pb,
 };
 use tonic::Status;
+use tracing::warn;
 
 /// Heartbeat interval when the Welcome names none.
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
@@ -44,21 +46,65 @@ impl Session {
     }
 }
 
-/// The site profiles and limits of the latest Welcome.
-#[derive(Debug, Clone, Default)]
+/// The site profiles, judge vocabulary and limits of the latest Welcome.
+#[derive(Debug, Clone)]
 pub struct SiteProfiles {
     // NB: wire types until lps-proto has a validated SiteProfile model.
     by_mall: HashMap<String, Arc<pb::SiteProfile>>,
+    /// The coordinator's vocabulary (the built-in one when it sent none).
+    base: Arc<Lexicon>,
+    /// Malls whose profile adds words: the base plus the additions.
+    lexicons: HashMap<String, Arc<Lexicon>>,
     limits: pb::Limits,
 }
 
+impl Default for SiteProfiles {
+    fn default() -> Self {
+        Self::new(Vec::new(), pb::Limits::default(), None)
+    }
+}
+
 impl SiteProfiles {
-    pub fn new(profiles: Vec<pb::SiteProfile>, limits: pb::Limits) -> Self {
+    /// Compiles the vocabulary once per Welcome. The coordinator validated it; should a
+    /// word still not compile here (another build), the node logs it and judges with the
+    /// built-in words (or without the mall's additions) rather than refuse work.
+    pub fn new(
+        profiles: Vec<pb::SiteProfile>,
+        limits: pb::Limits,
+        vocabulary: Option<pb::Vocabulary>,
+    ) -> Self {
+        let base = match &vocabulary {
+            None => Lexicon::builtin(),
+            Some(v) => match Lexicon::compile(v, None) {
+                Ok(lexicon) => Arc::new(lexicon),
+                Err(e) => {
+                    warn!(error = %e, "the coordinator's vocabulary does not compile; judging with the built-in one");
+                    Lexicon::builtin()
+                }
+            },
+        };
+        let base_wire = vocabulary.unwrap_or_else(Lexicon::builtin_wire);
+        let mut lexicons = HashMap::new();
+        for profile in &profiles {
+            let Some(additions) = &profile.vocabulary else {
+                continue;
+            };
+            match Lexicon::compile(&base_wire, Some(additions)) {
+                Ok(lexicon) => {
+                    lexicons.insert(profile.id.clone(), Arc::new(lexicon));
+                }
+                Err(e) => {
+                    warn!(mall = %profile.id, error = %e, "a profile's vocabulary does not compile; judging without its words");
+                }
+            }
+        }
         Self {
             by_mall: profiles
                 .into_iter()
                 .map(|p| (p.id.clone(), Arc::new(p)))
                 .collect(),
+            base,
+            lexicons,
             limits,
         }
     }
@@ -66,6 +112,14 @@ impl SiteProfiles {
     /// The profile of `mall`, if the coordinator sent one.
     pub fn get(&self, mall: &MallId) -> Option<Arc<pb::SiteProfile>> {
         self.by_mall.get(mall.as_str()).cloned()
+    }
+
+    /// The judge's vocabulary for `mall`: the coordinator's plus the mall's additions.
+    pub fn lexicon(&self, mall: &MallId) -> Arc<Lexicon> {
+        self.lexicons
+            .get(mall.as_str())
+            .unwrap_or(&self.base)
+            .clone()
     }
 
     pub fn limits(&self) -> &pb::Limits {
@@ -120,7 +174,11 @@ pub fn from_welcome(welcome: pb::Welcome) -> Result<(Session, SiteProfiles), Sta
             .collect(),
         lost: welcome.lost,
     };
-    let profiles = SiteProfiles::new(welcome.profiles, welcome.limits.unwrap_or_default());
+    let profiles = SiteProfiles::new(
+        welcome.profiles,
+        welcome.limits.unwrap_or_default(),
+        welcome.vocabulary,
+    );
     Ok((session, profiles))
 }
 
@@ -158,6 +216,47 @@ mod tests {
         .unwrap();
         assert_eq!(session.heartbeat_interval, MIN_HEARTBEAT_INTERVAL);
         assert_eq!(session.silence_limit(), Duration::from_millis(150));
+    }
+
+    #[test]
+    fn the_welcome_vocabulary_and_a_profile_s_words_judge_that_mall() {
+        use lps_proto::pb::unit_word::Dimension;
+        let unit = |word: &str| pb::UnitWord {
+            word: word.into(),
+            dimension: Dimension::Count.into(),
+            milli_base: 0,
+        };
+        let mut base = Lexicon::builtin_wire();
+        base.units.push(unit("꾸러미"));
+        let additions = pb::Vocabulary {
+            units: vec![unit("보따리")],
+            ..Default::default()
+        };
+        let (_, profiles) = from_welcome(pb::Welcome {
+            profiles: vec![
+                pb::SiteProfile {
+                    id: "naver".into(),
+                    vocabulary: Some(additions),
+                    ..Default::default()
+                },
+                pb::SiteProfile {
+                    id: "coupang".into(),
+                    ..Default::default()
+                },
+            ],
+            vocabulary: Some(base),
+            ..Default::default()
+        })
+        .unwrap();
+        let naver = profiles.lexicon(&MallId::new("naver").unwrap());
+        let coupang = profiles.lexicon(&MallId::new("coupang").unwrap());
+        assert!(naver.unit("꾸러미").is_some() && naver.unit("보따리").is_some());
+        assert!(coupang.unit("꾸러미").is_some() && coupang.unit("보따리").is_none());
+
+        // Without a vocabulary (an older coordinator) the built-in words judge.
+        let (_, profiles) = from_welcome(pb::Welcome::default()).unwrap();
+        let any = profiles.lexicon(&MallId::new("naver").unwrap());
+        assert!(any.unit("꾸러미").is_none() && any.unit("개").is_some());
     }
 
     #[test]

@@ -8,6 +8,9 @@
 //!   ([`crate::compiled::compile`]), the same code the crawler node reads pages with.
 //! - Card classes absent from a profile get the defaults of `profiles/classes.toml` (data,
 //!   not code); a class table that sets only `policy` keeps the default matchers.
+//! - A `[vocabulary]` table adds words to the judge's vocabulary for the mall
+//!   ([`crate::vocabulary`], `docs/vocabulary.md`): checked here against the built-in
+//!   words, and again by the coordinator against the vocabulary it runs with.
 //! - [`BUILTIN`] are the malls compiled in; [`load`] overrides and extends them by id from a
 //!   directory.
 
@@ -52,6 +55,9 @@ pub const DEFAULT_CLASSES: &str = include_str!("../classes.toml");
 /// A loaded profile: what nodes get, and the mall's politeness limits.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
+    /// Where it was read from (a path, or `(built-in) naver.toml`): errors found later,
+    /// such as vocabulary additions the coordinator's vocabulary cannot take, name it.
+    pub file: String,
     pub wire: pb::SiteProfile,
     /// Concurrent running jobs of this mall, deployment-wide (`None` = no cap).
     pub max_running: Option<u32>,
@@ -112,6 +118,9 @@ struct ProfileFile {
     classes: BTreeMap<String, ClassFile>,
     #[serde(default)]
     more: Option<MoreFile>,
+    /// Words added to the judge's vocabulary for this mall (`crate::vocabulary`).
+    #[serde(default)]
+    vocabulary: Option<toml::Value>,
     #[serde(default)]
     block: BlockFile,
     #[serde(default)]
@@ -398,6 +407,19 @@ fn build(e: &Errors<'_>, raw: ProfileFile) -> Result<Profile, ProfileError> {
             "must be at least 1 (omit it for no cap)",
         ));
     }
+    let vocabulary = match raw.vocabulary {
+        None => None,
+        Some(table) => {
+            let additions = crate::vocabulary::parse_additions(e.file, "vocabulary", table)
+                .map_err(|err| e.at(err.field, err.reason))?;
+            // Checked against the built-in words here; the coordinator checks it again
+            // against the vocabulary it runs with.
+            let base = crate::vocabulary::Lexicon::builtin_wire();
+            crate::vocabulary::Lexicon::compile(&base, Some(&additions))
+                .map_err(|err| e.at(err.field, err.reason))?;
+            Some(additions)
+        }
+    };
     let wire = pb::SiteProfile {
         id: raw.id,
         display_name: raw.display_name,
@@ -417,9 +439,11 @@ fn build(e: &Errors<'_>, raw: ProfileFile) -> Result<Profile, ProfileError> {
         more,
         accept_coupon_price: raw.accept_coupon_price,
         price_sort_url_template: raw.price_sort_url_template,
+        vocabulary,
     };
     crate::compiled::compile(&wire).map_err(|err| e.at(err.field, err.reason))?;
     Ok(Profile {
+        file: e.file.to_owned(),
         wire,
         max_running: raw.limits.max_running,
         min_start_gap,
@@ -995,6 +1019,99 @@ mod tests {
             assert_eq!(
                 (e.file.as_str(), e.field.as_str()),
                 ("alpha.toml", field),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_vocabulary_table_adds_words_for_the_mall() {
+        use crate::vocabulary::{Lexicon, UnitKind};
+        use pb::{unit_word::Dimension, variant_kind::WhenSilent};
+
+        assert_eq!(parse("alpha.toml", alpha()).unwrap().wire.vocabulary, None);
+        let text = format!(
+            "{}\n[vocabulary]\nstopwords = [\"알파특가\"]\naliases = [[\"알파몰\", \"alpha mall\"]]\n\
+             [vocabulary.units]\ncount = [\"꾸러미\"]\n\
+             [[vocabulary.variants]]\nname = \"flavour\"\nvalues = [[\"흑임자\", \"black sesame\"]]\n",
+            alpha()
+        );
+        let p = parse("alpha.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+        let v = p
+            .wire
+            .vocabulary
+            .as_ref()
+            .expect("the profile's vocabulary");
+        assert_eq!(v.stopwords, ["알파특가"]);
+        assert_eq!(v.aliases.len(), 1);
+        assert_eq!(v.aliases[0].forms, ["알파몰", "alpha mall"]);
+        assert_eq!(
+            v.units,
+            [pb::UnitWord {
+                word: "꾸러미".into(),
+                dimension: Dimension::Count.into(),
+                milli_base: 0,
+            }]
+        );
+        assert_eq!(v.variants.len(), 1);
+        let flavour = &v.variants[0];
+        assert_eq!(flavour.name, "flavour");
+        assert_eq!(
+            flavour.when_silent(),
+            WhenSilent::Unspecified,
+            "an extended kind keeps its rule"
+        );
+        assert_eq!(flavour.values[0].name, "흑임자");
+        assert_eq!(flavour.values[0].forms, ["흑임자", "black sesame"]);
+        assert!(v.accessories.is_empty() && v.gifts.is_empty());
+
+        // What the judge makes of it: the built-in words and the mall's.
+        let lexicon = Lexicon::compile(&Lexicon::builtin_wire(), Some(v)).unwrap();
+        assert!(lexicon.is_stopword("알파특가"));
+        assert!(lexicon.is_stopword("무료배송"));
+        assert!(lexicon.aliases("alphamall").contains(&"알파몰".to_owned()));
+        assert_eq!(lexicon.unit("꾸러미"), Some(UnitKind::Count));
+    }
+
+    #[test]
+    fn a_bad_vocabulary_entry_is_refused_naming_it() {
+        let cases = [
+            ("aliases = [[\"하나\"]]\n", "vocabulary.aliases[0]"),
+            (
+                "stopwords = [\"무료배송\", \"~~\"]\n",
+                "vocabulary.stopwords[1]",
+            ),
+            ("colour = [\"red\"]\n", "vocabulary.colour"),
+            ("format = 1\n", "vocabulary.format"),
+            (
+                "[[vocabulary.variants]]\nname = \"taste\"\nvalues = [[\"단맛\"]]\n",
+                "vocabulary.variants[0].when_silent",
+            ),
+            (
+                "[[vocabulary.variants]]\nname = \"flavour\"\nwhen_silent = \"any\"\n",
+                "vocabulary.variants[0].when_silent",
+            ),
+            (
+                "[vocabulary.units]\ncount = [\"12개\"]\n",
+                "vocabulary.units[0] (\"12개\")",
+            ),
+        ];
+        for (table, field) in cases {
+            let header = if table.starts_with('[') {
+                ""
+            } else {
+                "[vocabulary]\n"
+            };
+            let text = format!("{}\n{header}{table}", alpha());
+            let e = parse("alpha.toml", &text).unwrap_err();
+            assert_eq!(
+                (e.file.as_str(), e.field.as_str()),
+                ("alpha.toml", field),
+                "{table:?}: {e}"
+            );
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("site profile alpha.toml: {field}: ")),
                 "{e}"
             );
         }

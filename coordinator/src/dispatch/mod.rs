@@ -45,6 +45,9 @@ pub struct DispatchConfig {
     pub drain_deadline: Duration,
     /// Site profiles sent in Welcome.
     pub profiles: Vec<pb::SiteProfile>,
+    /// The same-product judge's vocabulary sent in Welcome (the built-in one or
+    /// `LPS_VOCABULARY_FILE`, checked with every profile's additions at start-up).
+    pub vocabulary: pb::Vocabulary,
     pub limits: pb::Limits,
 }
 

@@ -249,6 +249,7 @@ impl Session {
                 .collect(),
             lost,
             protocol_version: lps_proto::PROTOCOL_VERSION,
+            vocabulary: Some(d.config.vocabulary.clone()),
         };
         info!(
             slots = self.slots,

@@ -350,6 +350,7 @@ mod tests {
             traceparent: None,
             tracestate: None,
             profile: None,
+            lexicon: crate::judge::Lexicon::builtin(),
             limits: Default::default(),
         }
     }

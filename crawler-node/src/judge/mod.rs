@@ -1,74 +1,116 @@
 //! Matching: is a search-result card the same product as the one asked for?
 //!
-//! Owns the rule-based half of DESIGN §5 "Matching": title normalisation,
-//! quantity parsing, brand/model tokens, the [`judge`], the query
-//! [`rounds`](rounds()). Pure logic: no I/O, no
-//! async, no state between calls; every function takes any string without
-//! panicking. Regexes are compiled once per process. (The optional LLM
-//! keyword generation and judging of §5 live elsewhere and run only when
-//! these rules found nothing; [`same_quantity`] is their hard veto.)
+//! Owns the rule-based half of DESIGN §5 "Matching": quantity parsing, name, model and
+//! variant words, the [`judge`], the query [`rounds`](rounds()). Pure logic: no I/O, no
+//! async, no state between calls; every function takes any string without panicking.
+//! Every word list is data: a [`Lexicon`] compiled from the vocabulary the coordinator
+//! sends (`profiles/vocabulary.toml`, `docs/vocabulary.md`) plus the mall profile's
+//! additions, carried by the [`ProductQuery`]. (The optional LLM keyword generation and
+//! judging of §5 live elsewhere and run only when these rules found nothing; they may
+//! overrule only a [`Verdict::wording_only`] rejection.)
 //!
 //! # Flow
-//! A job builds one [`ProductQuery`] from the product name (plus optional
-//! brand and model-code hints), searches each of its [`rounds`](rounds()) in
-//! order until a round yields a match, and calls [`judge`] on every card title
-//! (the executor prices the cards judged the same and orders them best first).
+//! A job builds one [`ProductQuery`] from the product name (plus optional brand and
+//! model-code hints) and the mall's lexicon, searches each of its [`rounds`](rounds()) in
+//! order until a round yields a match, and calls [`judge`] on every card title (the
+//! executor prices the cards judged the same and orders them best first).
+//!
+//! # Finding the name
+//! Each query word is looked for in the card, spaces and hyphens ignored (Hangul as a
+//! substring of the space-free title: `라이트스탠다드` = `라이트 스탠다드`; codes as whole
+//! pieces: `s24` is not in `s245`), through its aliases (`코카콜라` = `Coca-Cola`), a
+//! Hangul word also as two halves apart (`스탠다드 라이트`) or, for part of its weight,
+//! by its longest leading or trailing part that begins a card word (`삼다수` of
+//! `제주삼다수`). A full model code also matches with a colour/region suffix
+//! (`SM-S928NZKEKOO`). The spans found are the card's own name: vocabulary words
+//! (variants, accessories, assortments) are looked for only in what is left, so `라이트`
+//! in `스프라이트` is no variant when the query is `스프라이트`. Words of a gift phrase
+//! (`+ 정품 케이스 증정`, `케이스 포함`) count for the name only.
 //!
 //! # The judge's rules
-//! A card is the same product only when **all** of these hold, checked in this
-//! order (the first failure is the [`Reason`]):
+//! A card is the same product only when **all** of these hold, checked in this order
+//! (the first failure is the [`Reason`]):
 //! 1. the title is not empty after normalisation ([`Reason::EmptyTitle`]);
-//! 2. it holds no accessory/condition word (`케이스`, `호환`, `리필`, `중고` …)
-//!    that the query lacks ([`Reason::Accessory`]);
-//! 3. every model token of the query (`SM-S928N`, `S24`, `256GB`, `15`) is in it
-//!    exactly, hyphens and spaces optional ([`Reason::MissingModelToken`]);
-//! 4. it holds the brand hint, when the product name contains that brand
-//!    ([`Reason::MissingBrand`]);
-//! 5. it names the same model-line variants (`제로`, `울트라`, `프로` …)
-//!    ([`Reason::VariantMismatch`]);
-//! 6. it holds at least [`MIN_NAME_OVERLAP`] of the query's name tokens,
-//!    weighted by length, so `삼다수 2리터 12입` matches `제주 삼다수` but
-//!    `제주 용암수` does not ([`Reason::LowTokenOverlap`]). Waived when the query
-//!    has a full model code (`SM-S928N`, `WH-1000XM5`, or a model-code hint),
-//!    which rule 3 has already found: titles often drop the brand before a code;
-//! 7. its quantity agrees with the query's ([`Reason::QuantityMismatch`]):
-//!    unit sizes equal when both state one (`2L == 2000ml`), and unit counts
-//!    equal, a title without a count meaning 1. So `500ml` ≠ `2L`, `x6` ≠
-//!    `x12`, `1+1` ≠ a single item, and `x12` ≠ no count. A price is only
-//!    comparable for the same amount of product; a missing size is tolerated
-//!    because titles often omit it, a missing count is not because it silently
-//!    means one. The parsing rules are in the `quantity.rs` module docs.
+//! 2. it holds no accessory/condition word (`케이스`, `호환`, `중고`, `번호이동` …) the
+//!    query lacks ([`Reason::Accessory`]);
+//! 3. it is no assortment or choose-one listing (`골라담기`, `택1`, `모음`, `외 3종`)
+//!    unless the query is ([`Reason::Assortment`]);
+//! 4. it sells no second product joined by `+` that states an amount, a model number or
+//!    a variant (`… + AAA 20입`, `본품+리필`; `+ 쇼핑백` is what comes in the box)
+//!    ([`Reason::Bundle`]);
+//! 5. every model token of the query (`S24`, `15`, a one-letter line mark `D` of
+//!    `박카스D`) is in it ([`Reason::MissingModelToken`]). A full model code (six or more
+//!    letters and digits, or the model-code hint) may be missing from a title that names
+//!    no code at all — titles often leave it out — never replaced by another; when the
+//!    card holds the full code, the other tokens are optional except sizes (pure numbers
+//!    of three or more digits: `265`);
+//! 6. when the query names a brand of the vocabulary (or the brand hint is one), the card
+//!    names none of the vocabulary's other brands only ([`Reason::OtherBrand`]:
+//!    `풀무원 왕교자` for `비비고 왕교자`);
+//! 7. it agrees on every variant kind of the vocabulary ([`Reason::VariantMismatch`]): a
+//!    card naming a value the query does not name is another product, unless the query
+//!    names no value of that kind and the kind's rule is `any` (colour, size, connector);
+//!    a value the query names must be in the card for a `plain` kind (flavour, line,
+//!    form, generation: `코카콜라` ≠ `코카콜라 제로`, `진라면 순한맛` ≠ `진라면`), and
+//!    for an `any` kind unless the card names none of the kind. A numbered value
+//!    (`2세대`) is also named by its bare number (`에어팟 프로 2`); a card holding the
+//!    full model code is not required to name the values (the code settles them);
+//! 8. no query name word is replaced ([`Reason::OtherName`]): where the query has a word
+//!    the card lacks, between the card words holding its neighbours the card has an
+//!    ordinary word of its own in the same script (`크록스 바야 클로그` for
+//!    `크록스 클래식 클로그`), or the card runs straight from one neighbour to the other
+//!    and the word has three or more characters (`퓨전5 면도날` for
+//!    `퓨전5 프로글라이드 면도날`);
+//! 9. it holds at least [`MIN_NAME_OVERLAP`] of the query's name words, weighted by
+//!    length ([`Reason::LowTokenOverlap`]). A brand word the card leaves out does not
+//!    count when a substantive word (three or more characters) of the name was found:
+//!    titles often drop the maker. Waived when the card holds the full model code;
+//! 10. its quantity agrees with the query's ([`Reason::QuantityMismatch`]): unit sizes
+//!     equal when both state one (`2L == 2000ml`, or a box by its total: `468g 12개입` =
+//!     `39g x 12`), unit counts equal (no count meaning 1), and the storage capacity
+//!     equal when the query states one (`256GB`, `256기가`). So `500ml` ≠ `2L`, `x6` ≠
+//!     `x12`, `1+1` ≠ a single item. The parsing rules are in the `quantity.rs` module
+//!     docs.
 //!
-//! Identity is checked before quantity, so `QuantityMismatch` means "right
-//! product, wrong pack" — the number worth watching when tuning the parser.
-//! [`Verdict::score`] is the length-weighted share of query tokens found in the
-//! card, reported for every verdict to rank and debug cards; `same` alone
-//! decides.
+//! Rules 2–8 and 10 are **vetoes**: a card any of them rejects is never the product,
+//! whatever an LLM judge says. A card rejected only by rule 9 is [`Verdict::wording_only`]
+//! (the LLM judge may read it). [`Verdict::score`] is the length-weighted share of query
+//! tokens found in the card, reported for every verdict to rank and debug cards; `same`
+//! alone decides.
 //!
-//! See `normalize.rs`, `quantity.rs`, `tokens.rs` (word lists), `query.rs` and
-//! `rounds.rs` for the rules of each step.
+//! See `quantity.rs`, `tokens.rs` (words, pieces, gifts), `variants.rs` (values and
+//! brands), `query.rs` and `rounds.rs` for the rules of each step.
 
-mod normalize;
 mod quantity;
 mod query;
 mod rounds;
 mod tokens;
+mod variants;
 
 #[cfg(test)]
 mod tests;
 
-use std::fmt;
+use std::{fmt, sync::Arc};
 
-pub use normalize::normalize;
+pub use lps_profiles::normalize::normalize;
+pub use lps_profiles::vocabulary::Lexicon;
+use lps_profiles::vocabulary::Silent;
 pub use quantity::{Dimension, Measure, Quantity};
 pub use query::{ProductQuery, QueryError};
 pub use rounds::{Round, RoundKind, rounds};
 
-use query::{QueryToken, TokenKind};
-use tokens::{Text, variant_of, weight};
+use query::{QueryToken, TokenKind, is_full_code};
+use tokens::{Fragment, Span, Text, find_form, weight};
 
 /// Least share of the query's name tokens (weighted by length) a card must hold.
 pub const MIN_NAME_OVERLAP: f32 = 0.5;
+
+/// Least syllables of each part when a Hangul name word is found split in two.
+const MIN_PART: usize = 2;
+
+/// Weight (characters) of a found name word that identifies on its own, so that a brand
+/// the card leaves out does not count against it.
+const SUBSTANTIVE: u32 = 3;
 
 /// The judge's answer for one card.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +121,10 @@ pub struct Verdict {
     pub score: f32,
     /// Why: [`Reason::Match`] when `same`, else the first rule that failed.
     pub reason: Reason,
+    /// Every veto (accessory, assortment, bundle, brand, model token, variant, quantity)
+    /// held: the card was rejected only on its wording (too little of the name), which an
+    /// LLM judge may overrule. False when `same`.
+    pub wording_only: bool,
 }
 
 /// Why a card was or was not judged the same product.
@@ -91,25 +137,47 @@ pub enum Reason {
     /// The card holds an accessory/condition word the query lacks.
     Accessory {
         /// The decoy word found.
-        word: &'static str,
+        word: String,
+    },
+    /// The card is an assortment or choose-one listing the query is not.
+    Assortment {
+        /// The marker found (`골라담기`, `택1`, `3종`).
+        word: String,
     },
     /// A model token of the query is not in the card.
     MissingModelToken {
         /// The token as the query wrote it (`SM-S928N`).
         token: String,
     },
-    /// The brand, named in the product name, is not in the card.
-    MissingBrand {
-        /// The brand hint.
+    /// The card names another maker's brand and none of the query's.
+    OtherBrand {
+        /// The card's brand.
         brand: String,
     },
-    /// The card and the query differ on a model-line variant.
+    /// The card sells a second product with it (`… + AAA 20입`).
+    Bundle {
+        /// The first word of the second product.
+        part: String,
+    },
+    /// The card and the query differ on a variant.
     VariantMismatch {
-        /// The variant held by only one side (`제로`).
-        variant: &'static str,
+        /// The kind (`flavour`, `line`, `colour` …).
+        kind: String,
+        /// The value the query names (`순한맛`), or `plain` for the plain product.
+        wanted: String,
+        /// The value the card names (`매운맛`), or `plain` when it names none.
+        found: String,
     },
     /// Too few of the query's name tokens are in the card.
     LowTokenOverlap,
+    /// Where the query has a name word the card lacks, the card has another
+    /// (`크록스 클래식 클로그` → `크록스 바야 클로그`): another line of the same maker.
+    OtherName {
+        /// The query's word.
+        wanted: String,
+        /// The card's word in its place.
+        found: String,
+    },
     /// Same product words, different amount.
     QuantityMismatch {
         /// The query's quantity.
@@ -127,10 +195,13 @@ impl Reason {
             Self::Match => "match",
             Self::EmptyTitle => "empty_title",
             Self::Accessory { .. } => "accessory",
+            Self::Assortment { .. } => "assortment",
             Self::MissingModelToken { .. } => "missing_model_token",
-            Self::MissingBrand { .. } => "missing_brand",
+            Self::OtherBrand { .. } => "other_brand",
+            Self::Bundle { .. } => "bundle",
             Self::VariantMismatch { .. } => "variant_mismatch",
             Self::LowTokenOverlap => "low_token_overlap",
+            Self::OtherName { .. } => "other_name",
             Self::QuantityMismatch { .. } => "quantity_mismatch",
         }
     }
@@ -141,9 +212,18 @@ impl fmt::Display for Reason {
         match self {
             Self::Match | Self::EmptyTitle | Self::LowTokenOverlap => f.write_str(self.as_str()),
             Self::Accessory { word } => write!(f, "accessory word {word:?}"),
+            Self::Assortment { word } => write!(f, "assortment listing ({word:?})"),
             Self::MissingModelToken { token } => write!(f, "missing model token {token:?}"),
-            Self::MissingBrand { brand } => write!(f, "missing brand {brand:?}"),
-            Self::VariantMismatch { variant } => write!(f, "variant {variant:?} on one side only"),
+            Self::OtherBrand { brand } => write!(f, "another brand {brand:?}"),
+            Self::Bundle { part } => write!(f, "bundled with {part:?}"),
+            Self::OtherName { wanted, found } => {
+                write!(f, "{found:?} where the name has {wanted:?}")
+            }
+            Self::VariantMismatch {
+                kind,
+                wanted,
+                found,
+            } => write!(f, "{kind}: wanted {wanted}, found {found}"),
             Self::QuantityMismatch { wanted, found } => {
                 write!(f, "quantity mismatch: wanted {wanted}, found {found}")
             }
@@ -151,66 +231,225 @@ impl fmt::Display for Reason {
     }
 }
 
+/// Where one query token was found in a card.
+struct Hit {
+    /// The share of the token's weight found: all of it for the word or an alias, a
+    /// part for a Hangul word only partly there (`삼다수` of `제주삼다수`).
+    weight: u32,
+    spans: Vec<Span>,
+}
+
+/// Finds a query token in a card: the word itself, an alias of it, or (a Hangul name
+/// word) its two halves apart (`바나나우유` in `바나나맛 우유`) or, for part of its weight,
+/// its longest leading or trailing part of at least [`MIN_PART`] syllables; a full model
+/// code also with a letter suffix (`SM-S928NZKEKOO`).
+fn find_token(query: &ProductQuery, card: &Text, token: &QueryToken) -> Hit {
+    let lexicon = query.lexicon();
+    let full = weight(&token.key);
+    let mut spans = card.spans_of(&token.key);
+    for alias in lexicon.aliases(&token.key) {
+        if alias != &token.key {
+            spans.extend(card.spans_of(alias));
+        }
+    }
+    if spans.is_empty() && token.kind == TokenKind::Model && is_full_code(&token.key) {
+        spans = card.code_with_suffix(&token.key);
+    }
+    let hangul_name = token.kind == TokenKind::Name && !tokens::is_latin(&token.key);
+    if spans.is_empty() && hangul_name {
+        spans = split_halves(card, &token.key);
+    }
+    if spans.is_empty()
+        && hangul_name
+        && let Some((part, part_spans)) = longest_part(card, &token.key)
+    {
+        return Hit {
+            weight: part,
+            spans: part_spans,
+        };
+    }
+    Hit {
+        weight: if spans.is_empty() { 0 } else { full },
+        spans,
+    }
+}
+
+/// The spans of a Hangul word's two halves, each at least [`MIN_PART`] syllables, when
+/// both are in the card (`라이트스탠다드` as `스탠다드 라이트`).
+fn split_halves(card: &Text, key: &str) -> Vec<Span> {
+    let chars: Vec<(usize, char)> = key.char_indices().collect();
+    if chars.len() < 2 * MIN_PART {
+        return Vec::new();
+    }
+    for cut in MIN_PART..=chars.len() - MIN_PART {
+        let at = chars.get(cut).map_or(key.len(), |&(i, _)| i);
+        let (left, right) = key.split_at(at);
+        let (l, r) = (card.spans_of(left), card.spans_of(right));
+        if !l.is_empty() && !r.is_empty() {
+            return l.into_iter().chain(r).collect();
+        }
+    }
+    Vec::new()
+}
+
+/// The longest leading or trailing part (at least [`MIN_PART`] syllables, shorter than
+/// the word) of a Hangul word found in the card: its weight and spans.
+fn longest_part(card: &Text, key: &str) -> Option<(u32, Vec<Span>)> {
+    let chars: Vec<(usize, char)> = key.char_indices().collect();
+    let n = chars.len();
+    for len in (MIN_PART..n).rev() {
+        let lead_end = chars.get(len).map_or(key.len(), |&(i, _)| i);
+        let trail_start = chars.get(n - len).map_or(0, |&(i, _)| i);
+        for part in [&key[..lead_end], &key[trail_start..]] {
+            // The part must begin a word of the card (`삼다수 2L`, `바나나우유`), not end one
+            // (`한향` of `은은한향`).
+            let starts: Vec<usize> = card.word_spans().iter().map(|s| s.0).collect();
+            let spans: Vec<Span> = card
+                .spans_of(part)
+                .into_iter()
+                .filter(|s| starts.contains(&s.0))
+                .collect();
+            if !spans.is_empty() {
+                return Some((u32::try_from(len).unwrap_or(u32::MAX), spans));
+            }
+        }
+    }
+    None
+}
+
 /// Judges whether `card_title` is the same product as `query` (rules in the module docs).
 #[must_use]
 pub fn judge(query: &ProductQuery, card_title: &str) -> Verdict {
-    let card = Text::new(card_title);
+    let lexicon: Arc<Lexicon> = query.lexicon().clone();
+    let card = Text::new(card_title, &lexicon);
     if card.is_empty() {
         return Verdict {
             same: false,
             score: 0.0,
             reason: Reason::EmptyTitle,
+            wording_only: false,
         };
     }
-    let card_variants = card.variants();
-    // A name token that is a variant spelling (`울트라`) is found through its
-    // variant, so `ultra` in the card counts for it.
-    let present = |token: &QueryToken| match variant_of(&token.key) {
-        Some(variant) if token.kind == TokenKind::Name => card_variants.contains(variant),
-        _ => card.contains_key(&token.key),
-    };
 
+    // Find every query word; the spans found are the card's own name, where no
+    // vocabulary entry is looked for.
+    let mut covered: Vec<Span> = Vec::new();
     let (mut found, mut total, mut name_found, mut name_total) = (0u32, 0u32, 0u32, 0u32);
+    let mut missing: Vec<&QueryToken> = Vec::new();
+    let mut missing_names: Vec<&QueryToken> = Vec::new();
+    let (mut missing_brands, mut substantive) = (0u32, false);
+    let mut code_found = false;
     for token in query.tokens() {
+        let hit = find_token(query, &card, token);
         let w = weight(&token.key);
-        let hit = present(token);
+        if !token.variant {
+            covered.extend(hit.spans.iter().copied());
+        }
         total = total.saturating_add(w);
-        found = found.saturating_add(if hit { w } else { 0 });
-        if token.kind == TokenKind::Name {
-            name_total = name_total.saturating_add(w);
-            name_found = name_found.saturating_add(if hit { w } else { 0 });
+        found = found.saturating_add(hit.weight);
+        match token.kind {
+            TokenKind::Name
+                if !token.variant && hit.weight == 0 && is_brand(&lexicon, &token.key) =>
+            {
+                missing_brands = missing_brands.saturating_add(w);
+                missing_names.push(token);
+            }
+            TokenKind::Name if !token.variant => {
+                name_total = name_total.saturating_add(w);
+                name_found = name_found.saturating_add(hit.weight);
+                if hit.weight == 0 {
+                    missing_names.push(token);
+                }
+                if hit.weight >= SUBSTANTIVE {
+                    substantive = true;
+                }
+            }
+            // A plain-product word (`클래식`) the card lacks may have been replaced.
+            TokenKind::Name if hit.weight == 0 && query.is_plain_word(&token.key) => {
+                missing_names.push(token);
+            }
+            TokenKind::Model if !token.variant => {
+                if hit.weight > 0 && is_full_code(&token.key) {
+                    code_found = true;
+                }
+                if hit.weight == 0 {
+                    missing.push(token);
+                }
+            }
+            _ => {}
         }
     }
+    // A brand the card leaves out counts for nothing when a substantive word of the name
+    // was found (`신라면 멀티팩` for `농심 신라면`): titles often drop the maker. When the
+    // brand is the distinctive word (`제주 삼다수` → `제주 용암수`) it counts.
+    if !substantive {
+        name_total = name_total.saturating_add(missing_brands);
+    }
     let score = ratio(found, total);
-    // A full model code identifies the product alone (rule 6), and a query of
-    // model tokens only has no name tokens to share.
-    let name_overlap = if name_total == 0 || query.has_full_code() {
+    let missing_model = missing_model_token(query, &card, &missing, code_found);
+    // A full model code in the card identifies the product alone: titles often drop the
+    // line name or the brand before a code (`SM-S928N 256GB`).
+    let code_identifies = code_found && query.has_full_code();
+    let name_overlap = if name_total == 0 || code_identifies {
         1.0
     } else {
         ratio(name_found, name_total)
     };
 
-    let reason = if let Some(word) = card.decoys().find(|d| !query.text().contains_key(d)) {
+    let fragments = card.fragments(&covered, true);
+    let substituted = if code_identifies {
+        None
+    } else {
+        substitution(query, &card, &covered, &missing_names)
+    };
+    let query_fragments = query.text().fragments(&[], false);
+    let in_query =
+        |f: &lps_profiles::vocabulary::Form| find_form(&query_fragments, f, true).is_some();
+    let accessory = lexicon
+        .accessories
+        .iter()
+        .find(|f| find_form(&fragments, f, true).is_some() && !in_query(f))
+        .map(|f| f.key.clone());
+    let assortment = lexicon
+        .assortments
+        .iter()
+        .find(|f| find_form(&fragments, f, true).is_some() && !in_query(f))
+        .map(|f| f.key.clone())
+        .or_else(|| {
+            kinds_counted(&card, &lexicon).filter(|w| !query.text().compact().contains(w.as_str()))
+        });
+    let bundle = bundled_part(query, &card);
+    let other_brand = other_brand(query, &card);
+    let variant = variant_mismatch(query, &card, &fragments, code_identifies);
+    let quantity_agrees = query.quantity().agrees_with(&card.quantity);
+
+    let vetoed = accessory.is_some()
+        || assortment.is_some()
+        || bundle.is_some()
+        || other_brand.is_some()
+        || missing_model.is_some()
+        || variant.is_some()
+        || substituted.is_some()
+        || !quantity_agrees;
+    let reason = if let Some(word) = accessory {
         Reason::Accessory { word }
-    } else if let Some(token) = query
-        .tokens_of(TokenKind::Model)
-        .find(|t| !card.contains_key(&t.key))
-    {
+    } else if let Some(word) = assortment {
+        Reason::Assortment { word }
+    } else if let Some(part) = bundle {
+        Reason::Bundle { part }
+    } else if let Some(token) = missing_model {
         Reason::MissingModelToken {
             token: token.display.clone(),
         }
-    } else if let Some(brand) = query
-        .brand_hint()
-        .filter(|b| b.required && !b.keys.iter().all(|k| card.contains_key(k)))
-    {
-        Reason::MissingBrand {
-            brand: brand.display.clone(),
-        }
-    } else if let Some(variant) = query.variants().first_difference(card_variants) {
-        Reason::VariantMismatch { variant }
+    } else if let Some(brand) = other_brand {
+        Reason::OtherBrand { brand }
+    } else if let Some(reason) = variant {
+        reason
+    } else if let Some((wanted, found)) = substituted {
+        Reason::OtherName { wanted, found }
     } else if name_overlap < MIN_NAME_OVERLAP {
         Reason::LowTokenOverlap
-    } else if !query.quantity().agrees_with(&card.quantity) {
+    } else if !quantity_agrees {
         Reason::QuantityMismatch {
             wanted: query.quantity(),
             found: card.quantity,
@@ -218,14 +457,338 @@ pub fn judge(query: &ProductQuery, card_title: &str) -> Verdict {
     } else {
         Reason::Match
     };
+    let same = reason == Reason::Match;
     Verdict {
-        same: reason == Reason::Match,
+        same,
         score,
+        wording_only: !same && !vetoed,
         reason,
     }
 }
 
-/// Whether `card_title` states the same amount of product as `query` (rule 7 alone).
+/// Characters from which a name word left out between its neighbours marks another line
+/// (see [`substitution`]).
+const OMITTED_NAME: usize = 3;
+
+/// Pure numbers of this many digits or more (`265`, `100`: a shoe or clothing size) stay
+/// required when a full model code identified the card.
+const SIZE_DIGITS: usize = 3;
+
+/// The first model token the card lacks that it must hold (rules in the module docs):
+/// - a full model code may be left out of a title that names no code at all (titles
+///   often omit it), never replaced by another code;
+/// - when a full model code was found, the other tokens may be left out too (the code
+///   names the product), except sizes (pure numbers of [`SIZE_DIGITS`] or more).
+fn missing_model_token<'q>(
+    query: &ProductQuery,
+    card: &Text,
+    missing: &[&'q QueryToken],
+    code_found: bool,
+) -> Option<&'q QueryToken> {
+    let card_has_code = card.words.iter().any(|w| is_full_code(&w.replace('-', "")));
+    missing.iter().copied().find(|t| {
+        let pure_number = t.key.chars().all(|c| c.is_ascii_digit());
+        if is_full_code(&t.key) {
+            return card_has_code;
+        }
+        if code_found && query.has_full_code() {
+            return pure_number && t.key.len() >= SIZE_DIGITS;
+        }
+        true
+    })
+}
+
+/// The first word of a second product joined by `+` (`+ AAA 20입`, `본품+리필`), unless
+/// the query is such a bundle itself. A part counts when it states an amount, a model
+/// number or a variant (`+ 쇼핑백`, `+ SD 어댑터` are what comes in the box).
+fn bundled_part(query: &ProductQuery, card: &Text) -> Option<String> {
+    if query.text().bundled.iter().any(|b| *b) {
+        return None;
+    }
+    let lexicon = query.lexicon();
+    let words: Vec<(usize, &String)> = card
+        .words
+        .iter()
+        .enumerate()
+        .filter(|&(i, w)| card.bundled.get(i).copied().unwrap_or(false) && w != "+")
+        .collect();
+    let first = words.first()?.1.clone();
+    let states_amount = words.iter().any(|&(i, w)| {
+        w.chars().any(|c| c.is_ascii_digit())
+            || card
+                .roles
+                .get(i)
+                .is_some_and(|r| *r != quantity::WordRole::Other)
+    });
+    let part = Text::new(
+        &words
+            .iter()
+            .map(|(_, w)| w.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        lexicon,
+    );
+    let names_variant =
+        !variants::named_values(lexicon, &part.fragments(&[], false), true).is_empty();
+    (states_amount || names_variant).then_some(first)
+}
+
+/// Whether two words differ by at most one substituted character (`린넨`/`리넨`).
+fn one_edit_apart(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    a.len() == b.len() && a.iter().zip(&b).filter(|(x, y)| x != y).count() <= 1
+}
+
+/// Whether a name word is a brand (or a spelling of one).
+fn is_brand(lexicon: &Lexicon, key: &str) -> bool {
+    lexicon
+        .brands
+        .iter()
+        .any(|b| b.key == key || lexicon.aliases(key).contains(&b.key))
+}
+
+/// A name word the card replaced (see [`Reason::OtherName`]): for a query name word the
+/// card lacks, between the card words holding its neighbours in the query (the nearest
+/// found tokens before and after it; at least one of them found), the card has an
+/// ordinary word of its own — not covered by the query, not filler, not a quantity, not a
+/// vocabulary word.
+fn substitution(
+    query: &ProductQuery,
+    card: &Text,
+    covered: &[Span],
+    missing: &[&QueryToken],
+) -> Option<(String, String)> {
+    if missing.is_empty() {
+        return None;
+    }
+    let lexicon = query.lexicon();
+    let word_spans = card.word_spans();
+    let is_covered = |i: usize| {
+        word_spans
+            .get(i)
+            .is_some_and(|&(s, e)| covered.iter().any(|&(cs, ce)| cs < e && s < ce))
+    };
+    let tokens = query.tokens();
+    // Card word index of each found token: the first word its spans touch.
+    let located: Vec<Option<usize>> = tokens
+        .iter()
+        .map(|t| {
+            if t.variant || missing.iter().any(|m| m.key == t.key) {
+                return None;
+            }
+            let spans = find_token(query, card, t).spans;
+            word_spans
+                .iter()
+                .position(|&(s, e)| spans.iter().any(|&(ss, se)| ss < e && s < se))
+        })
+        .collect();
+    let named_spans: Vec<Span> =
+        variants::named_values(lexicon, &card.fragments(covered, true), true)
+            .into_iter()
+            .map(|(_, span)| span)
+            .collect();
+    let in_value = |i: usize| {
+        word_spans
+            .get(i)
+            .is_some_and(|&(s, e)| named_spans.iter().any(|&(ns, ne)| ns < e && s < ne))
+    };
+    let vocabulary_word = |w: &str| {
+        lexicon.is_stopword(w)
+            || is_brand(lexicon, w)
+            || !lexicon.aliases(w).is_empty()
+            || lexicon
+                .accessories
+                .iter()
+                .chain(&lexicon.assortments)
+                .any(|f| f.key == w)
+    };
+    for m in missing {
+        let Some(at) = tokens.iter().position(|t| t.key == m.key) else {
+            continue;
+        };
+        let before = located[..at].iter().rev().flatten().next().copied();
+        let after = located[at + 1..].iter().flatten().next().copied();
+        if before.is_none() && after.is_none() {
+            continue;
+        }
+        // The card runs straight from the word's neighbour before to the one after
+        // (`퓨전5 면도날` for `퓨전5 프로글라이드 면도날`): it is the line without the
+        // distinctive word, when the word is long enough to be a name of its own.
+        if let (Some(b), Some(a)) = (before, after)
+            && a == b + 1
+            && m.key.chars().count() >= OMITTED_NAME
+            && !m.key.chars().any(|c| c.is_ascii_digit())
+        {
+            return Some((m.display.clone(), String::new()));
+        }
+        let (lo, hi) = match (before, after) {
+            (Some(b), Some(a)) if b < a => (b + 1, a),
+            (Some(b), None) => (b + 1, card.words.len()),
+            (None, Some(a)) => (0, a),
+            _ => continue,
+        };
+        let hangul = !tokens::is_latin(&m.key);
+        let replacement = (lo..hi).find(|&i| {
+            let Some(w) = card.words.get(i) else {
+                return false;
+            };
+            card.roles.get(i).is_some_and(|r| *r == quantity::WordRole::Other)
+                && !card.gift.get(i).copied().unwrap_or(false)
+                && !is_covered(i)
+                && !in_value(i)
+                && !w.chars().any(|c| c.is_ascii_digit())
+                && w.chars().count() >= 2
+                // A latin word for a Hangul one is a spelling (`Detect` for `디텍트`).
+                && tokens::is_latin(w) != hangul
+                && !vocabulary_word(w)
+                && !one_edit_apart(w, &m.key)
+        });
+        if let Some(i) = replacement {
+            // A word the card adds at the very start or end, with the missing word's
+            // neighbour on one side only, is a replacement only next to that neighbour.
+            let adjacent = match (before, after) {
+                (Some(b), None) => i == b + 1,
+                (None, Some(a)) => i + 1 == a,
+                _ => true,
+            };
+            if adjacent {
+                return Some((m.display.clone(), card.words[i].clone()));
+            }
+        }
+    }
+    None
+}
+
+/// A brand the card names when it names none of the query's (both must name one).
+fn other_brand(query: &ProductQuery, card: &Text) -> Option<String> {
+    let lexicon = query.lexicon();
+    let query_fragments = query.text().fragments(&[], false);
+    let card_fragments = card.fragments(&[], true);
+    let spellings = |key: &str| -> Vec<String> {
+        let mut all = vec![key.to_owned()];
+        all.extend(lexicon.aliases(key).iter().cloned());
+        all
+    };
+    let named_by = |fragments: &[Fragment<'_>]| -> Vec<&str> {
+        lexicon
+            .brands
+            .iter()
+            .filter(|b| {
+                let all = spellings(&b.key);
+                let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+                variants::names_brand(fragments, &refs)
+            })
+            .map(|b| b.key.as_str())
+            .collect()
+    };
+    let mut wanted = named_by(&query_fragments);
+    if let Some(hint) = query.brand_hint() {
+        for key in &hint.keys {
+            if let Some(b) = lexicon
+                .brands
+                .iter()
+                .find(|b| b.key == *key || lexicon.aliases(&b.key).contains(key))
+            {
+                wanted.push(b.key.as_str());
+            }
+        }
+    }
+    if wanted.is_empty() {
+        return None;
+    }
+    let found = named_by(&card_fragments);
+    let same_brand = |a: &str, b: &str| a == b || lexicon.aliases(a).iter().any(|x| x == b);
+    if found.is_empty()
+        || found
+            .iter()
+            .any(|f| wanted.iter().any(|w| same_brand(f, w)))
+    {
+        return None;
+    }
+    found.first().map(|b| (*b).to_owned())
+}
+
+/// `N종` with N ≥ 2 outside gift phrases (`외 3종`): the listing holds several kinds.
+fn kinds_counted(card: &Text, lexicon: &Lexicon) -> Option<String> {
+    card.words.windows(2).enumerate().find_map(|(i, pair)| {
+        let [n, counter] = pair else { return None };
+        let gift = card.gift.get(i).copied().unwrap_or(false);
+        let n: u32 = n.parse().ok()?;
+        (n >= 2 && !gift && lexicon.is_assortment_counter(counter)).then(|| format!("{n}{counter}"))
+    })
+}
+
+/// The first variant kind the card and the query disagree on (rules in the module docs).
+fn variant_mismatch(
+    query: &ProductQuery,
+    card: &Text,
+    fragments: &[Fragment<'_>],
+    code_identifies: bool,
+) -> Option<Reason> {
+    let lexicon = query.lexicon();
+    let named = variants::named_values(lexicon, fragments, true);
+    let _ = card;
+    for (k, kind) in lexicon.kinds.iter().enumerate() {
+        let asked = query.variants().get(k)?;
+        let mut card_values: Vec<usize> = named
+            .iter()
+            .filter(|(n, _)| n.kind == k && n.value != variants::PLAIN)
+            .map(|(n, _)| n.value)
+            .collect();
+        card_values.dedup();
+        let name = |v: Option<&usize>| {
+            v.and_then(|&v| kind.values.get(v))
+                .map_or_else(|| "plain".to_owned(), |value| value.name.clone())
+        };
+        let extra = card_values
+            .iter()
+            .find(|v| !asked.named.contains(v) && !asked.mentioned.contains(v));
+        let silent_any = asked.named.is_empty() && kind.silent == Silent::Any;
+        if let Some(extra) = extra
+            && !silent_any
+        {
+            return Some(Reason::VariantMismatch {
+                kind: kind.name.clone(),
+                wanted: name(asked.named.first()),
+                found: name(Some(extra)),
+            });
+        }
+        // A value the query names and the card does not: of a "plain" kind the card is
+        // the plain product; of an "any" kind a card silent on the kind is taken for the
+        // value asked, one naming another value of it is not. A full model code settles
+        // it; a bare number stands for a numbered value (`프로 2` for `2세대`).
+        let missing = asked.named.iter().find(|v| {
+            !card_values.contains(v)
+                && !kind
+                    .values
+                    .get(**v)
+                    .is_some_and(|value| numbered_in(&value.name, fragments))
+        });
+        if let Some(missing) = missing
+            && !code_identifies
+            && (kind.silent == Silent::Plain || !card_values.is_empty())
+        {
+            return Some(Reason::VariantMismatch {
+                kind: kind.name.clone(),
+                wanted: name(Some(missing)),
+                found: name(card_values.first()),
+            });
+        }
+    }
+    None
+}
+
+/// Whether a value named with a leading number (`2세대`, `10세대`) is stood for by that
+/// number as a word of its own among the fragments.
+fn numbered_in(value: &str, fragments: &[Fragment<'_>]) -> bool {
+    let digits: String = value.chars().take_while(char::is_ascii_digit).collect();
+    !digits.is_empty()
+        && digits.len() < value.len()
+        && fragments.iter().any(|f| f.whole_word && f.text == digits)
+}
+
+/// Whether `card_title` states the same amount of product as `query` (the quantity rule
+/// alone).
 ///
 /// The hard veto on any other judge's "same": the LLM judge may accept a card the rules
 /// rejected on its wording, never one of another size or pack count (a 6-pack for a
@@ -234,7 +797,7 @@ pub fn judge(query: &ProductQuery, card_title: &str) -> Verdict {
 pub fn same_quantity(query: &ProductQuery, card_title: &str) -> bool {
     query
         .quantity()
-        .agrees_with(&Text::new(card_title).quantity)
+        .agrees_with(&Text::new(card_title, query.lexicon()).quantity)
 }
 
 /// `found / total` in `0.0..=1.0`; 0 when `total` is 0.
@@ -253,7 +816,7 @@ fn ratio(found: u32, total: u32) -> f32 {
 /// Builds a query the test knows to be valid.
 #[cfg(test)]
 fn must_query(name: &str) -> ProductQuery {
-    match ProductQuery::new(name) {
+    match ProductQuery::new(name, Lexicon::builtin()) {
         Ok(query) => query,
         Err(e) => panic!("test query {name:?} rejected: {e}"),
     }

@@ -1,16 +1,23 @@
-//! Quantities in titles: unit size (volume or weight) and how many units.
+//! Quantities in titles: unit size (volume or weight), how many units, and a device's
+//! storage capacity.
 //!
 //! Parsing works on the words of a [`normalize`](super::normalize())d title, so
-//! `2L`, `2 l`, `2리터`, `２Ｌ` all read the same. Forms understood:
+//! `2L`, `2 l`, `2리터`, `２Ｌ` all read the same. The unit words are the vocabulary's
+//! (`[units]` of `profiles/vocabulary.toml`, plus a mall profile's additions), so an
+//! operator adds `펫` or `티백` without a rebuild. Forms understood:
 //!
 //! | form | meaning |
 //! |---|---|
 //! | `2l`, `2 l`, `2리터`, `500ml`, `500미리`, `250cc`, `1.5kg`, `1.5키로`, `120g`, `1000mg` | unit size |
-//! | `12개`, `12입`, `5개입`, `6병`, `4팩`, `30롤`, `24캔`, `12p`, `12ea` … | count factor |
+//! | `12개`, `12입`, `5개입`, `6병`, `4팩`, `30롤`, `24캔`, `24pet`, `100t`, `100스틱`, `12ea` … | count factor |
+//! | `256gb`, `256기가`, `1tb` | storage capacity (the largest stated: `12GB 256GB` is 256GB) |
 //! | `x12`, `x 12`, `*20`, `×6` (normalised to `x`) | count factor joined by a mark |
 //! | `12 x 500ml` | count before the size |
 //! | `1+1`, `2+1` | promotion: multiplies the count by `a+b` |
 //! | `총 24병` | stated total: overrides every other count (`총 24L` is ignored: it is size × count) |
+//!
+//! A hyphenated word is a quantity only when every part is one (`sm-x710` is a code, not
+//! `× 710`), and a latin unit word standing alone (`L` in `티셔츠 화이트 L`) is a word.
 //!
 //! How factors combine into one count:
 //! - A **chain** is a run of count factors joined by multiplication marks; its
@@ -28,91 +35,28 @@
 //!   unit size is the first size in the title.
 //!
 //! Equality ([`Quantity::agrees_with`]): unit sizes must be equal when both
-//! sides state one (`2L == 2000ml`; volume never equals weight); a side with no
-//! size accepts any size, because titles often omit it. Counts must always be
-//! equal, with "no count" meaning 1 — so `x12` never matches a title without a
-//! count: a 12-pack and a single bottle are different offers, and comparing
-//! their prices is exactly the error this module exists to prevent.
+//! sides state one (`2L == 2000ml`; volume never equals weight), or one side's size be
+//! the other's total at the same count (`468g 12개입` = `39g x 12`); a side with no
+//! size accepts any size, because titles often omit it. A capacity the query states must
+//! be the card's (`256G` on a card counts as 256GB when the query asks a capacity).
+//! Counts must always be equal, with "no count" meaning 1 — so `x12` never matches a
+//! title without a count: a 12-pack and a single bottle are different offers, and
+//! comparing their prices is exactly the error this module exists to prevent.
 
 use std::fmt;
-use std::sync::LazyLock;
 
-use regex::Regex;
+use lps_profiles::vocabulary::{Lexicon, UnitKind};
 
-use super::normalize::{is_hangul, normalize};
+use lps_profiles::normalize::{is_hangul, normalize};
 
-/// Thousandths of the base unit per unit word (base: ml for volume, g for weight).
-const ML: u64 = 1_000;
-const L: u64 = 1_000_000;
-const MG: u64 = 1;
-const G: u64 = 1_000;
-const KG: u64 = 1_000_000;
+/// Thousandths of the base unit per base unit.
+const BASE: u64 = 1_000;
 
-/// Latin unit words, lowercase: `(word, unit)`.
-const LATIN_UNITS: &[(&str, Unit)] = &[
-    ("ml", Unit::Measure(Dimension::Volume, ML)),
-    ("cc", Unit::Measure(Dimension::Volume, ML)),
-    ("l", Unit::Measure(Dimension::Volume, L)),
-    ("mg", Unit::Measure(Dimension::Weight, MG)),
-    ("g", Unit::Measure(Dimension::Weight, G)),
-    ("kg", Unit::Measure(Dimension::Weight, KG)),
-    ("ea", Unit::Count),
-    ("p", Unit::Count),
-    ("pc", Unit::Count),
-    ("pcs", Unit::Count),
-    ("pack", Unit::Count),
-    ("box", Unit::Count),
-    ("set", Unit::Count),
-];
-
-/// Hangul unit words: `(word, unit)`. A count word may carry the suffix `씩`
-/// or `입` (`2개씩`, `24병입`).
-const HANGUL_UNITS: &[(&str, Unit)] = &[
-    ("리터", Unit::Measure(Dimension::Volume, L)),
-    ("미리", Unit::Measure(Dimension::Volume, ML)),
-    ("밀리", Unit::Measure(Dimension::Volume, ML)),
-    ("밀리리터", Unit::Measure(Dimension::Volume, ML)),
-    ("그램", Unit::Measure(Dimension::Weight, G)),
-    ("킬로", Unit::Measure(Dimension::Weight, KG)),
-    ("키로", Unit::Measure(Dimension::Weight, KG)),
-    ("킬로그램", Unit::Measure(Dimension::Weight, KG)),
-    ("개", Unit::Count),
-    ("입", Unit::Count),
-    ("개입", Unit::Count),
-    ("병", Unit::Count),
-    ("팩", Unit::Count),
-    ("롤", Unit::Count),
-    ("캔", Unit::Count),
-    ("봉", Unit::Count),
-    ("봉지", Unit::Count),
-    ("포", Unit::Count),
-    ("매", Unit::Count),
-    ("장", Unit::Count),
-    ("정", Unit::Count),
-    ("구", Unit::Count),
-    ("알", Unit::Count),
-    ("통", Unit::Count),
-    ("캡슐", Unit::Count),
-    ("박스", Unit::Count),
-    ("세트", Unit::Count),
-    ("묶음", Unit::Count),
-];
-
+/// Count words may carry the suffix `씩` or `입` (`2개씩`, `24병입`).
 const COUNT_SUFFIXES: [&str; 2] = ["씩", "입"];
 
 /// "Total" marker: `총 24병`.
 const TOTAL_WORD: &str = "총";
-
-/// A latin/digit word made only of numbers, unit words and `x` marks
-/// (`2l`, `2lx12`, `x12`, `500mlx24ea`), or a unit word on its own (`l` in `2 l`).
-/// Anything else (`s24`, `256gb`, `1000xm5`, `xl`) is an ordinary word.
-static QUANTITY_WORD: LazyLock<Regex> = LazyLock::new(|| {
-    const UNITS: &str = "ml|cc|l|mg|g|kg|ea|pcs|pc|pack|p|box|set";
-    Regex::new(&format!(
-        r"^(?:(?:[0-9]+(?:\.[0-9]+)?(?:{UNITS})?|x)+|(?:{UNITS})x?)$"
-    ))
-    .expect("static regex is valid")
-});
 
 /// What a size measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -121,6 +65,8 @@ pub enum Dimension {
     Volume,
     /// Base unit: gram.
     Weight,
+    /// Storage capacity; base unit: gigabyte.
+    Data,
 }
 
 /// A unit size normalised to base units: `2L == 2000ml`, `1.5kg == 1500g`.
@@ -139,7 +85,7 @@ impl Measure {
     pub fn from_ml(ml: u32) -> Self {
         Self {
             dimension: Dimension::Volume,
-            milli: u64::from(ml) * ML,
+            milli: u64::from(ml) * BASE,
         }
     }
 
@@ -148,7 +94,16 @@ impl Measure {
     pub fn from_grams(grams: u32) -> Self {
         Self {
             dimension: Dimension::Weight,
-            milli: u64::from(grams) * G,
+            milli: u64::from(grams) * BASE,
+        }
+    }
+
+    /// A storage capacity of `gb` gigabytes.
+    #[must_use]
+    pub fn from_gb(gb: u32) -> Self {
+        Self {
+            dimension: Dimension::Data,
+            milli: u64::from(gb) * BASE,
         }
     }
 
@@ -171,6 +126,7 @@ impl fmt::Display for Measure {
         let (big, small) = match self.dimension {
             Dimension::Volume => ("L", "ml"),
             Dimension::Weight => ("kg", "g"),
+            Dimension::Data => ("TB", "GB"),
         };
         if self.milli >= 1_000_000 {
             write_scaled(f, self.milli, 1_000_000, 6)?;
@@ -194,10 +150,11 @@ fn write_scaled(f: &mut fmt::Formatter<'_>, value: u64, scale: u64, digits: usiz
     }
 }
 
-/// How much product one offer is: `count` units of `unit_size`.
+/// How much product one offer is: `count` units of `unit_size`, and the storage
+/// capacity for devices.
 ///
 /// `"2L x 12"` is `{ unit_size: Some(2000 ml), count: 12 }` (24 L in total).
-/// A title that states nothing is `{ unit_size: None, count: 1 }`
+/// A title that states nothing is `{ unit_size: None, count: 1, capacity: None }`
 /// (the [`Default`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Quantity {
@@ -205,6 +162,9 @@ pub struct Quantity {
     pub unit_size: Option<Measure>,
     /// Number of units; 1 when the title states no count.
     pub count: u32,
+    /// Storage capacity (`256GB`): the largest the title states, since a phone title
+    /// also names its memory (`12GB 256GB`).
+    pub capacity: Option<Measure>,
 }
 
 impl Default for Quantity {
@@ -212,31 +172,59 @@ impl Default for Quantity {
         Self {
             unit_size: None,
             count: 1,
+            capacity: None,
         }
     }
 }
 
 impl Quantity {
-    /// Parses the quantity of a raw title (normalising it first).
+    /// Parses the quantity of a raw title (normalising it first) with the built-in
+    /// vocabulary's units.
     #[must_use]
     pub fn parse(title: &str) -> Self {
+        Self::parse_with(title, &Lexicon::builtin())
+    }
+
+    /// Parses the quantity of a raw title with `lexicon`'s units.
+    #[must_use]
+    pub fn parse_with(title: &str, lexicon: &Lexicon) -> Self {
         let normalized = normalize(title);
         let words: Vec<&str> = normalized.split(' ').collect();
-        parse_words(&words).quantity
+        parse_words(&words, lexicon).quantity
     }
 
-    /// Whether two offers hold the same amount (see the module docs):
-    /// sizes equal when both are stated, counts always equal.
+    /// Whether `other` (a card) holds the amount `self` (the query) asks for (see the
+    /// module docs): sizes equal when both are stated, counts always equal, and the
+    /// capacity equal when the query states one.
     #[must_use]
     pub fn agrees_with(&self, other: &Self) -> bool {
+        // `468g 12개입` (a box of 12 weighing 468g) is `39g x 12`.
         let sizes_agree = match (self.unit_size, other.unit_size) {
-            (Some(a), Some(b)) => a == b,
+            (Some(a), Some(b)) => {
+                a == b || (self.count > 1 && (self.total() == Some(b) || other.total() == Some(a)))
+            }
             _ => true,
         };
-        sizes_agree && self.count == other.count
+        let capacity_agrees = self.capacity.is_none() || self.capacity == other.capacity;
+        // `256G` on a phone is its capacity, not grams.
+        let capacity_as_grams = match (
+            self.capacity,
+            other.capacity,
+            self.unit_size,
+            other.unit_size,
+        ) {
+            (Some(c), None, None, Some(g)) => {
+                g.dimension == Dimension::Weight && g.milli == c.milli
+            }
+            _ => false,
+        };
+        if capacity_as_grams {
+            return self.count == other.count;
+        }
+        sizes_agree && capacity_agrees && self.count == other.count
     }
 
-    /// True when the title stated neither a size nor a count.
+    /// True when the title stated neither a size, a count nor a capacity.
     #[must_use]
     pub fn is_unstated(&self) -> bool {
         *self == Self::default()
@@ -253,14 +241,16 @@ impl Quantity {
     }
 }
 
-/// Canonical search form: `2L 12개`, `500ml`, `12개`, `1개` (nothing stated).
+/// Canonical search form: `2L 12개`, `500ml`, `12개`, `256GB`, `1개` (nothing stated).
 impl fmt::Display for Quantity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.unit_size {
-            Some(size) if self.count == 1 => write!(f, "{size}"),
-            Some(size) => write!(f, "{size} {}개", self.count),
-            None => write!(f, "{}개", self.count),
+        let mut parts: Vec<String> = Vec::with_capacity(3);
+        parts.extend(self.capacity.map(|c| c.to_string()));
+        parts.extend(self.unit_size.map(|s| s.to_string()));
+        if self.count != 1 || parts.is_empty() {
+            parts.push(format!("{}개", self.count));
         }
+        f.write_str(&parts.join(" "))
     }
 }
 
@@ -328,27 +318,31 @@ enum Item {
     Break,
 }
 
-/// Parses the words of a normalised title.
-pub(super) fn parse_words(words: &[&str]) -> Parsed {
-    let lexemes = lex_words(words);
+/// Parses the words of a normalised title with `lexicon`'s units.
+pub(super) fn parse_words(words: &[&str], lexicon: &Lexicon) -> Parsed {
+    let lexemes = lex_words(words, lexicon);
     let items = build_items(&lexemes);
     let mut consumed = vec![false; lexemes.len()];
     let quantity = combine(&items, &mut consumed);
-    let roles = word_roles(words.len(), &lexemes, &consumed);
+    let latin: Vec<bool> = words
+        .iter()
+        .map(|w| w.chars().all(|c| c.is_ascii_alphabetic()))
+        .collect();
+    let roles = word_roles(words.len(), &latin, &lexemes, &consumed);
     Parsed { quantity, roles }
 }
 
-fn lex_words(words: &[&str]) -> Vec<Lexeme> {
+fn lex_words(words: &[&str], lexicon: &Lexicon) -> Vec<Lexeme> {
     let mut out = Vec::new();
     for (word, text) in words.iter().enumerate() {
-        for lex in lex_word(text) {
+        for lex in lex_word(text, lexicon) {
             out.push(Lexeme { lex, word });
         }
     }
     out
 }
 
-fn lex_word(text: &str) -> Vec<Lex> {
+fn lex_word(text: &str, lexicon: &Lexicon) -> Vec<Lex> {
     if text.is_empty() {
         return Vec::new();
     }
@@ -356,29 +350,31 @@ fn lex_word(text: &str) -> Vec<Lex> {
         return vec![Lex::Plus];
     }
     if text.chars().any(is_hangul) {
-        return vec![hangul_word(text)];
+        return vec![hangul_word(text, lexicon)];
     }
+    // A hyphenated word is a quantity only when every part is one (`2l-12`); otherwise it
+    // is a code (`sm-x710`, not `sm` and `× 710`).
     let mut out = Vec::new();
     for part in text.split('-').filter(|p| !p.is_empty()) {
-        match lex_latin_part(part) {
+        match lex_latin_part(part, lexicon) {
             Some(lexes) => out.extend(lexes),
-            None => out.push(Lex::Word),
+            None => return vec![Lex::Word],
         }
     }
     out
 }
 
-fn hangul_word(text: &str) -> Lex {
+fn hangul_word(text: &str, lexicon: &Lexicon) -> Lex {
     if text == TOTAL_WORD {
         return Lex::Total;
     }
-    if let Some(unit) = lookup(HANGUL_UNITS, text) {
+    if let Some(unit) = lookup(lexicon, text) {
         return Lex::Unit(unit);
     }
     let suffixed = COUNT_SUFFIXES
         .iter()
         .filter_map(|s| text.strip_suffix(s))
-        .any(|stem| lookup(HANGUL_UNITS, stem) == Some(Unit::Count));
+        .any(|stem| lookup(lexicon, stem) == Some(Unit::Count));
     if suffixed {
         Lex::Unit(Unit::Count)
     } else {
@@ -388,8 +384,8 @@ fn hangul_word(text: &str) -> Lex {
 
 /// Splits a latin/digit part into numbers, units and marks, or `None` when it
 /// is an ordinary word.
-fn lex_latin_part(part: &str) -> Option<Vec<Lex>> {
-    if !QUANTITY_WORD.is_match(part) {
+fn lex_latin_part(part: &str, lexicon: &Lexicon) -> Option<Vec<Lex>> {
+    if !lexicon.is_quantity_word(part) {
         return None;
     }
     let mut out = Vec::new();
@@ -403,7 +399,7 @@ fn lex_latin_part(part: &str) -> Option<Vec<Lex>> {
         if is_num {
             out.push(Lex::Num(parse_milli(run)?));
         } else {
-            out.extend(latin_run(run)?);
+            out.extend(latin_run(run, lexicon)?);
         }
         rest = tail;
     }
@@ -412,11 +408,11 @@ fn lex_latin_part(part: &str) -> Option<Vec<Lex>> {
 
 /// A letter run inside a quantity word: a unit, a unit followed by one `x`,
 /// or only `x` marks.
-fn latin_run(run: &str) -> Option<Vec<Lex>> {
-    if let Some(unit) = lookup(LATIN_UNITS, run) {
+fn latin_run(run: &str, lexicon: &Lexicon) -> Option<Vec<Lex>> {
+    if let Some(unit) = lookup(lexicon, run) {
         return Some(vec![Lex::Unit(unit)]);
     }
-    if let Some(unit) = run.strip_suffix('x').and_then(|u| lookup(LATIN_UNITS, u)) {
+    if let Some(unit) = run.strip_suffix('x').and_then(|u| lookup(lexicon, u)) {
         return Some(vec![Lex::Unit(unit), Lex::Times]);
     }
     if run.chars().all(|c| c == 'x') {
@@ -425,8 +421,13 @@ fn latin_run(run: &str) -> Option<Vec<Lex>> {
     None
 }
 
-fn lookup(table: &[(&str, Unit)], word: &str) -> Option<Unit> {
-    table.iter().find(|(w, _)| *w == word).map(|&(_, u)| u)
+fn lookup(lexicon: &Lexicon, word: &str) -> Option<Unit> {
+    Some(match lexicon.unit(word)? {
+        UnitKind::Volume(per) => Unit::Measure(Dimension::Volume, per),
+        UnitKind::Weight(per) => Unit::Measure(Dimension::Weight, per),
+        UnitKind::Data(per) => Unit::Measure(Dimension::Data, per),
+        UnitKind::Count => Unit::Count,
+    })
 }
 
 /// `"1.5"` → 1500; more than three decimals are truncated; `None` on overflow.
@@ -533,6 +534,7 @@ fn combine(items: &[Item], consumed: &mut [bool]) -> Quantity {
         }
     };
     let mut unit_size = None;
+    let mut capacity: Option<Measure> = None;
     let mut chains: Vec<u32> = Vec::new();
     let mut open: Option<u32> = None;
     let mut joined = false;
@@ -558,6 +560,14 @@ fn combine(items: &[Item], consumed: &mut [bool]) -> Quantity {
                 joined = false;
             }
             Item::Times => joined = true,
+            Item::Measure(size, num) if size.dimension == Dimension::Data => {
+                // A capacity is no unit size, and never joins a count chain.
+                mark(num);
+                capacity =
+                    Some(capacity.map_or(size, |c| if size.milli > c.milli { size } else { c }));
+                chains.extend(open.take());
+                joined = false;
+            }
             Item::Measure(size, num) => {
                 mark(num);
                 unit_size = unit_size.or(Some(size));
@@ -588,10 +598,19 @@ fn combine(items: &[Item], consumed: &mut [bool]) -> Quantity {
     chains.sort_unstable();
     chains.dedup();
     let count = total.unwrap_or_else(|| chains.into_iter().fold(promo, u32::saturating_mul));
-    Quantity { unit_size, count }
+    Quantity {
+        unit_size,
+        count,
+        capacity,
+    }
 }
 
-fn word_roles(words: usize, lexemes: &[Lexeme], consumed: &[bool]) -> Vec<WordRole> {
+fn word_roles(
+    words: usize,
+    latin_words: &[bool],
+    lexemes: &[Lexeme],
+    consumed: &[bool],
+) -> Vec<WordRole> {
     let mut has_num = vec![false; words];
     let mut all_used = vec![true; words];
     let mut has_word = vec![false; words];
@@ -618,10 +637,30 @@ fn word_roles(words: usize, lexemes: &[Lexeme], consumed: &[bool]) -> Vec<WordRo
             Lex::Unit(_) | Lex::Times | Lex::Plus | Lex::Total => {}
         }
     }
+    // A latin unit word standing alone (`L` in `티셔츠 화이트 L`, not after a number) is a
+    // word: a size letter, not a litre.
+    let mut lone_unit = vec![false; words];
+    for (i, lexeme) in lexemes.iter().enumerate() {
+        if matches!(lexeme.lex, Lex::Unit(_))
+            && latin_words.get(lexeme.word).copied().unwrap_or(false)
+        {
+            let after_number = i
+                .checked_sub(1)
+                .and_then(|j| lexemes.get(j))
+                .is_some_and(|p| matches!(p.lex, Lex::Num(_)));
+            let alone = lexemes.iter().filter(|l| l.word == lexeme.word).count() == 1;
+            if alone
+                && !after_number
+                && let Some(l) = lone_unit.get_mut(lexeme.word)
+            {
+                *l = true;
+            }
+        }
+    }
     (0..words)
         .map(|w| {
             let get = |v: &[bool]| v.get(w).copied().unwrap_or(false);
-            if !get(&seen) || get(&has_word) {
+            if !get(&seen) || get(&has_word) || get(&lone_unit) {
                 WordRole::Other
             } else if !get(&has_num) {
                 WordRole::Marker
@@ -637,12 +676,13 @@ fn word_roles(words: usize, lexemes: &[Lexeme], consumed: &[bool]) -> Vec<WordRo
 #[cfg(test)]
 mod tests {
     use super::normalize;
-    use super::{Dimension, Measure, Quantity, WordRole, parse_words};
+    use super::{Dimension, Lexicon, Measure, Quantity, WordRole, parse_words};
 
     fn q(size: impl Into<Option<Measure>>, count: u32) -> Quantity {
         Quantity {
             unit_size: size.into(),
             count,
+            capacity: None,
         }
     }
     fn ml(v: u32) -> Measure {
@@ -715,8 +755,8 @@ mod tests {
             ("제주 삼다수", q(None, 1)),
             ("아이폰 15", q(None, 1)),
             ("2L 12", q(ml(2000), 1)),
-            ("갤럭시 S24 256GB", q(None, 1)),
             ("WH-1000XM5", q(None, 1)),
+            ("SM-X710", q(None, 1)),
             ("a7x12", q(None, 1)),
             ("XL 사이즈", q(None, 1)),
             ("12개월 할부", q(None, 1)),
@@ -727,6 +767,61 @@ mod tests {
         for (title, want) in cases {
             assert_eq!(Quantity::parse(title), want, "title {title:?}");
         }
+    }
+
+    #[test]
+    fn vocabulary_units_and_capacity() {
+        let cap = |gb: u32, count: u32| Quantity {
+            unit_size: None,
+            count,
+            capacity: Some(Measure::from_gb(gb)),
+        };
+        let cases = [
+            ("코카콜라 500ml 24PET", q(ml(500), 24)),
+            ("칠성사이다 500ml 20펫", q(ml(500), 20)),
+            ("모카골드 12g x 100T", q(g(12), 100)),
+            (
+                "카누 0.9g 100스틱",
+                q(
+                    Measure {
+                        dimension: Dimension::Weight,
+                        milli: 900,
+                    },
+                    100,
+                ),
+            ),
+            (
+                "녹차 1.8g 100티백",
+                q(
+                    Measure {
+                        dimension: Dimension::Weight,
+                        milli: 1_800,
+                    },
+                    100,
+                ),
+            ),
+            ("화장지 30m 30R", q(None, 30)),
+            ("갤럭시 S24 256GB", cap(256, 1)),
+            ("갤럭시 S24 256기가", cap(256, 1)),
+            ("갤럭시 S24 12GB 512GB", cap(512, 1)),
+            ("SSD 1TB", cap(1_000, 1)),
+            ("티셔츠 화이트 L", q(None, 1)),
+        ];
+        for (title, want) in cases {
+            assert_eq!(Quantity::parse(title), want, "title {title:?}");
+        }
+        // A capacity is asked only when the query states one; `256G` on a phone is it.
+        let phone = Quantity::parse("갤럭시 S24 256GB");
+        assert!(phone.agrees_with(&Quantity::parse("갤럭시 S24 256GB 자급제")));
+        assert!(!phone.agrees_with(&Quantity::parse("갤럭시 S24 512GB")));
+        assert!(!phone.agrees_with(&Quantity::parse("갤럭시 S24")));
+        assert!(phone.agrees_with(&Quantity::parse("갤럭시 S24 256G")));
+        assert!(Quantity::parse("갤럭시 S24").agrees_with(&phone));
+        // A box stated by its total is its pieces.
+        let box_ = Quantity::parse("초코파이 468g 12개입");
+        assert!(box_.agrees_with(&Quantity::parse("초코파이 39g x 12개")));
+        assert!(!box_.agrees_with(&Quantity::parse("초코파이 39g x 6개")));
+        assert_eq!(phone.to_string(), "256GB");
     }
 
     #[test]
@@ -829,7 +924,7 @@ mod tests {
         use WordRole::{Marker, Other, Quantity as Q};
         let text = normalize("제주 삼다수 2L x 12병 아이폰 15 프로 sm-s928n");
         let words: Vec<&str> = text.split(' ').collect();
-        let roles = parse_words(&words).roles;
+        let roles = parse_words(&words, &Lexicon::builtin()).roles;
         assert_eq!(
             words,
             [

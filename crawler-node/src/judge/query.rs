@@ -23,8 +23,13 @@
 //!   model code (`SM-S928N`), added as a model token and so required in cards.
 //!   Never pass an internal SKU or a mall's product id here: it is not in titles.
 
+use std::sync::Arc;
+
+use lps_profiles::vocabulary::Lexicon;
+
 use super::quantity::{Quantity, WordRole};
-use super::tokens::{STOPWORDS, Text, VariantSet};
+use super::tokens::{Text, is_latin};
+use super::variants::{PLAIN, named_values};
 
 /// Length (without hyphens) from which a letters-and-digits model token is a
 /// full model code.
@@ -56,6 +61,9 @@ pub(super) struct QueryToken {
     pub key: String,
     /// How the word is written into search strings (`SM-S928N`, `삼다수`).
     pub display: String,
+    /// The word names a variant value (`제로`, `매운맛`, `2세대`): searched for, but
+    /// judged by the variant rule, not found as a name word.
+    pub variant: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -66,50 +74,137 @@ pub(super) struct Brand {
     pub required: bool,
 }
 
+/// The values the query names of one variant kind.
+#[derive(Debug, Clone, Default)]
+pub(super) struct KindValues {
+    /// Values named by words of their own (`제로` in `코카콜라 제로`): the card must agree.
+    pub named: Vec<usize>,
+    /// Values spelled inside a name word (`라이트` in `스프라이트`): a card may name them.
+    pub mentioned: Vec<usize>,
+}
+
 /// A product to look for, built once from its name and judged against many cards.
 #[derive(Debug, Clone)]
 pub struct ProductQuery {
     name: String,
+    lexicon: Arc<Lexicon>,
     text: Text,
     tokens: Vec<QueryToken>,
     brand: Option<Brand>,
-    variants: VariantSet,
+    /// Per [`Lexicon::kinds`] entry.
+    variants: Vec<KindValues>,
     has_code_hint: bool,
 }
 
 impl ProductQuery {
-    /// Analyses a product name (`"제주 삼다수 2L x 12"`).
+    /// Analyses a product name (`"제주 삼다수 2L x 12"`) with a vocabulary (the
+    /// coordinator's plus the mall's additions).
     ///
     /// # Errors
     /// [`QueryError::Empty`] when nothing is left after normalisation, and
     /// [`QueryError::NoIdentifyingWords`] when the name holds only quantities
     /// and filler, which would match any card.
-    pub fn new(name: &str) -> Result<Self, QueryError> {
-        let text = Text::new(name);
+    pub fn new(name: &str, lexicon: Arc<Lexicon>) -> Result<Self, QueryError> {
+        let text = Text::new(name, &lexicon);
         if text.is_empty() {
             return Err(QueryError::Empty);
         }
+        // Words that spell a variant value or the plain product on their own.
+        let fragments = text.fragments(&[], false);
+        let mut variant_spans = Vec::new();
+        let mut variants = vec![KindValues::default(); lexicon.kinds.len()];
+        for (named, span) in named_values(&lexicon, &fragments, false) {
+            variant_spans.push(span);
+            if let Some(values) = variants.get_mut(named.kind)
+                && named.value != PLAIN
+                && !values.named.contains(&named.value)
+            {
+                values.named.push(named.value);
+            }
+        }
+        let word_spans = text.word_spans();
         let mut tokens: Vec<QueryToken> = Vec::new();
-        for (word, role) in text.words.iter().zip(&text.roles) {
+        for (index, (word, role)) in text.words.iter().zip(&text.roles).enumerate() {
             if *role != WordRole::Other {
                 continue;
             }
-            let Some(token) = classify(word) else {
+            let Some(mut token) = classify(word, &lexicon) else {
                 continue;
             };
-            if !tokens.iter().any(|t| t.key == token.key) {
-                tokens.push(token);
+            token.variant = word_spans.get(index).is_some_and(|&(s, e)| {
+                e > s && variant_spans.iter().any(|&(vs, ve)| vs <= s && e <= ve)
+            });
+            let glued = if token.variant {
+                None
+            } else {
+                glued_value(&token.key, &lexicon)
+            };
+            let parts = match glued {
+                // `진라면매운맛`: the name `진라면` and the value `매운맛`.
+                Some((prefix, named)) => {
+                    if let Some(values) = variants.get_mut(named.0)
+                        && !values.named.contains(&named.1)
+                    {
+                        values.named.push(named.1);
+                    }
+                    let suffix = token.key[prefix.len()..].to_owned();
+                    vec![
+                        QueryToken {
+                            key: prefix.clone(),
+                            display: prefix,
+                            ..token.clone()
+                        },
+                        QueryToken {
+                            key: suffix.clone(),
+                            display: suffix,
+                            variant: true,
+                            ..token
+                        },
+                    ]
+                }
+                None => vec![token],
+            };
+            for token in parts {
+                if !tokens.iter().any(|t| t.key == token.key) {
+                    tokens.push(token);
+                }
             }
         }
         if tokens.is_empty() {
             return Err(QueryError::NoIdentifyingWords);
         }
+        if tokens.iter().all(|t| t.variant) {
+            // Only variant words (`제로 콜라` would not get here; `블랙 화이트` does):
+            // they are the name.
+            tokens.iter_mut().for_each(|t| t.variant = false);
+        }
+        // Values spelled inside name words.
+        for token in tokens
+            .iter()
+            .filter(|t| !t.variant && t.kind == TokenKind::Name)
+        {
+            for (k, kind) in lexicon.kinds.iter().enumerate() {
+                for (v, value) in kind.values.iter().enumerate() {
+                    let inside = value.forms.iter().any(|f| {
+                        if f.latin {
+                            is_latin(&token.key) && token.key != f.key && token.key.contains(&f.key)
+                        } else {
+                            token.key.contains(&f.key)
+                        }
+                    });
+                    if inside && !variants[k].mentioned.contains(&v) {
+                        variants[k].mentioned.push(v);
+                    }
+                }
+            }
+        }
         Ok(Self {
             name: name.split_whitespace().collect::<Vec<_>>().join(" "),
-            variants: text.variants(),
+            lexicon,
             text,
             tokens,
             brand: None,
+            variants,
             has_code_hint: false,
         })
     }
@@ -117,18 +212,22 @@ impl ProductQuery {
     /// Adds a brand hint (see the module docs). A hint with no usable word is ignored.
     #[must_use]
     pub fn with_brand(mut self, brand: &str) -> Self {
-        let text = Text::new(brand);
+        let text = Text::new(brand, &self.lexicon);
         let mut keys: Vec<String> = Vec::new();
         for word in &text.words {
             let key = word.replace('-', "");
-            if !key.is_empty() && !STOPWORDS.contains(&word.as_str()) && !keys.contains(&key) {
+            if !key.is_empty() && !self.lexicon.is_stopword(&key) && !keys.contains(&key) {
                 keys.push(key);
             }
         }
         if keys.is_empty() {
             return self;
         }
-        let required = keys.iter().all(|k| self.text.contains_key(k));
+        let required = keys.iter().all(|k| {
+            std::iter::once(k)
+                .chain(self.lexicon.aliases(k))
+                .any(|a| self.text.contains_key(a))
+        });
         self.brand = Some(Brand {
             display: brand.split_whitespace().collect::<Vec<_>>().join(" "),
             keys,
@@ -141,7 +240,16 @@ impl ProductQuery {
     /// required model token. A code with no letter or digit is ignored.
     #[must_use]
     pub fn with_model_code(mut self, code: &str) -> Self {
-        let key: String = Text::new(code)
+        // `MTJV3KH/A`: the region after `/` is often left out of titles.
+        let code = match code.split_once('/') {
+            Some((base, region))
+                if region.trim().chars().count() <= 2 && is_full_code(&base.replace('-', "")) =>
+            {
+                base
+            }
+            _ => code,
+        };
+        let key: String = Text::new(code, &self.lexicon)
             .words
             .iter()
             .flat_map(|w| w.chars())
@@ -158,6 +266,7 @@ impl ProductQuery {
             kind: TokenKind::Model,
             key,
             display: code.split_whitespace().collect::<Vec<_>>().join(" "),
+            variant: false,
         });
         self
     }
@@ -166,6 +275,12 @@ impl ProductQuery {
     #[must_use]
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The vocabulary this query is judged with.
+    #[must_use]
+    pub fn lexicon(&self) -> &Arc<Lexicon> {
+        &self.lexicon
     }
 
     /// The quantity the name states (`{ 2000 ml, 12 }` for `2L x 12`).
@@ -207,8 +322,8 @@ impl ProductQuery {
         self.brand.as_ref()
     }
 
-    pub(super) fn variants(&self) -> VariantSet {
-        self.variants
+    pub(super) fn variants(&self) -> &[KindValues] {
+        &self.variants
     }
 
     /// Whether a full model code identifies the product (see the module docs).
@@ -218,18 +333,56 @@ impl ProductQuery {
                 .tokens_of(TokenKind::Model)
                 .any(|t| is_full_code(&t.key))
     }
+
+    /// Whether a word names the plain product (`오리지널`, `클래식`).
+    pub(super) fn is_plain_word(&self, key: &str) -> bool {
+        self.lexicon
+            .kinds
+            .iter()
+            .any(|k| k.plain.iter().any(|f| f.key == key))
+    }
 }
 
-fn is_full_code(key: &str) -> bool {
+pub(super) fn is_full_code(key: &str) -> bool {
     key.chars().count() >= FULL_CODE_LEN
         && key.chars().any(|c| c.is_ascii_alphabetic())
         && key.chars().any(|c| c.is_ascii_digit())
 }
 
+/// A Hangul name word ending in a variant value glued to a name of two or more syllables
+/// (`진라면매운맛`, `코카콜라제로`): the name and the (kind, value). A word that is itself
+/// a known name (an alias or a brand: `스프라이트`) is never cut.
+fn glued_value(key: &str, lexicon: &Lexicon) -> Option<(String, (usize, usize))> {
+    if is_latin(key)
+        || !lexicon.aliases(key).is_empty()
+        || lexicon.brands.iter().any(|b| b.key == key)
+    {
+        return None;
+    }
+    let mut best: Option<(String, (usize, usize), usize)> = None;
+    for (k, kind) in lexicon.kinds.iter().enumerate() {
+        for (v, value) in kind.values.iter().enumerate() {
+            for form in value.forms.iter().filter(|f| !f.latin) {
+                let syllables = form.key.chars().count();
+                let Some(prefix) = key.strip_suffix(form.key.as_str()) else {
+                    continue;
+                };
+                if syllables < 2 || prefix.chars().count() < 2 {
+                    continue;
+                }
+                if best.as_ref().is_none_or(|b| b.2 < syllables) {
+                    best = Some((prefix.to_owned(), (k, v), syllables));
+                }
+            }
+        }
+    }
+    best.map(|(prefix, named, _)| (prefix, named))
+}
+
 /// A non-quantity word of the name as a token, or `None` for filler.
-fn classify(word: &str) -> Option<QueryToken> {
+fn classify(word: &str, lexicon: &Lexicon) -> Option<QueryToken> {
     let key = word.replace('-', "");
-    if key.is_empty() || STOPWORDS.contains(&word) {
+    if key.is_empty() || lexicon.is_stopword(&key) || word == "+" {
         return None;
     }
     if key.chars().any(|c| c.is_ascii_digit()) {
@@ -237,22 +390,30 @@ fn classify(word: &str) -> Option<QueryToken> {
             kind: TokenKind::Model,
             key,
             display: word.to_uppercase(),
+            variant: false,
         });
     }
     if key.len() == 1 && key.is_ascii() {
-        return None;
+        // `박카스D`, `갤럭시 Z`: a one-letter line mark, required like a model token.
+        return Some(QueryToken {
+            kind: TokenKind::Model,
+            key,
+            display: word.to_uppercase(),
+            variant: false,
+        });
     }
     Some(QueryToken {
         kind: TokenKind::Name,
         key,
         display: word.to_owned(),
+        variant: false,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::must_query;
-    use super::{ProductQuery, QueryError};
+    use super::{Lexicon, ProductQuery, QueryError};
 
     #[test]
     fn classifies_words() {
@@ -262,7 +423,7 @@ mod tests {
             (
                 "삼성 갤럭시 S24 울트라 SM-S928N 256GB",
                 &["삼성", "갤럭시", "울트라"],
-                &["S24", "SM-S928N", "256GB"],
+                &["S24", "SM-S928N"],
             ),
             ("Sony WH-1000XM5 블랙", &["sony", "블랙"], &["WH-1000XM5"]),
             ("아이폰15 프로", &["아이폰", "프로"], &["15"]),
@@ -270,11 +431,11 @@ mod tests {
             (
                 "나이키 x 피스마이너스원 a",
                 &["나이키", "피스마이너스원"],
-                &[],
+                &["A"],
             ),
         ];
         for (name, names, models) in cases {
-            let query = ProductQuery::new(name);
+            let query = ProductQuery::new(name, Lexicon::builtin());
             let Ok(query) = query else {
                 panic!("{name:?} rejected: {query:?}");
             };
@@ -302,7 +463,11 @@ mod tests {
             ("1+1 총 24병", QueryError::NoIdentifyingWords),
         ];
         for (name, want) in cases {
-            assert_eq!(ProductQuery::new(name).err(), Some(want), "name {name:?}");
+            assert_eq!(
+                ProductQuery::new(name, Lexicon::builtin()).err(),
+                Some(want),
+                "name {name:?}"
+            );
         }
     }
 

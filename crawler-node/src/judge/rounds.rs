@@ -18,8 +18,8 @@
 //! A round whose string normalises to the same text as an earlier one, or to
 //! nothing, is skipped, so there are one to three rounds.
 
-use super::normalize::normalize;
 use super::query::{ProductQuery, TokenKind};
+use lps_profiles::normalize::normalize;
 
 /// Model tokens up to this many characters (`s24`, `15`) stay in the broad round.
 const SHORT_MODEL: usize = 4;

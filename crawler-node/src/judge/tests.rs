@@ -1,7 +1,7 @@
 //! Judge tests on realistic Korean mall titles.
 
 use super::{
-    MIN_NAME_OVERLAP, Measure, ProductQuery, Quantity, Reason, judge, must_query, rounds,
+    Lexicon, MIN_NAME_OVERLAP, Measure, ProductQuery, Quantity, Reason, judge, must_query, rounds,
     same_quantity,
 };
 
@@ -46,9 +46,9 @@ fn bottled_water() {
             ("제주 삼다수 2L x 6병", "quantity_mismatch"),
             ("제주 삼다수 2L", "quantity_mismatch"),
             ("[1+1] 제주 삼다수 2L x 12", "quantity_mismatch"),
-            ("제주 삼다수 2L 6병 / 12병 택1", "quantity_mismatch"),
+            ("제주 삼다수 2L 6병 / 12병 택1", "assortment"),
             ("제주 삼다수 2L 24병", "quantity_mismatch"),
-            ("제주 용암수 2L x 12", "low_token_overlap"),
+            ("제주 용암수 2L x 12", "other_name"),
             ("아이시스 8.0 2L x 12병", "low_token_overlap"),
             ("백산수 2L 12병", "low_token_overlap"),
             ("삼다수 페트 공병 2L 12개", "accessory"),
@@ -71,7 +71,8 @@ fn soft_drink_variants() {
             ("[1+1] 코카콜라 제로 500ml 24개", "quantity_mismatch"),
             ("코카콜라 제로 1.5L 12개", "quantity_mismatch"),
             ("코카콜라 제로 500ml 12개", "quantity_mismatch"),
-            ("펩시 제로 500ml 24개", "low_token_overlap"),
+            ("펩시 제로 500ml 24개", "other_brand"),
+            ("코카콜라 제로 체리 500ml 24개", "variant_mismatch"),
         ],
     );
 }
@@ -95,18 +96,13 @@ fn phone_model_tokens() {
                 "accessory",
             ),
             ("삼성 갤럭시 S24 SM-S921N 256GB", "missing_model_token"),
-            (
-                "삼성 갤럭시 S24 울트라 SM-S928N 512GB",
-                "missing_model_token",
-            ),
+            ("삼성 갤럭시 S24 울트라 SM-S928N 512GB", "quantity_mismatch"),
             (
                 "삼성 갤럭시 S23 울트라 SM-S918N 256GB",
                 "missing_model_token",
             ),
-            (
-                "삼성 갤럭시 S24 울트라 SM-S928NZKE 256GB",
-                "missing_model_token",
-            ),
+            // A colour/region suffix on the full code is the same phone.
+            ("삼성 갤럭시 S24 울트라 SM-S928NZKE 256GB", "match"),
         ],
     );
 
@@ -170,7 +166,7 @@ fn counts_and_weights() {
             ("신라면 5개입 120g", "match"),
             ("농심 신라면 120g 5개 x 4팩", "quantity_mismatch"),
             ("농심 신라면 컵 65g 6개", "quantity_mismatch"),
-            ("농심 안성탕면 125g 5개입", "low_token_overlap"),
+            ("농심 안성탕면 125g 5개입", "other_name"),
         ],
     );
 
@@ -213,7 +209,8 @@ fn decoys_allowed_when_the_query_has_them() {
         &refill,
         &[
             ("다우니 섬유유연제 리필 1.6L", "match"),
-            ("다우니 섬유유연제 1.6L", "match"),
+            // The query names the refill: the plain bottle is another form.
+            ("다우니 섬유유연제 1.6L", "variant_mismatch"),
         ],
     );
 }
@@ -225,7 +222,7 @@ fn brand_hint() {
         &hinted,
         &[
             ("삼다수 2리터 12입", "match"),
-            ("제주 용암수 2L x 12", "missing_brand"),
+            ("제주 용암수 2L x 12", "other_name"),
         ],
     );
 
@@ -253,10 +250,12 @@ fn scores_and_reasons_carry_detail() {
             wanted: Quantity {
                 unit_size: Some(Measure::from_ml(2000)),
                 count: 12,
+                capacity: None,
             },
             found: Quantity {
                 unit_size: Some(Measure::from_ml(500)),
                 count: 20,
+                capacity: None,
             },
         }
     );
@@ -334,7 +333,7 @@ fn odd_inputs_never_panic() {
         }
         let _ = Quantity::parse(title);
         // As a product name: either rejected with an error or usable.
-        match ProductQuery::new(title) {
+        match ProductQuery::new(title, Lexicon::builtin()) {
             Ok(q) => {
                 assert!(!rounds(&q).is_empty(), "{title:?}");
                 let _ = judge(&q, title);
@@ -360,4 +359,255 @@ fn the_quantity_veto_ignores_wording() {
     ] {
         assert_eq!(same_quantity(&query, title), same, "{title:?}");
     }
+}
+
+#[test]
+fn spacing_of_compound_words() {
+    let query = must_query("삼성 비스포크 그랑데 AI 라이트스탠다드 세탁기");
+    check(
+        &query,
+        &[
+            ("삼성 비스포크 그랑데 AI 라이트 스탠다드 세탁기", "match"),
+            ("삼성 비스포크 그랑데AI 라이트스탠다드세탁기", "match"),
+            ("삼성 비스포크 그랑데 AI 스탠다드 라이트 세탁기", "match"),
+        ],
+    );
+    // A word found only in part still counts for that part (`삼다수` of `제주삼다수`).
+    let glued = must_query("제주삼다수 2L x 6");
+    check(
+        &glued,
+        &[
+            ("삼다수 2L 6개", "match"),
+            ("백산수 2L 6개", "low_token_overlap"),
+        ],
+    );
+    // The product's own name holds no variant: `라이트` in `스프라이트`.
+    let sprite = must_query("스프라이트 500ml x 24");
+    check(
+        &sprite,
+        &[
+            ("스프라이트 500ml 24개", "match"),
+            ("스프라이트 제로 500ml 24개", "variant_mismatch"),
+        ],
+    );
+}
+
+#[test]
+fn aliases_across_scripts() {
+    check(
+        &must_query("코카콜라 500ml x 24"),
+        &[
+            ("Coca-Cola 500ml 24PET", "match"),
+            ("COKE 500ml x 24", "match"),
+        ],
+    );
+    check(
+        &must_query("크리넥스 데코앤소프트 30롤"),
+        &[("Kleenex 데코앤소프트 30롤", "match")],
+    );
+    check(
+        &must_query("애플 에어팟 프로 2세대 USB-C"),
+        &[
+            ("Apple AirPods Pro 2 USB-C", "match"),
+            ("애플 에어팟 프로 2세대 C타입", "match"),
+            ("애플 에어팟 프로 2세대 라이트닝", "variant_mismatch"),
+            ("애플 에어팟 프로 1세대", "variant_mismatch"),
+            ("애플 에어팟 프로", "variant_mismatch"),
+        ],
+    );
+}
+
+#[test]
+fn variant_kinds_and_their_silent_rule() {
+    // Flavour: another value is another product; a silent query wants the plain one.
+    let mild = must_query("오뚜기 진라면 순한맛 120g 5개입");
+    check(
+        &mild,
+        &[
+            ("오뚜기 진라면 순한맛 5개입 120g", "match"),
+            ("진라면순한맛 120g x 5", "match"),
+            ("오뚜기 진라면 매운맛 120g 5개입", "variant_mismatch"),
+            ("오뚜기 진라면 120g 5개입", "variant_mismatch"),
+        ],
+    );
+    let plain = must_query("오뚜기 진라면 120g 5개입");
+    check(&plain, &[("진라면 매운맛 120g 5개입", "variant_mismatch")]);
+    // A value glued to a word: `레몬향` names 레몬.
+    check(
+        &must_query("아이깨끗해 핸드워시 레몬 250ml"),
+        &[
+            ("아이깨끗해 핸드워시 레몬향 250ml", "match"),
+            ("아이깨끗해 핸드워시 청포도 250ml", "variant_mismatch"),
+        ],
+    );
+    // Line: a related product of the same brand.
+    check(
+        &must_query("농심 신라면 120g 5개입"),
+        &[
+            ("농심 신라면 건면 5개입", "variant_mismatch"),
+            ("농심 신라면 120g 5개입", "match"),
+        ],
+    );
+    // Colour: any colour when the query names none, the one it names otherwise.
+    check(
+        &must_query("로지텍 MX Master 3S 마우스"),
+        &[("로지텍 MX Master 3S 마우스 그래파이트", "match")],
+    );
+    check(
+        &must_query("애플 아이폰 15 프로 256GB 블랙 티타늄"),
+        &[
+            ("애플 아이폰 15 프로 256GB 블랙 티타늄", "match"),
+            ("아이폰15 프로 256GB 티타늄블랙", "match"),
+            ("애플 아이폰 15 프로 256GB", "match"),
+            (
+                "애플 아이폰 15 프로 256GB 내추럴 티타늄",
+                "variant_mismatch",
+            ),
+        ],
+    );
+    // Form: refill versus the plain bottle.
+    check(
+        &must_query("다우니 섬유유연제 2L"),
+        &[
+            ("다우니 섬유유연제 본품 2L", "match"),
+            ("다우니 섬유유연제 리필 2L", "variant_mismatch"),
+        ],
+    );
+    // Size letters are whole words, never a piece of a code.
+    check(
+        &must_query("유니클로 에어리즘 티셔츠 화이트 L"),
+        &[
+            ("유니클로 에어리즘 티셔츠 화이트 L", "match"),
+            ("유니클로 에어리즘 티셔츠 화이트 XL", "variant_mismatch"),
+        ],
+    );
+}
+
+#[test]
+fn model_codes_identify_alone() {
+    let hinted = must_query("갤럭시 S24 울트라 256GB").with_model_code("SM-S928N");
+    check(
+        &hinted,
+        &[
+            ("삼성 SM-S928N 256GB 자급제", "match"),
+            ("갤럭시 S24 울트라 256GB 자급제", "match"),
+            ("삼성 SM-S921N 256GB", "missing_model_token"),
+        ],
+    );
+    // A region after `/` is optional.
+    let region = must_query("에어팟 프로 2세대").with_model_code("MTJV3KH/A");
+    check(&region, &[("애플 에어팟 프로 2 MTJV3KH", "match")]);
+    // A size stays required next to a code.
+    let shoe = must_query("나이키 에어포스 1 07 화이트 CW2288-111 265");
+    check(
+        &shoe,
+        &[
+            ("나이키 에어포스 CW2288-111 265", "match"),
+            ("나이키 에어포스 CW2288-111 270", "missing_model_token"),
+        ],
+    );
+}
+
+#[test]
+fn gifts_assortments_and_bundles() {
+    let phone = must_query("삼성 갤럭시 S24 울트라 256GB");
+    check(
+        &phone,
+        &[
+            ("갤럭시 S24 울트라 256GB + 강화유리 필름 증정", "match"),
+            ("갤럭시 S24 울트라 256GB 정품 케이스 증정", "match"),
+            ("[사은품증정] 갤럭시 S24 울트라 256GB", "match"),
+            ("갤럭시 S24 울트라 256GB + 케이스 + 필름 증정", "match"),
+            ("갤럭시 S24 울트라 256GB 케이스", "accessory"),
+            ("갤럭시 S24 울트라 256GB KT 번호이동", "accessory"),
+        ],
+    );
+    let water = must_query("제주 삼다수 2L x 12");
+    check(
+        &water,
+        &[
+            ("[골라담기] 제주삼다수 2L 12병 외 생수 모음", "assortment"),
+            ("제주 삼다수 2L 12병 외 3종", "assortment"),
+            ("제주삼다수 2L 12병 + 500ml 20병", "bundle"),
+            ("제주삼다수 2L 12병 + 500ml 1병 증정", "match"),
+            ("제주삼다수 2L 12병 택배 무료", "match"),
+        ],
+    );
+    check(
+        &must_query("듀라셀 알카라인 AA 20입"),
+        &[
+            ("듀라셀 알카라인 AA 20입 + 쇼핑백", "match"),
+            ("듀라셀 알카라인 AA 20입 + AAA 20입", "bundle"),
+        ],
+    );
+}
+
+#[test]
+fn brands_and_replaced_names() {
+    let dumplings = must_query("비비고 왕교자 1.05kg").with_brand("CJ");
+    check(
+        &dumplings,
+        &[
+            ("CJ 비비고 왕교자 1.05kg", "match"),
+            ("비비고 왕교자 1.05kg", "match"),
+            ("풀무원 왕교자 1.05kg", "other_brand"),
+        ],
+    );
+    // A maker left out does not count against the name.
+    check(
+        &must_query("농심 신라면 120g 5개입"),
+        &[("신라면 멀티팩 120g 5입", "match")],
+    );
+    // Another line name where the query has one, or the line word left out.
+    check(
+        &must_query("크록스 클래식 클로그 블랙 260"),
+        &[
+            ("크록스 클래식 클로그 블랙 260", "match"),
+            ("크록스 바야 클로그 블랙 260", "other_name"),
+        ],
+    );
+    check(
+        &must_query("질레트 퓨전5 프로글라이드 면도날 8입"),
+        &[("질레트 퓨전5 면도날 8입", "other_name")],
+    );
+}
+
+#[test]
+fn only_wording_rejections_go_to_the_llm() {
+    let query = must_query("Jeju Spring Water 2L x 12");
+    let wording = judge(&query, "제주 삼다수 2L 12병");
+    assert!(!wording.same && wording.wording_only, "{wording:?}");
+    for vetoed in [
+        "제주 삼다수 2L 6병",
+        "제주 삼다수 2L 12병 케이스",
+        "[골라담기] 제주 삼다수 2L 12병",
+    ] {
+        let v = judge(&query, vetoed);
+        assert!(!v.same && !v.wording_only, "{vetoed:?}: {v:?}");
+    }
+    assert!(!judge(&query, "Jeju Spring Water 2L x 12").wording_only);
+}
+
+#[test]
+fn a_profile_adds_words() {
+    use lps_profiles::vocabulary::parse_additions;
+    let table: toml::Value =
+        toml::from_str("aliases = [[\"삼다수\", \"samdasoo\"]]\n[units]\ncount = [\"꾸러미\"]\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+    let additions =
+        parse_additions("p.toml", "vocabulary", table).unwrap_or_else(|e| panic!("{e}"));
+    let lexicon = Lexicon::compile(&Lexicon::builtin_wire(), Some(&additions))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let query = ProductQuery::new("제주 삼다수 2L 12꾸러미", std::sync::Arc::new(lexicon))
+        .unwrap_or_else(|e| panic!("{e}"));
+    check(
+        &query,
+        &[
+            ("Jeju Samdasoo 2L x 12", "match"),
+            ("제주 삼다수 2L 6꾸러미", "quantity_mismatch"),
+        ],
+    );
+    // Without the mall's words, 꾸러미 is no unit and 12 no count.
+    let plain = must_query("제주 삼다수 2L 12꾸러미");
+    assert_eq!(plain.quantity().count, 1);
 }

@@ -49,6 +49,7 @@ pub(super) fn job_from_assign(
             epoch: assign.lease_epoch,
         },
         profile: profiles.get(&mall),
+        lexicon: profiles.lexicon(&mall),
         limits: *profiles.limits(),
         product,
         mall,
@@ -88,6 +89,7 @@ mod tests {
                 ..Default::default()
             }],
             pb::Limits::default(),
+            None,
         );
         let job = job_from_assign(good.clone(), &profiles).unwrap();
         assert_eq!(job.product.code(), Some("SKU-1"));

@@ -129,7 +129,8 @@ struct Connected {
 enum StreamEvent {
     AttemptDue,
     Opened(Result<Box<Opened>, Status>),
-    Inbound(Option<Result<pb::CoordinatorMessage, Status>>),
+    // NB: boxed: a Welcome (profiles and vocabulary) is large.
+    Inbound(Option<Result<Box<pb::CoordinatorMessage>, Status>>),
     HeartbeatDue,
 }
 
@@ -142,7 +143,7 @@ async fn next_stream_event(stream: &mut Stream) -> StreamEvent {
         }
         Stream::Opening(attempt) => StreamEvent::Opened(attempt.as_mut().await),
         Stream::Connected(conn) => tokio::select! {
-            msg = conn.inbound.next() => StreamEvent::Inbound(msg),
+            msg = conn.inbound.next() => StreamEvent::Inbound(msg.map(|m| m.map(Box::new))),
             _ = conn.heartbeat.tick() => StreamEvent::HeartbeatDue,
         },
     }
@@ -342,7 +343,7 @@ impl Link {
                 if let Stream::Connected(conn) = &mut self.stream {
                     conn.last_inbound = Instant::now();
                 }
-                self.on_message(msg);
+                self.on_message(*msg);
                 return Exit::Continue;
             }
             StreamEvent::Inbound(Some(Err(status))) => status,

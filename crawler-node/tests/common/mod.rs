@@ -108,6 +108,7 @@ pub fn job(id: i64, name: &str, profile: pb::SiteProfile) -> Job {
         traceparent: None,
         tracestate: None,
         profile: Some(Arc::new(profile)),
+        lexicon: lps_crawler_node::judge::Lexicon::builtin(),
         limits: limits(),
     }
 }

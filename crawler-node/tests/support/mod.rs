@@ -166,6 +166,8 @@ impl State {
                         reattached,
                         lost,
                         protocol_version: lps_proto::PROTOCOL_VERSION,
+                        // As an older coordinator: the node judges with its built-in words.
+                        vocabulary: None,
                     }),
                 );
             }

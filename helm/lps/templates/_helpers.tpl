@@ -184,6 +184,18 @@ rounded up. Fails on anything else, naming the value.
 {{- end -}}
 
 {{/*
+Name of the ConfigMap holding the vocabulary file (key vocabulary.toml); empty when the
+built-in vocabulary is used.
+*/}}
+{{- define "lps.vocabularyConfigMap" -}}
+{{- if .Values.vocabularyConfigMap -}}
+{{- .Values.vocabularyConfigMap -}}
+{{- else if .Values.vocabulary -}}
+{{- printf "%s-vocabulary" (include "lps.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 NetworkPolicy ports for proxy.ports ("10000-10099", "10000,10005-10010").
 */}}
 {{- define "lps.proxyPolicyPorts" -}}
@@ -209,7 +221,7 @@ NetworkPolicy ports for proxy.ports ("10000-10099", "10000,10005-10010").
 
 {{/* Checksum of the chart-managed config that pods should roll on. */}}
 {{- define "lps.configChecksum" -}}
-{{- $parts := list (toJson .Values.profiles) -}}
+{{- $parts := list (toJson .Values.profiles) (toJson .Values.vocabulary) -}}
 {{- if .Values.secrets.create -}}
 {{- $parts = append $parts (toJson .Values.secrets.values) -}}
 {{- end -}}

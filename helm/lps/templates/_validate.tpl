@@ -44,6 +44,9 @@ from the coordinator Deployment so every render runs them.
 {{- if and $v.profiles $v.profilesConfigMap -}}
 {{- fail "set either profiles or profilesConfigMap, not both" -}}
 {{- end -}}
+{{- if and $v.vocabulary $v.vocabularyConfigMap -}}
+{{- fail "set either vocabulary or vocabularyConfigMap, not both" -}}
+{{- end -}}
 {{- if $v.secrets.create -}}
 {{- range $item := list "databaseUrl" "clientTokens" "adminTokens" "nodeToken" "proxyPassword" "llmApiKey" "alertWebhookUrl" -}}
 {{- $ref := index $v.secrets.refs $item -}}

@@ -368,7 +368,7 @@ impl BrowserExecutor {
                 );
             }
         };
-        let query = match ProductQuery::new(job.product.name()) {
+        let query = match ProductQuery::new(job.product.name(), job.lexicon.clone()) {
             Ok(query) => query,
             Err(err) => {
                 return fail(
@@ -626,7 +626,8 @@ mod tests {
 
     #[test]
     fn matched_cards_become_offers_best_first() {
-        let query = ProductQuery::new("제주 삼다수 2L x 12").unwrap();
+        let query =
+            ProductQuery::new("제주 삼다수 2L x 12", crate::judge::Lexicon::builtin()).unwrap();
         let mall = MallId::new("testmall-alpha").unwrap();
         let profile = profile();
         let compiled = lps_profiles::compiled::compile(&profile).unwrap();

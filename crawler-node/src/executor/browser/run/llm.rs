@@ -5,9 +5,12 @@
 //!    the product and the strings tried. Each becomes a round of kind `llm`, searched and
 //!    judged by the rules like any other; the first with a match ends the search.
 //! 2. **Judge** (one call, only when there are candidates): the cards the rules rejected in
-//!    all rounds, minus those whose quantity disagrees with the product's (the hard veto
-//!    of [`judge::same_quantity`]: a 6-pack is never offered for a 12-pack, whatever the
-//!    endpoint says) and minus repeats, at most [`MAX_CANDIDATES`], are sent as titles;
+//!    all rounds only on their wording — too little of the name, or the brand not written
+//!    the way the query writes it ([`judge::Verdict::wording_only`]) — minus repeats, at
+//!    most [`MAX_CANDIDATES`], are sent as titles. A card a hard veto rejected (another
+//!    size or pack count, another variant, an accessory, an assortment, another model
+//!    code) is never sent: a 6-pack is never offered for a 12-pack, nor a cherry cola for
+//!    a plain one, whatever the endpoint says;
 //!    the ones it names become the offers, and the rounds that showed them count them as
 //!    matches.
 //!
@@ -155,8 +158,10 @@ struct Candidate<'r> {
     title: &'r str,
 }
 
-/// The cards worth asking about, in the order seen: the product's quantity (the hard
-/// veto), not a repeat of an earlier card; at most [`MAX_CANDIDATES`].
+/// The cards worth asking about, in the order seen: rejected by the rules only on their
+/// wording (name overlap or brand: [`judge::Verdict::wording_only`]), never by a hard
+/// veto (quantity, variant, accessory, assortment, model code), and not a repeat of an
+/// earlier card; at most [`MAX_CANDIDATES`].
 fn candidates<'r>(query: &ProductQuery, rejected: &'r [Rejected]) -> Vec<Candidate<'r>> {
     let mut seen: Vec<(String, u64, Option<&str>)> = Vec::new();
     let mut out = Vec::new();
@@ -165,7 +170,7 @@ fn candidates<'r>(query: &ProductQuery, rejected: &'r [Rejected]) -> Vec<Candida
             break;
         }
         let (title, price) = (r.card.title.as_str(), r.card.price);
-        if !judge::same_quantity(query, title) {
+        if !judge::judge(query, title).wording_only {
             continue;
         }
         let key = (normalize(title), price, Some(r.card.link.as_str()));
@@ -201,12 +206,14 @@ mod tests {
     }
 
     #[test]
-    fn candidates_keep_the_quantity_veto_and_skip_repeats() {
-        let query = ProductQuery::new("Jeju Samdasoo 2L x 12").unwrap();
+    fn candidates_keep_the_vetoes_and_skip_repeats() {
+        let query = ProductQuery::new("Jeju Spring 2L x 12", judge::Lexicon::builtin()).unwrap();
         let cards = [
             rejected(0, "제주 삼다수 2L x 12병", 12_900, "/goods/a101"),
             rejected(0, "제주 삼다수 2L x 6병", 7_200, "/goods/a106"),
             rejected(0, "제주 삼다수 500ml x 20병", 9_900, "/goods/a105"),
+            rejected(0, "[골라담기] 제주 삼다수 2L x 12병", 12_000, "/goods/a107"),
+            rejected(0, "제주 삼다수 2L x 12병 공병", 1_000, "/goods/a108"),
             rejected(1, "제주 삼다수 2L x 12병", 12_900, "/goods/a101"),
             rejected(2, "제주삼다수 2L 12개", 11_500, "/goods/a109"),
         ];

@@ -82,7 +82,7 @@ impl Script {
 }
 
 /// Hangul syllables and jamo (including compatibility jamo such as `ㅋ`).
-pub(super) fn is_hangul(c: char) -> bool {
+pub fn is_hangul(c: char) -> bool {
     matches!(c,
         '\u{AC00}'..='\u{D7A3}'
         | '\u{1100}'..='\u{11FF}'
