@@ -451,13 +451,13 @@ async fn the_llm_finds_what_the_rules_cannot_and_a_broken_one_changes_nothing() 
     let stack = Stack::start(StackConfig::new(1)).await.unwrap();
     // The mall lists `LG생활건강 테크 액체세제 3L`; nothing in it matches the English name.
     let mock = MockLlm::start(Mode::Answer {
-        keywords: vec!["Tech Liquid Detergent".into(), "테크 액체세제".into()],
+        keywords: vec!["Tech Liquid Laundry".into(), "테크 액체세제".into()],
     })
     .await;
     let llm = mock.client(Some(KEY), Duration::from_secs(20));
     let mock = &mock;
     with_node("llm-found", &stack, llm, |coord| async move {
-        coord.send(0, assign(1, "Tech Liquid Detergent", JOB_WAIT));
+        coord.send(0, assign(1, "Tech Liquid Laundry", JOB_WAIT));
         let found = result_of(&coord, 1).await;
         assert_eq!(found.outcome, pb::Outcome::Found as i32, "{found:?}");
         assert_eq!(found.offers.len(), 1, "{found:?}");
@@ -474,7 +474,7 @@ async fn the_llm_finds_what_the_rules_cannot_and_a_broken_one_changes_nothing() 
         assert_eq!(
             rounds,
             [
-                ("original", "Tech Liquid Detergent", 0, 0),
+                ("original", "Tech Liquid Laundry", 0, 0),
                 ("llm", "테크 액체세제", 1, 1),
             ]
         );
@@ -488,7 +488,7 @@ async fn the_llm_finds_what_the_rules_cannot_and_a_broken_one_changes_nothing() 
         let requests = mock.requests();
         let tasks: Vec<String> = requests.iter().map(Recorded::task).collect();
         assert_eq!(tasks, ["search_keywords", "same_product"]);
-        assert_eq!(requests[0].ask()["tried"], json!(["Tech Liquid Detergent"]));
+        assert_eq!(requests[0].ask()["tried"], json!(["Tech Liquid Laundry"]));
         assert_eq!(
             requests[1].ask()["candidates"],
             json!([{"id": 1, "title": "LG생활건강 테크 액체세제 3L"}])
@@ -496,7 +496,7 @@ async fn the_llm_finds_what_the_rules_cannot_and_a_broken_one_changes_nothing() 
 
         // The endpoint fails: the job still ends normally, not found, the call counted.
         mock.set_mode(Mode::Status(503, "overloaded".into()));
-        coord.send(0, assign(2, "Tech Liquid Detergent", JOB_WAIT));
+        coord.send(0, assign(2, "Tech Liquid Laundry", JOB_WAIT));
         let not_found = result_of(&coord, 2).await;
         assert_eq!(
             not_found.outcome,
@@ -537,10 +537,7 @@ async fn the_llm_is_not_asked_when_the_rules_find_the_product_or_time_is_short()
 
         // Nothing found by the rules, but the deadline is too close for the llm: the job
         // ends not found instead of running into its deadline.
-        coord.send(
-            0,
-            assign(2, "Tech Liquid Detergent", Duration::from_secs(90)),
-        );
+        coord.send(0, assign(2, "Tech Liquid Laundry", Duration::from_secs(90)));
         let not_found = result_of(&coord, 2).await;
         assert_eq!(
             not_found.outcome,

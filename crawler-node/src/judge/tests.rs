@@ -473,6 +473,18 @@ fn variant_kinds_and_their_silent_rule() {
             ("다우니 섬유유연제 리필 2L", "variant_mismatch"),
         ],
     );
+    // A value glued to a known word (`액체세제`), or two values glued (`현미녹차`).
+    check(
+        &must_query("테크 액체 세제 3L"),
+        &[
+            ("LG생활건강 테크 액체세제 3L", "match"),
+            ("LG생활건강 테크 분말세제 3L", "variant_mismatch"),
+        ],
+    );
+    check(
+        &must_query("오설록 제주 녹차 1.8g x 100T"),
+        &[("오설록 제주 현미녹차 1.8g x 100T", "variant_mismatch")],
+    );
     // Size letters are whole words, never a piece of a code.
     check(
         &must_query("유니클로 에어리즘 티셔츠 화이트 L"),

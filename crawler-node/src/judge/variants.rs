@@ -117,7 +117,8 @@ pub(super) fn named_values(
     out
 }
 
-/// A Hangul fragment that is two values glued (`현미녹차`): both, over the whole fragment.
+/// A Hangul fragment that is two values glued (`현미녹차`), or a value and a known word
+/// (`액체세제`): the values, over the whole fragment.
 fn compounds(lexicon: &Lexicon, fragments: &[Fragment<'_>], candidates: &mut Vec<Candidate>) {
     let value_of = |key: &str| -> Option<Named> {
         lexicon.kinds.iter().enumerate().find_map(|(k, kind)| {
@@ -139,9 +140,18 @@ fn compounds(lexicon: &Lexicon, fragments: &[Fragment<'_>], candidates: &mut Vec
             if right.chars().count() < 2 {
                 break;
             }
-            if let (Some(a), Some(b)) = (value_of(left), value_of(right)) {
+            // Two values, or a value glued to a known word of the vocabulary (`액체세제`:
+            // 액체 and the alias word 세제).
+            let known = |w: &str| !lexicon.aliases(w).is_empty();
+            let pair = match (value_of(left), value_of(right)) {
+                (Some(a), Some(b)) => vec![a, b],
+                (Some(a), None) if known(right) => vec![a],
+                (None, Some(b)) if known(left) => vec![b],
+                _ => Vec::new(),
+            };
+            if !pair.is_empty() {
                 let group = candidates.len();
-                for named in [a, b] {
+                for named in pair {
                     candidates.push(Candidate {
                         named,
                         span: f.span,
