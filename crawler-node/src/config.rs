@@ -11,6 +11,8 @@
 use std::{fmt, net::SocketAddr, path::PathBuf, str::FromStr, time::Duration};
 
 use clap::{Parser, ValueEnum};
+
+pub use crate::browser::BrowserMode;
 use lps_proto::model::{MAX_SLOTS, MallId};
 
 use crate::llm::LlmSettings;
@@ -29,6 +31,10 @@ pub const DEFAULT_HTTP_ADDR: &str = "0.0.0.0:9090";
 pub const DEFAULT_CHROMEDRIVER_PATH: &str = "/usr/bin/chromedriver";
 /// `LPS_CHROMIUM_PATH` default.
 pub const DEFAULT_CHROMIUM_PATH: &str = "/usr/bin/chromium";
+/// Default `LPS_XVFB_PATH`.
+pub const DEFAULT_XVFB_PATH: &str = "/usr/bin/Xvfb";
+/// Default `LPS_IP_PAGE_GAP`.
+pub const DEFAULT_IP_PAGE_GAP: &str = "2s";
 /// `LPS_LLM_TIMEOUT` default.
 pub const DEFAULT_LLM_TIMEOUT: &str = "20s";
 /// Longest `LPS_LLM_TIMEOUT` accepted: a job's rounds share its deadline (300 s by default).
@@ -174,6 +180,25 @@ pub struct Config {
     #[arg(long, env = "LPS_BLOCK_RESOURCES", default_value_t = true, action = clap::ArgAction::Set)]
     pub block_resources: bool,
 
+    /// `headless` (no display) or `headful` (a real window under an Xvfb the node starts
+    /// and supervises). Both show the same identity (DESIGN §5 "Browser identity").
+    #[arg(long, env = "LPS_BROWSER_MODE", value_enum, default_value_t = BrowserMode::Headless)]
+    pub browser_mode: BrowserMode,
+
+    /// Xvfb binary for headful mode.
+    #[arg(long, env = "LPS_XVFB_PATH", default_value = DEFAULT_XVFB_PATH)]
+    pub xvfb_path: PathBuf,
+
+    /// Least time between two page loads on one exit IP (on top of the mall's start gap);
+    /// each wait adds up to half of it again at random. `0s` = no pacing.
+    #[arg(long, env = "LPS_IP_PAGE_GAP", default_value = DEFAULT_IP_PAGE_GAP, value_parser = humantime::parse_duration)]
+    pub ip_page_gap: Duration,
+
+    /// Become ready even when the start-up self-check finds the browser revealing
+    /// automation (`crawler-node self-check`); by default such a node is not ready.
+    #[arg(long, env = "LPS_ALLOW_BROWSER_LEAKS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub allow_browser_leaks: bool,
+
     /// More Chromium flags, space-separated (after the built-in quiet headless ones).
     #[arg(
         long,
@@ -260,6 +285,10 @@ impl Config {
             profile_root: default_profile_root(),
             proxy_mode: ProxyMode::Coordinator,
             block_resources: true,
+            browser_mode: BrowserMode::Headless,
+            xvfb_path: PathBuf::from(DEFAULT_XVFB_PATH),
+            ip_page_gap: parse_default(DEFAULT_IP_PAGE_GAP),
+            allow_browser_leaks: false,
             chromium_args: Vec::new(),
             tls_ca: None,
             tls_cert: None,

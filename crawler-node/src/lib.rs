@@ -37,6 +37,7 @@ pub mod outbox;
 pub mod probe;
 pub mod proxy;
 pub mod retry;
+pub mod selfcheck;
 pub mod session;
 
 pub use config::Config;

@@ -15,6 +15,7 @@ use lps_crawler_node::{
     llm::LlmClient,
     probe::ProbeArgs,
     proxy::NodeLink,
+    selfcheck::{self, SelfCheckArgs},
 };
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, error, info, info_span, warn};
@@ -27,6 +28,9 @@ const BROWSER_SHUTDOWN: Duration = Duration::from_secs(90);
 async fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some("probe") {
         return probe().await;
+    }
+    if std::env::args().nth(1).as_deref() == Some("self-check") {
+        return self_check().await;
     }
     let config = Config::parse();
     let format = match config.log_format {
@@ -82,6 +86,66 @@ async fn probe() -> ExitCode {
     }
 }
 
+/// `crawler-node self-check …`: what the node's browser reveals (`lps_crawler_node::selfcheck`).
+/// Exit code 0 when nothing leaks, 1 when something does, 2 when the check cannot run.
+async fn self_check() -> ExitCode {
+    let args = SelfCheckArgs::parse_from(std::env::args().skip(1));
+    let mut out = std::io::stdout();
+    match selfcheck::run_command(&args, &mut out).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(err) => {
+            eprintln!("crawler-node self-check: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The start-up self-check (see `selfcheck`): the node is not ready until it ran and found
+/// nothing leaking (or `LPS_ALLOW_BROWSER_LEAKS`). A check that cannot run is tried again
+/// with a growing pause.
+async fn startup_self_check(config: Config, executor: BrowserExecutor) {
+    let mut pause = Duration::from_secs(5);
+    loop {
+        let driver = selfcheck::driver_for_config(&config);
+        let report = selfcheck::for_config(&config).run(&driver).await;
+        driver.stop().await;
+        if let Some(display) = driver.display() {
+            display.stop().await;
+        }
+        match report {
+            Ok(report) => {
+                let leaks = report.leak_count();
+                executor
+                    .metrics()
+                    .browser_leaks
+                    .set(i64::try_from(leaks).unwrap_or(i64::MAX));
+                if leaks == 0 {
+                    info!(
+                        mode = config.browser_mode.as_str(),
+                        "browser self-check: nothing leaks"
+                    );
+                    executor.set_identity_checked(true);
+                } else {
+                    let names: Vec<&str> = report.leaks().map(|i| i.name).collect();
+                    if config.allow_browser_leaks {
+                        warn!(leaks, items = ?names, "browser self-check: the browser leaks; LPS_ALLOW_BROWSER_LEAKS=true, so the node is ready anyway");
+                        executor.set_identity_checked(true);
+                    } else {
+                        error!(leaks, items = ?names, report = %report.render(), "browser self-check: the browser leaks; the node stays not ready (LPS_ALLOW_BROWSER_LEAKS=true overrides)");
+                    }
+                }
+                return;
+            }
+            Err(err) => {
+                warn!(error = format!("{err:#}"), retry_in = ?pause, "browser self-check could not run");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(300));
+            }
+        }
+    }
+}
+
 async fn run(config: Config) -> anyhow::Result<()> {
     let mut browsers = None;
     // One registry for the node and its executor: `/metrics` shows both.
@@ -112,6 +176,11 @@ async fn run(config: Config) -> anyhow::Result<()> {
                 }
             }
             browsers = Some(executor.clone());
+            executor.set_identity_checked(false);
+            tokio::spawn(
+                startup_self_check(config.clone(), executor.clone())
+                    .instrument(info_span!("node.self_check")),
+            );
             Node::new(config.clone(), executor).with_link(inbox)
         }
     }

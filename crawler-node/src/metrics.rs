@@ -121,6 +121,8 @@ pub struct NodeMetrics {
     pub chromedriver_restarts: Counter,
     /// 1 while the WebDriver server is up (or not needed yet), 0 while it is down.
     pub chromedriver_up: Gauge,
+    /// What the last browser self-check found leaking (0: nothing; -1: not run yet).
+    pub browser_leaks: Gauge,
     /// Blocked result pages (each one a `BlockEvent`), by mall.
     pub blocks: Family<MallLabels, Counter>,
     /// IP sessions ended, by mall and end reason.
@@ -201,6 +203,13 @@ impl NodeMetrics {
             "1 while the WebDriver server is up or not needed yet, 0 while it is down",
             chromedriver_up.clone(),
         );
+        let browser_leaks = Gauge::default();
+        browser_leaks.set(-1);
+        registry.register(
+            "browser_leaks",
+            "Surfaces on which the start-up self-check saw the browser reveal automation (0: none; -1: not run yet)",
+            browser_leaks.clone(),
+        );
         let blocks = Family::<MallLabels, Counter>::default();
         registry.register(
             "blocks",
@@ -248,6 +257,7 @@ impl NodeMetrics {
             browser_restarts,
             chromedriver_restarts,
             chromedriver_up,
+            browser_leaks,
             blocks,
             ip_sessions_ended,
             cards_excluded,

@@ -21,7 +21,8 @@ use lps_proto::{model::CardClass, pb};
 
 use crate::{
     browser::{
-        Browser, ChromeDriver, LaunchOptions, PageRead, ProfileSlot, default_blocked_patterns,
+        Browser, BrowserMode, ChromeDriver, LaunchOptions, PageRead, ProfileSlot,
+        default_blocked_patterns,
         page::{read_search_page, source_kind, wait_timeout},
         parse::{fill_env, page_url, search_url},
     },
@@ -101,10 +102,8 @@ pub async fn run(args: &ProbeArgs, out: &mut impl Write) -> anyhow::Result<()> {
         let driver_url = driver.url().await?;
         let slot = ProfileSlot::acquire(&root)?;
         let options = LaunchOptions {
-            chromium_path: args.chromium.clone(),
-            extra_args: Vec::new(),
-            proxy: None,
             blocked: default_blocked_patterns(),
+            ..LaunchOptions::new(args.chromium.clone(), BrowserMode::Headless)
         };
         let browser = Browser::launch(&driver_url, &slot, &options).await?;
         let read = read_search_page(&browser, &wire, &compiled, &url).await;

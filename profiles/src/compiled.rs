@@ -646,6 +646,9 @@ fn compile_page(profile: &pb::SiteProfile) -> Result<PageSelectors, CompileError
             (more_button, next_page)
         }
     };
+    if let Some(nav) = &profile.navigation {
+        optional_selector("navigation.search_input", &nav.search_input_selector)?;
+    }
     Ok(PageSelectors {
         wait_for: optional_selector("wait_for", &profile.wait_for)?,
         no_results: optional_selector("no_results_selector", &profile.no_results_selector)?,

@@ -118,6 +118,8 @@ struct ProfileFile {
     classes: BTreeMap<String, ClassFile>,
     #[serde(default)]
     more: Option<MoreFile>,
+    #[serde(default)]
+    navigation: Option<NavigationFile>,
     /// Words added to the judge's vocabulary for this mall (`crate::vocabulary`).
     #[serde(default)]
     vocabulary: Option<toml::Value>,
@@ -195,6 +197,20 @@ struct MoreFile {
     more_button: Option<String>,
     max_clicks: Option<u32>,
     next_page: Option<NextPageFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NavigationFile {
+    mode: String,
+    #[serde(default)]
+    home_url: String,
+    #[serde(default)]
+    search_input: String,
+    #[serde(default)]
+    typing: Option<String>,
+    #[serde(default)]
+    dwell: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -407,6 +423,12 @@ fn build(e: &Errors<'_>, raw: ProfileFile) -> Result<Profile, ProfileError> {
             "must be at least 1 (omit it for no cap)",
         ));
     }
+    let navigation = raw
+        .navigation
+        .as_ref()
+        .map(|n| navigation(e, n))
+        .transpose()?
+        .flatten();
     let vocabulary = match raw.vocabulary {
         None => None,
         Some(table) => {
@@ -440,6 +462,7 @@ fn build(e: &Errors<'_>, raw: ProfileFile) -> Result<Profile, ProfileError> {
         accept_coupon_price: raw.accept_coupon_price,
         price_sort_url_template: raw.price_sort_url_template,
         vocabulary,
+        navigation,
     };
     crate::compiled::compile(&wire).map_err(|err| e.at(err.field, err.reason))?;
     Ok(Profile {
@@ -738,6 +761,77 @@ fn classes(
         });
     }
     Ok(rules)
+}
+
+/// Default per-key delay of human navigation.
+pub const DEFAULT_TYPING: (Duration, Duration) =
+    (Duration::from_millis(70), Duration::from_millis(220));
+/// Default dwell on the home page of human navigation.
+pub const DEFAULT_DWELL: (Duration, Duration) =
+    (Duration::from_millis(800), Duration::from_millis(2500));
+
+fn navigation(e: &Errors<'_>, n: &NavigationFile) -> Result<Option<pb::Navigation>, ProfileError> {
+    match n.mode.as_str() {
+        "direct" => return Ok(None),
+        "human" => {}
+        other => {
+            return Err(e.at(
+                "navigation.mode",
+                format!("is {other:?}, expected \"direct\" or \"human\""),
+            ));
+        }
+    }
+    url_template(e, "navigation.home_url", &n.home_url, &["://"])?;
+    if n.search_input.trim().is_empty() {
+        return Err(e.at(
+            "navigation.search_input",
+            "is required for human navigation",
+        ));
+    }
+    let range =
+        |field: &str, text: &Option<String>, default: (Duration, Duration), max: Duration| {
+            let Some(text) = text else {
+                return Ok(default);
+            };
+            let Some((lo, hi)) = text.split_once("..") else {
+                return Err(e.at(
+                    field,
+                    format!("{text:?}: expected MIN..MAX, e.g. \"70ms..220ms\""),
+                ));
+            };
+            let (lo, hi) = (
+                duration(e, field, lo.trim())?,
+                duration(e, field, hi.trim())?,
+            );
+            if lo > hi || hi > max {
+                return Err(e.at(
+                    field,
+                    format!("{text:?}: MIN must not exceed MAX, and MAX at most {max:?}"),
+                ));
+            }
+            Ok((lo, hi))
+        };
+    let typing = range(
+        "navigation.typing",
+        &n.typing,
+        DEFAULT_TYPING,
+        Duration::from_secs(2),
+    )?;
+    let dwell = range(
+        "navigation.dwell",
+        &n.dwell,
+        DEFAULT_DWELL,
+        Duration::from_secs(30),
+    )?;
+    Ok(Some(pb::Navigation {
+        human: true,
+        home_url: n.home_url.clone(),
+        search_input_selector: n.search_input.clone(),
+        key_delay_min: Some(model::duration_to_pb(typing.0)),
+        key_delay_max: Some(model::duration_to_pb(typing.1)),
+        dwell_min: Some(model::duration_to_pb(dwell.0)),
+        dwell_max: Some(model::duration_to_pb(dwell.1)),
+    }))
 }
 
 fn more(e: &Errors<'_>, m: &MoreFile) -> Result<pb::MoreResults, ProfileError> {

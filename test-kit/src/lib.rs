@@ -5,7 +5,8 @@
 //!   with every trap of a real result page — inline JSON, placeholders, lazy loading, two
 //!   pages, ads and other card classes, shipping texts, a challenge, HTTP 418, a redesign
 //!   switch and a JSON API), with results rendered by JavaScript, heavy images and fonts,
-//!   per-exit-IP bot blocking and slow responses on demand.
+//!   per-exit-IP bot blocking, an optional bot wall that detects automated browsers, and
+//!   slow responses on demand.
 //! - [`gateway`]: the fake proxy gateway; K loopback ports, each a sticky "exit IP", that
 //!   forward only to allowed loopback addresses and tag requests with [`EXIT_IP_HEADER`].
 //! - [`catalog`]: what the malls sell (`test-kit/catalog.toml`), how a mall searches it,

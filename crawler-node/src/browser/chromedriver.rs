@@ -14,6 +14,10 @@
 //!   `lps_node_chromedriver_restarts_total`.
 //! - The child runs in its own process group; [`ChromeDriver::stop`] kills that group, and
 //!   `kill_on_drop` covers a node that never called `stop`.
+//! - A managed chromedriver is a private copy without the `cdc_…` page globals detectors
+//!   look for ([`patched_chromedriver`](super::identity::patched_chromedriver)), runs with
+//!   `TZ=Asia/Seoul` (inherited by every Chromium it starts) and, in headful mode, with the
+//!   `DISPLAY` of the node's Xvfb ([`Display`]), which is (re)started before it.
 //!
 //! Cancellation: `url` holds an async mutex while it starts the server; dropping the call
 //! mid-start kills the half-started child (kill-on-drop) and the next call starts afresh.
@@ -32,7 +36,13 @@ use hyper::{Method, Uri};
 use tokio::{process::Child, sync::Mutex, time::Instant};
 use tracing::{info, instrument, warn};
 
-use super::{BrowserError, http::WebDriverHttp, process};
+use super::{
+    BrowserError,
+    display::Display,
+    http::WebDriverHttp,
+    identity::{TIMEZONE, patched_chromedriver},
+    process,
+};
 use crate::metrics::NodeMetrics;
 
 /// How long a fresh chromedriver may take to answer `/status` ready.
@@ -51,6 +61,8 @@ pub struct ChromeDriver {
     state: AtomicU8,
     http: WebDriverHttp,
     metrics: Arc<NodeMetrics>,
+    /// Headful mode: the X display Chromium draws on.
+    display: Option<Arc<Display>>,
 }
 
 /// Whether the managed chromedriver is running.
@@ -88,6 +100,7 @@ impl ChromeDriver {
             state: AtomicU8::new(State::Idle as u8),
             http: WebDriverHttp::new(Duration::from_secs(5)),
             metrics: Arc::new(NodeMetrics::new()),
+            display: None,
         }
     }
 
@@ -102,7 +115,20 @@ impl ChromeDriver {
             state: AtomicU8::new(State::Idle as u8),
             http: WebDriverHttp::new(Duration::from_secs(5)),
             metrics: Arc::new(NodeMetrics::new()),
+            display: None,
         }
+    }
+
+    /// Headful mode: start Chromium on `display` (an Xvfb the node supervises).
+    #[must_use]
+    pub fn with_display(mut self, display: Arc<Display>) -> Self {
+        self.display = Some(display);
+        self
+    }
+
+    /// The X display, in headful mode.
+    pub fn display(&self) -> Option<&Arc<Display>> {
+        self.display.as_ref()
     }
 
     /// Records restarts and the up/down state into `metrics`.
@@ -192,9 +218,22 @@ impl ChromeDriver {
     }
 
     #[instrument(name = "browser.chromedriver_start", skip_all, fields(path = %path.display()))]
-    async fn start(&self, path: &PathBuf) -> Result<Running, String> {
+    async fn start(&self, path: &std::path::Path) -> Result<Running, String> {
         let port = free_port().map_err(|e| format!("no free loopback port: {e}"))?;
-        let mut cmd = tokio::process::Command::new(path);
+        let copies = std::env::temp_dir().join("lps-chromedriver");
+        let binary = match patched_chromedriver(path, &copies) {
+            Ok(binary) => binary,
+            Err(e) => {
+                warn!(error = %e, "cannot make the private chromedriver copy; using the original");
+                path.to_path_buf()
+            }
+        };
+        let mut cmd = tokio::process::Command::new(&binary);
+        cmd.env("TZ", TIMEZONE);
+        if let Some(display) = &self.display {
+            let name = display.ensure().await.map_err(|e| e.to_string())?;
+            cmd.env("DISPLAY", name);
+        }
         cmd.arg(format!("--port={port}"))
             .arg("--allowed-ips=127.0.0.1")
             .stdin(Stdio::null())
@@ -204,7 +243,7 @@ impl ChromeDriver {
             .process_group(0);
         let mut child = cmd
             .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", path.display()))?;
+            .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
         let pid = child.id().unwrap_or_default();
         let url = format!("http://127.0.0.1:{port}");
         let status: Uri = format!("{url}/status")

@@ -3,11 +3,15 @@
 //!
 //! - [`chromedriver`]: the WebDriver server, started and supervised by the node (or an
 //!   external `LPS_WEBDRIVER_URL`);
+//! - [`identity`]: one consistent browser identity (user agent, client hints, languages,
+//!   timezone, screen, no automation traces) and the headless/headful mode;
+//! - [`display`]: the Xvfb of headful mode, started and supervised by the node;
 //! - [`profile`]: user-data-dir slots under `LPS_PROFILE_ROOT`, one exclusive file lock each;
 //! - [`session`]: one Chromium session: launch flags, CDP resource blocking, bounded calls,
 //!   close with its own timeout, kill;
 //! - [`relay`]: the local proxy relay per browser (credentials and byte metering);
 //! - [`page`]: reading a search-result page with a site profile (block first);
+//! - [`navigate`]: human navigation — the home page, the search box, typed keys, Enter;
 //! - [`parse`]: prices, shipping, search URLs;
 //! - [`process`]: finding and killing a slot's browser processes;
 //! - `http`: the small loopback HTTP client thirtyfour talks WebDriver through.
@@ -16,7 +20,10 @@
 //! be replaced.
 
 pub mod chromedriver;
+pub mod display;
 mod http;
+pub mod identity;
+pub mod navigate;
 pub mod page;
 pub mod parse;
 pub mod process;
@@ -28,7 +35,9 @@ pub mod session;
 use std::time::Duration;
 
 pub use chromedriver::ChromeDriver;
+pub use display::Display;
 pub use http::WebDriverHttp;
+pub use identity::{BrowserMode, Identity};
 pub use page::{PageRead, PageResult};
 pub use profile::ProfileSlot;
 pub use relay::{Relay, RelayCounters, Upstream};

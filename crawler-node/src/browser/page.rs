@@ -330,6 +330,16 @@ pub async fn read_search_page(
     url: &str,
 ) -> Result<PageRead, BrowserError> {
     browser.goto(url).await?;
+    read_loaded_page(browser, profile, compiled).await
+}
+
+/// Reads the page the browser has navigated to (by [`read_search_page`], or by a person's
+/// search on the home page: `navigate`), with the same rules.
+pub async fn read_loaded_page(
+    browser: &Browser,
+    profile: &pb::SiteProfile,
+    compiled: &CompiledProfile,
+) -> Result<PageRead, BrowserError> {
     let mut reader = Reader {
         browser,
         profile,

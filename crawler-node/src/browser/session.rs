@@ -29,7 +29,13 @@ use thirtyfour::{
 use tokio::time::Instant;
 use tracing::{debug, info, instrument, warn};
 
-use super::{BrowserError, http::WebDriverHttp, process, profile::ProfileSlot};
+use super::{
+    BrowserError,
+    http::WebDriverHttp,
+    identity::{self, BrowserMode, Identity},
+    process,
+    profile::ProfileSlot,
+};
 
 /// Closing a browser (quit, then waiting for its processes to exit) takes at most this.
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -40,11 +46,10 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Chromium's own page-load timeout (navigation returns at DOMContentLoaded: `eager`).
 pub const PAGE_LOAD_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Flags that keep headless Chromium quiet on a closed network.
+/// Flags that keep Chromium quiet on a closed network (the identity's flags follow them:
+/// [`identity::flags`]).
 pub const QUIET_FLAGS: &[&str] = &[
-    "--headless=new",
     "--no-sandbox",
-    "--disable-gpu",
     "--disable-dev-shm-usage",
     "--disable-background-networking",
     "--disable-component-update",
@@ -54,8 +59,6 @@ pub const QUIET_FLAGS: &[&str] = &[
     "--disable-extensions",
     "--no-default-browser-check",
     "--mute-audio",
-    "--lang=ko-KR",
-    "--window-size=1366,900",
 ];
 
 /// Images, fonts and media: what is blocked when a profile names no patterns.
@@ -83,6 +86,26 @@ pub struct LaunchOptions {
     pub proxy: Option<SocketAddr>,
     /// URL patterns to block; empty: block nothing.
     pub blocked: Vec<String>,
+    /// Without a display, or in a window under the node's Xvfb.
+    pub mode: BrowserMode,
+    /// The identity to show (`None`: Chromium's own user agent, as when its version could
+    /// not be read).
+    pub identity: Option<Identity>,
+}
+
+impl LaunchOptions {
+    /// Options for `chromium_path` with the node's identity of it, in `mode`, direct (no
+    /// proxy), blocking nothing.
+    pub fn new(chromium_path: PathBuf, mode: BrowserMode) -> Self {
+        Self {
+            identity: Identity::of(&chromium_path),
+            chromium_path,
+            extra_args: Vec::new(),
+            proxy: None,
+            blocked: Vec::new(),
+            mode,
+        }
+    }
 }
 
 /// One Chromium session (see the module docs).
@@ -144,8 +167,13 @@ impl Browser {
             browser.kill().await;
             return Err(err);
         }
-        // Before any page script runs, on every document of the session: what the page's
-        // own fetch/XHR calls answer is recorded for `captured_json` card sources.
+        // Before any page script runs, on every document of the session: the identity
+        // (client hints, languages, timezone, WebGL), and the recorder of what the page's
+        // own fetch/XHR calls answer (for `captured_json` card sources).
+        if let Err(err) = browser.set_up_identity(options.identity.as_ref()).await {
+            browser.kill().await;
+            return Err(err);
+        }
         if let Err(err) = browser
             .cdp(
                 "Page.addScriptToEvaluateOnNewDocument",
@@ -158,11 +186,49 @@ impl Browser {
         }
         info!(
             slot = slot.index(),
+            mode = options.mode.as_str(),
             proxy = ?options.proxy,
             blocked_patterns = options.blocked.len(),
             "browser started"
         );
         Ok(browser)
+    }
+
+    /// The identity's CDP part (see [`identity`]): user-agent override with client hints
+    /// and languages, the timezone, and the document-start script.
+    async fn set_up_identity(&self, identity: Option<&Identity>) -> Result<(), BrowserError> {
+        if let Some(identity) = identity {
+            self.cdp(
+                "Network.setUserAgentOverride",
+                identity.user_agent_override(),
+            )
+            .await?;
+        }
+        self.cdp(
+            "Emulation.setTimezoneOverride",
+            json!({ "timezoneId": identity::TIMEZONE }),
+        )
+        .await?;
+        self.cdp(
+            "Page.addScriptToEvaluateOnNewDocument",
+            json!({ "source": identity::stealth_script() }),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Clears every cookie and the storage of `origins` (an identity bound to another
+    /// exit IP: DESIGN §5 "Session hygiene").
+    pub async fn clear_site_data(&self, origins: &[String]) -> Result<(), BrowserError> {
+        self.cdp("Network.clearBrowserCookies", json!({})).await?;
+        for origin in origins {
+            self.cdp(
+                "Storage.clearDataForOrigin",
+                json!({ "origin": origin, "storageTypes": "all" }),
+            )
+            .await?;
+        }
+        Ok(())
     }
 
     /// How long this session has lived.
@@ -336,6 +402,7 @@ impl Browser {
 
 fn capabilities(dir: &std::path::Path, options: &LaunchOptions) -> Capabilities {
     let mut args: Vec<String> = QUIET_FLAGS.iter().map(|s| (*s).to_owned()).collect();
+    args.extend(identity::flags(options.identity.as_ref(), options.mode));
     args.push(format!("--user-data-dir={}", dir.display()));
     match options.proxy {
         Some(relay) => {
@@ -355,6 +422,10 @@ fn capabilities(dir: &std::path::Path, options: &LaunchOptions) -> Capabilities 
         "goog:chromeOptions": {
             "binary": options.chromium_path.display().to_string(),
             "args": args,
+            // NB: `enable-automation` shows the automation infobar and flags the session.
+            "excludeSwitches": ["enable-automation"],
+            "useAutomationExtension": false,
+            "prefs": { "intl.accept_languages": identity::LANGUAGES.join(",") },
         },
     });
     match caps {

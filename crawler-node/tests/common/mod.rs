@@ -164,6 +164,10 @@ impl Harness {
             slots: 1,
             block_resources,
             chromium_args: Vec::new(),
+            mode: lps_crawler_node::browser::BrowserMode::Headless,
+            xvfb_path: "/usr/bin/Xvfb".into(),
+            // NB: tests that pace page loads set a gap of their own.
+            ip_page_gap: std::time::Duration::ZERO,
         };
         (settings, root)
     }

@@ -1,5 +1,6 @@
 //! The mall's `/_control/*` endpoints (documented in [`crate::mall`]): thin adapters over
-//! the counters, each answering with the current [`MallStats`] as JSON.
+//! the counters, each answering with the current [`MallStats`] as JSON (except
+//! `/_control/wall`, which answers with the [`WallReports`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use serde::Deserialize;
 
 use crate::catalog::MallStyle;
 use crate::mall::gamma::{CHALLENGE_CLEARS_AFTER, MAX_CHALLENGE_DELAY};
+use crate::mall::wall::WallReports;
 use crate::mall::{MallStats, Shared};
 
 pub(crate) fn routes() -> Router<Arc<Shared>> {
@@ -27,6 +29,8 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         .route("/_control/challenge", post(challenge))
         .route("/_control/restrict", post(restrict))
         .route("/_control/layout", post(layout))
+        .route("/_control/bot-wall", post(bot_wall))
+        .route("/_control/wall", get(wall_reports))
 }
 
 fn answer(shared: &Shared) -> Json<MallStats> {
@@ -155,4 +159,21 @@ async fn layout(State(shared): State<Arc<Shared>>, Query(p): Query<LayoutParams>
         .counters
         .set_layout_changed(p.changed.unwrap_or(true));
     answer(&shared).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct BotWallParams {
+    on: Option<bool>,
+}
+
+async fn bot_wall(
+    State(shared): State<Arc<Shared>>,
+    Query(p): Query<BotWallParams>,
+) -> Json<MallStats> {
+    shared.counters.set_bot_wall(p.on.unwrap_or(true));
+    answer(&shared)
+}
+
+async fn wall_reports(State(shared): State<Arc<Shared>>) -> Json<WallReports> {
+    Json(shared.counters.wall_reports())
 }

@@ -16,6 +16,9 @@ pub struct Markup {
     pub style: MallStyle,
     /// The mall's display name.
     pub mall_name: &'static str,
+    /// The search input of the header form on every page (home page included): a GET
+    /// `form[action="/search"]` that submits on Enter without JavaScript, field `q`.
+    pub search_input: &'static str,
     /// Placeholder shown until the script has rendered (present in the raw HTML).
     pub loading: &'static str,
     /// Container of the result cards.
@@ -56,6 +59,7 @@ pub const FREE_SHIPPING_TEXT: &str = "무료배송";
 const ALPHA: Markup = Markup {
     style: MallStyle::Alpha,
     mall_name: "알파몰",
+    search_input: "input#search-keyword",
     loading: "div.loading",
     results: "ul#search-results",
     card: "li.product-item",
@@ -77,6 +81,7 @@ const ALPHA: Markup = Markup {
 const BETA: Markup = Markup {
     style: MallStyle::Beta,
     mall_name: "베타마켓",
+    search_input: "input#srp-query",
     loading: "div.srp-loading",
     results: "section#srp-list",
     card: "div.srp-card",
@@ -98,6 +103,7 @@ const BETA: Markup = Markup {
 const GAMMA: Markup = Markup {
     style: MallStyle::Gamma,
     mall_name: "감마마켓",
+    search_input: "input#g-query",
     loading: "li.g-card.g-skeleton",
     results: "ul#g-results",
     card: "li.g-card",

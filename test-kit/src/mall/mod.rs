@@ -11,7 +11,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /` | home page with a search form |
+//! | `GET /` | home page with a search form (see [Home page](#home-page)) |
 //! | `GET /search?q=…[&slow_ms=N]` | alpha, beta: search shell; its script fetches `/api/search` with the same query string and renders cards (or the no-result marker) after load; a blocked exit IP gets the block page instead |
 //! | `GET /api/search?q=…[&slow_ms=N]` | alpha, beta: `{"query", "blocked", "block_html", "total", "items": [{"id","title","price","shipping","seller","url","image"}]}` |
 //! | `GET /search?q=…[&page=N][&slow_ms=N]` | gamma: the result page with inline JSON ([`gamma`]) |
@@ -20,23 +20,36 @@
 //! | `GET /img/<id>.jpg` | ~150 KB image body (`Cache-Control: no-store`) |
 //! | `GET /fonts/mall.woff2` | ~100 KB web font body, used by every page via `@font-face` |
 //! | `GET <listing.path>` | server-rendered detail page of a listing |
+//! | `POST /_wall/verdict` | the bot wall's report endpoint (see [`wall`]); counted as a request, never as a search |
 //!
 //! Search matching is [`Catalog::search`]: full matches, then up to four related listings.
+//!
+//! # Home page
+//!
+//! Every page but the block, wall, challenge and restriction pages starts with the
+//! style's header, whose search form works without JavaScript: a GET
+//! `form[action="/search"]` with one text input `name="q"` and a submit button, so typing
+//! a query and pressing Enter loads `/search?q=…`. The input's selector per style is
+//! [`Markup::search_input`] — alpha `input#search-keyword`, beta `input#srp-query`, gamma
+//! `input#g-query` — and `form[action="/search"] input[name="q"]` matches it in every
+//! style.
 //!
 //! # Exit IPs, blocking and slowness
 //!
 //! The exit IP is the value of the [`EXIT_IP_HEADER`](crate::EXIT_IP_HEADER) request header
 //! (set by the gateway; absent = [`DIRECT_EXIT`](crate::DIRECT_EXIT)). With `block_after =
 //! Some(n)`, the n+1th search page request from one exit IP and every later one get the
-//! block page (HTTP 200, small HTML with [`markup::block_marker_html`]). `slow_ms` on a
-//! search request, or the `slow` control, delays search responses that are served.
+//! block page (HTTP 200, small HTML with [`markup::block_marker_html`]). The bot wall
+//! ([`wall`], off by default) blocks an exit IP the same way when it catches automation.
+//! `slow_ms` on a search request, or the `slow` control, delays search responses that
+//! are served.
 //!
-//! # Control endpoints (JSON; each answers with the current [`MallStats`])
+//! # Control endpoints (JSON; each answers with the current [`MallStats`] unless noted)
 //!
 //! | endpoint | effect |
 //! |---|---|
 //! | `GET /_control/stats` | read counters |
-//! | `POST /_control/reset` | clear counters, forced blocks and slowness (keeps `block_after`) |
+//! | `POST /_control/reset` | clear counters, forced blocks and slowness, turn the bot wall off and forget its reports and cookies (keeps `block_after`) |
 //! | `POST /_control/block?exit=exit-03` | block that exit IP until unblocked or reset |
 //! | `POST /_control/unblock?exit=exit-03` | lift the block and clear its search count |
 //! | `POST /_control/slow?ms=5000` | delay search pages and API by 5 s (`page_ms=`/`api_ms=` set one; `0` = off) |
@@ -44,11 +57,14 @@
 //! | `POST /_control/challenge?pages=1&after_ms=3000` | gamma: the next `pages` (default 1) search pages without a clearance cookie get the self-clearing interstitial, which sets the cookie and reloads after `after_ms` (default 3000, at most 60000); `pages=0` disarms |
 //! | `POST /_control/restrict?on=true` | gamma: search pages answer HTTP 418 with the restriction page (`on=false` lifts it) |
 //! | `POST /_control/layout?changed=true` | gamma: search pages use the redesigned markup without inline JSON (`changed=false` restores it) |
+//! | `POST /_control/bot-wall?on=true` | every style: the bot wall guards search pages (`on=false` lifts it; `on` absent = `true`): a search page without the clearance cookie [`wall::WALL_COOKIE`] earned on its exit IP is checked by its headers (a signal blocks the exit IP at once) and then gets the wall page, whose script reports automation signals; a flagged report blocks the exit IP, a clean one sets the cookie; see [`wall`] |
+//! | `GET /_control/wall` | the bot wall's [`WallReports`]: `{"on", "exits": {"exit-01": {"status": "walled"\|"cleared"\|"blocked", "header_signals", "client_signals", "walls_served", "reports", "passes", "user_agent", "details"}}}` |
 //!
 //! The gamma controls answer HTTP 400 on alpha and beta. `reset` also disarms the
 //! challenge, forgets issued clearance tokens, lifts the restriction and restores the
 //! layout. Control requests are not counted in the stats. [`MallHandle`] has the same
-//! controls as methods for in-process tests.
+//! controls as methods for in-process tests ([`MallHandle::set_bot_wall`] and
+//! [`MallHandle::wall_reports`] for the bot wall).
 
 mod assets;
 mod control;
@@ -57,6 +73,7 @@ pub mod markup;
 pub mod pages;
 mod routes;
 mod state;
+pub mod wall;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -74,6 +91,7 @@ pub use assets::{FONT_BYTES, IMAGE_BYTES};
 pub use gamma::GAMMA_API_KEY;
 pub use markup::{GAMMA_MARKUP, GammaMarkup, Markup, format_price, format_shipping, markup};
 pub use state::MallStats;
+pub use wall::{ExitWall, WallReports, WallStatus};
 
 /// How long [`MallHandle::shutdown`] waits for in-flight requests before aborting them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -272,7 +290,8 @@ impl MallHandle {
         self.shared.counters.snapshot()
     }
 
-    /// Clears counters, forced blocks and slowness (keeps `block_after`).
+    /// Clears counters, forced blocks, slowness, gamma's states and the bot wall (off,
+    /// its reports and cookies forgotten); keeps `block_after`.
     pub fn reset(&self) {
         self.shared.counters.reset();
     }
@@ -315,6 +334,17 @@ impl MallHandle {
     /// and beta record it without effect.
     pub fn set_layout_changed(&self, on: bool) {
         self.shared.counters.set_layout_changed(on);
+    }
+
+    /// Turns the bot wall in front of every style's search pages on or off (see
+    /// [`wall`]); `reset` turns it off.
+    pub fn set_bot_wall(&self, on: bool) {
+        self.shared.counters.set_bot_wall(on);
+    }
+
+    /// What the bot wall decided per exit IP (the JSON of `GET /_control/wall`).
+    pub fn wall_reports(&self) -> WallReports {
+        self.shared.counters.wall_reports()
     }
 
     /// Stops accepting, lets in-flight requests finish for up to [`SHUTDOWN_GRACE`], then

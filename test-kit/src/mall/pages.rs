@@ -138,20 +138,21 @@ pub(crate) fn page(m: &Markup, title: &str, head_extra: &str, body: &str) -> Str
     )
 }
 
-/// The style's header with its search form.
+/// The style's header with its search form ([`Markup::search_input`]; Enter submits it
+/// to `/search?q=…` without JavaScript).
 pub(crate) fn header(m: &Markup, q: &str) -> String {
     let q = escape_html(q);
     match m.style {
         MallStyle::Alpha => format!(
-            r#"<header class="alpha-header"><a href="/">{}</a><form action="/search" method="get"><input name="q" value="{q}"><button>검색</button></form></header>"#,
+            r#"<header class="alpha-header"><a href="/">{}</a><form action="/search" method="get"><input id="search-keyword" name="q" value="{q}" autocomplete="off"><button type="submit">검색</button></form></header>"#,
             m.mall_name
         ),
         MallStyle::Beta => format!(
-            r#"<div class="beta-top"><a href="/">{}</a><form action="/search"><input type="search" name="q" value="{q}"></form></div>"#,
+            r#"<div class="beta-top"><a href="/">{}</a><form action="/search" method="get"><input id="srp-query" type="search" name="q" value="{q}" autocomplete="off"><button type="submit" class="srp-go">검색</button></form></div>"#,
             m.mall_name
         ),
         MallStyle::Gamma => format!(
-            r#"<div class="g-top"><a class="g-logo" href="/">{}</a><form class="g-search" action="/search"><input name="q" value="{q}"><button type="submit">검색</button></form></div>"#,
+            r#"<div class="g-top"><a class="g-logo" href="/">{}</a><form class="g-search" action="/search" method="get"><input id="g-query" name="q" value="{q}" autocomplete="off"><button type="submit">검색</button></form></div>"#,
             m.mall_name
         ),
     }
@@ -223,7 +224,7 @@ pub fn detail_page(style: MallStyle, listing: &Listing) -> String {
     )
 }
 
-/// The home page: just a search form.
+/// The home page: just the header's search form.
 pub fn home_page(style: MallStyle) -> String {
     let m = markup(style);
     page(m, m.mall_name, "", &header(m, ""))
@@ -268,6 +269,39 @@ mod tests {
         let html = search_shell(MallStyle::Alpha, "<script>alert(1)</script>");
         assert!(!html.contains("<script>alert(1)"));
         assert!(html.contains("&lt;script&gt;"));
+    }
+
+    #[test]
+    fn home_page_has_a_search_form_that_submits_on_enter() {
+        for style in MallStyle::ALL {
+            let m = markup(style);
+            let html = home_page(style);
+            let id = m
+                .search_input
+                .strip_prefix("input#")
+                .expect("an id selector");
+            let form_at = html
+                .find(r#"<form "#)
+                .unwrap_or_else(|| panic!("{style}: a form"));
+            let form = &html[form_at
+                ..html[form_at..]
+                    .find("</form>")
+                    .map_or(html.len(), |end| form_at + end)];
+            assert!(
+                form.contains(r#"action="/search" method="get""#),
+                "{style}: {form}"
+            );
+            assert!(
+                form.contains(&format!(r#"<input id="{id}""#)),
+                "{style}: {form}"
+            );
+            assert!(form.contains(r#"name="q""#), "{style}: {form}");
+            assert!(
+                form.contains(r#"<button type="submit""#),
+                "{style}: Enter submits"
+            );
+            assert_eq!(form.matches("<input").count(), 1, "{style}: one field");
+        }
     }
 
     #[test]

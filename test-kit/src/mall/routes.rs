@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Listing, MallStyle};
 use crate::mall::state::{RequestKind, Verdict};
-use crate::mall::{Shared, assets, control, gamma, markup, pages};
+use crate::mall::{Shared, assets, control, gamma, markup, pages, wall};
 use crate::{DIRECT_EXIT, EXIT_IP_HEADER};
 
 /// Upper bound of a per-request `slow_ms`.
@@ -38,6 +38,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .merge(own)
         .route("/img/{file}", get(image))
         .route(pages::FONT_PATH, get(font))
+        .merge(wall::routes())
         .merge(control::routes())
         .fallback(detail_or_not_found)
         .layer(middleware::from_fn_with_state(
@@ -56,6 +57,18 @@ pub(crate) fn exit_label(headers: &HeaderMap) -> String {
         .filter(|v| !v.is_empty())
         .unwrap_or(DIRECT_EXIT)
         .to_owned()
+}
+
+/// The value of the cookie `name`, if the request carries one.
+pub(crate) fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, value)| value.to_owned())
 }
 
 fn request_kind(path: &str) -> RequestKind {
@@ -112,6 +125,9 @@ async fn search_page(
             no_store(Html(pages::block_page(shared.style)))
         }
         Verdict::Serve => {
+            if let Some(walled) = wall::gate(&shared, &exit, &headers) {
+                return walled;
+            }
             let (page_delay, _) = shared.counters.slow();
             tokio::time::sleep(slow_delay(page_delay, params.slow_ms)).await;
             no_store(Html(pages::search_shell(shared.style, &params.q)))

@@ -15,12 +15,16 @@
 //! Gamma's gate ([`Counters::gamma_gate`], after the budget): a restriction answers every
 //! search page; an armed challenge answers the next N pages that carry no clearance token
 //! the mall issued, issuing one each time; a request with an issued token passes.
+//!
+//! The bot wall's book ([`WallBook`], decisions documented in [`crate::mall::wall`]) is
+//! under the same lock; a wall block is a forced block, exactly as `block_exit` makes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::mall::gamma::CHALLENGE_CLEARS_AFTER;
+use crate::mall::wall::{WallBook, WallGate, WallRefusal, WallReport, WallReports, WallVerdict};
 
 use serde::{Deserialize, Serialize};
 
@@ -105,6 +109,9 @@ pub struct MallStats {
     /// Gamma: ad click redirects followed.
     #[serde(default)]
     pub ad_clicks: u64,
+    /// Whether the bot wall guards search pages (every style; see [`crate::mall::wall`]).
+    #[serde(default)]
+    pub bot_wall: bool,
 }
 
 #[derive(Debug, Default)]
@@ -114,6 +121,7 @@ struct Inner {
     /// Clearance tokens issued by interstitials.
     clearances: BTreeSet<String>,
     issued: u64,
+    wall: WallBook,
 }
 
 /// Shared, lock-protected mall state.
@@ -176,10 +184,7 @@ impl Counters {
     }
 
     pub(crate) fn block_exit(&self, exit: &str) {
-        self.with(|inner| {
-            inner.forced.insert(exit.to_owned());
-            inner.stats.blocked_exits.insert(exit.to_owned());
-        });
+        self.with(|inner| force_block(inner, exit));
     }
 
     pub(crate) fn unblock_exit(&self, exit: &str) {
@@ -266,8 +271,62 @@ impl Counters {
         })
     }
 
-    /// Clears counters, forced blocks, the slow setting and gamma's states (challenge,
-    /// issued tokens, restriction, layout); keeps `block_after`.
+    pub(crate) fn set_bot_wall(&self, on: bool) {
+        self.with(|inner| inner.stats.bot_wall = on);
+    }
+
+    pub(crate) fn bot_wall(&self) -> bool {
+        self.with(|inner| inner.stats.bot_wall)
+    }
+
+    /// The wall's decision for a search page from `exit` that passed the budget (see
+    /// [`crate::mall::wall`]): pass on a clearance cookie earned on `exit`, else block on
+    /// header signals, else serve the wall.
+    pub(crate) fn wall_gate(
+        &self,
+        exit: &str,
+        cookie: Option<&str>,
+        header_signals: &[&'static str],
+        user_agent: Option<&str>,
+    ) -> WallGate {
+        self.with(|inner| {
+            if !inner.stats.bot_wall || inner.wall.pass(exit, cookie) {
+                return WallGate::Pass;
+            }
+            if header_signals.is_empty() {
+                let nonce = inner.wall.serve(exit, user_agent);
+                return WallGate::Wall { nonce };
+            }
+            inner.wall.header_block(exit, header_signals, user_agent);
+            force_block(inner, exit);
+            inner.stats.blocked += 1;
+            WallGate::Block
+        })
+    }
+
+    /// Judges a wall report from `exit`; a flagged one blocks `exit`.
+    pub(crate) fn wall_verdict(
+        &self,
+        exit: &str,
+        report: WallReport,
+    ) -> Result<WallVerdict, WallRefusal> {
+        self.with(|inner| {
+            inner.wall.take_nonce(exit, &report.nonce)?;
+            let verdict = inner.wall.judge(exit, report);
+            if matches!(verdict, WallVerdict::Blocked { .. }) {
+                force_block(inner, exit);
+            }
+            Ok(verdict)
+        })
+    }
+
+    pub(crate) fn wall_reports(&self) -> WallReports {
+        self.with(|inner| inner.wall.reports(inner.stats.bot_wall))
+    }
+
+    /// Clears counters, forced blocks, the slow setting, gamma's states (challenge,
+    /// issued tokens, restriction, layout) and the bot wall (off, reports, nonces and
+    /// cookies forgotten); keeps `block_after`.
     pub(crate) fn reset(&self) {
         self.with(|inner| {
             let block_after = inner.stats.block_after;
@@ -280,6 +339,11 @@ impl Counters {
     pub(crate) fn snapshot(&self) -> MallStats {
         self.with(|inner| inner.stats.clone())
     }
+}
+
+fn force_block(inner: &mut Inner, exit: &str) {
+    inner.forced.insert(exit.to_owned());
+    inner.stats.blocked_exits.insert(exit.to_owned());
 }
 
 fn decide(inner: &mut Inner, exit: &str, searches: u64) -> Verdict {

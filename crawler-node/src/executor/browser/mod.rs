@@ -66,7 +66,7 @@ use tracing::{Instrument as _, info, info_span, warn};
 use self::{run::Run, slot::Slot};
 use super::{Executor, Job, Outcome, Progress};
 use crate::{
-    browser::ChromeDriver,
+    browser::{BrowserMode, ChromeDriver, Display},
     config::Config,
     judge::{self, ProductQuery},
     llm::LlmClient,
@@ -100,6 +100,12 @@ pub struct BrowserSettings {
     pub block_resources: bool,
     /// More Chromium flags.
     pub chromium_args: Vec<String>,
+    /// Headless, or headful under the node's Xvfb.
+    pub mode: BrowserMode,
+    /// The Xvfb binary of headful mode.
+    pub xvfb_path: PathBuf,
+    /// Least time between two page loads on one exit IP (0: no pacing).
+    pub ip_page_gap: Duration,
 }
 
 impl BrowserSettings {
@@ -121,6 +127,9 @@ impl BrowserSettings {
                 .filter(|a| !a.trim().is_empty())
                 .cloned()
                 .collect(),
+            mode: config.browser_mode,
+            xvfb_path: config.xvfb_path.clone(),
+            ip_page_gap: config.ip_page_gap,
         }
     }
 }
@@ -155,6 +164,9 @@ pub(crate) struct Inner {
     metrics: Arc<NodeMetrics>,
     /// The chromedriver watch task has been started.
     watching: AtomicBool,
+    /// The browser self-check passed (or is not run: executors built in tests); false
+    /// makes the executor not ready.
+    identity_checked: AtomicBool,
     /// Every slot directory this executor has taken (for [`BrowserExecutor::kill_now`]).
     dirs: std::sync::Mutex<Vec<PathBuf>>,
 }
@@ -168,6 +180,9 @@ impl BrowserExecutor {
             DriverSource::Managed(path) => ChromeDriver::managed(path.clone()),
             DriverSource::External(url) => ChromeDriver::external(url.clone()),
         };
+        if settings.mode == BrowserMode::Headful {
+            driver = driver.with_display(Arc::new(Display::new(settings.xvfb_path.clone())));
+        }
         let metrics = Arc::new(NodeMetrics::new());
         driver.set_metrics(metrics.clone());
         let slots = settings.slots.max(1) as usize;
@@ -185,6 +200,7 @@ impl BrowserExecutor {
                 launches: AtomicU64::new(0),
                 metrics,
                 watching: AtomicBool::new(false),
+                identity_checked: AtomicBool::new(true),
                 dirs: std::sync::Mutex::new(Vec::new()),
                 settings,
             }),
@@ -228,6 +244,12 @@ impl BrowserExecutor {
         inner.driver.set_metrics(metrics.clone());
         inner.metrics = metrics;
         self
+    }
+
+    /// Whether the browser self-check allows jobs (see `selfcheck`): false keeps the
+    /// executor, and so the node, not ready.
+    pub fn set_identity_checked(&self, ok: bool) {
+        self.inner.identity_checked.store(ok, Ordering::SeqCst);
     }
 
     /// The metrics this executor records into.
@@ -319,7 +341,9 @@ impl Executor for BrowserExecutor {
     }
 
     fn is_ready(&self) -> bool {
-        !self.inner.closed.load(Ordering::SeqCst) && self.inner.driver.is_up()
+        !self.inner.closed.load(Ordering::SeqCst)
+            && self.inner.driver.is_up()
+            && self.inner.identity_checked.load(Ordering::SeqCst)
     }
 
     async fn drain(&self) {

@@ -36,8 +36,8 @@ use super::{Inner, judge_cards, slot::IpSession, slot::Slot};
 use crate::{
     browser::{
         Browser, BrowserError, LaunchOptions, PageRead, PageResult, ProfileSlot, Relay,
-        RelayCounters, Upstream, default_blocked_patterns,
-        page::{SUSPECT_ERRORS, read_search_page},
+        RelayCounters, Upstream, default_blocked_patterns, navigate,
+        page::{SUSPECT_ERRORS, read_loaded_page, read_search_page},
         parse::{page_url, search_url},
     },
     executor::{Job, Outcome, Progress},
@@ -327,7 +327,7 @@ impl<'a> Run<'a> {
             let mut per_page = 0;
             loop {
                 let page = read.pages + 1;
-                let loaded = match self.load(round, &url).await {
+                let loaded = match self.load(round, &url, page == 1).await {
                     Ok(loaded) => loaded,
                     // NB: a later page that fails leaves the cards of the earlier ones; the
                     // job only fails on the first page.
@@ -382,19 +382,42 @@ impl<'a> Run<'a> {
 
     /// Loads and reads one result page; `Again` after a block, a failed gateway or a
     /// replaced browser (the round starts over on the new IP or browser).
-    async fn load(&mut self, round: &Round, url: &str) -> Result<Loaded, JobError> {
+    async fn load(
+        &mut self,
+        round: &Round,
+        url: &str,
+        first_page: bool,
+    ) -> Result<Loaded, JobError> {
         self.ensure_ip().await?;
         self.prepare_browser().await?;
+        self.forget_other_ips_site_data().await?;
+        self.pace_ip().await?;
         let before = self.relay_counters();
         let loading = Instant::now();
+        let human = self
+            .profile
+            .navigation
+            .as_ref()
+            .filter(|nav| nav.human && first_page);
         let read = {
             let browser = self.browser()?;
-            read_search_page(browser, self.profile, self.compiled, url).await
+            match human {
+                // A person's way to the first result page; next pages open by URL.
+                Some(nav) => match navigate::search_like_a_person(browser, nav, &round.query).await
+                {
+                    Ok(()) => read_loaded_page(browser, self.profile, self.compiled).await,
+                    Err(err) => Err(err),
+                },
+                None => read_search_page(browser, self.profile, self.compiled, url).await,
+            }
         };
         self.inner
             .metrics
             .page_loaded(&self.job.mall, verdict_str(&read), loading.elapsed());
         self.count_request(before);
+        if let Some(ip) = self.slot.ip.as_mut() {
+            ip.last_page = Some(Instant::now());
+        }
         // NB: a page that still gave a verdict was served; a failed gateway shows as
         // anything else (the relay's error page, a browser error page, a timeout).
         let moved = self.relay_counters().since(before);
@@ -660,10 +683,10 @@ impl<'a> Run<'a> {
                 ));
             };
             let options = LaunchOptions {
-                chromium_path: settings.chromium_path.clone(),
                 extra_args: settings.chromium_args.clone(),
                 proxy: self.slot.relay.as_ref().map(Relay::addr),
                 blocked: self.blocked_patterns(),
+                ..LaunchOptions::new(settings.chromium_path.clone(), settings.mode)
             };
             let browser = Browser::launch(&url, profile, &options)
                 .await
@@ -673,6 +696,7 @@ impl<'a> Run<'a> {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.inner.metrics.browser_launches.inc();
             self.slot.browser = Some(browser);
+            self.slot.site_data_stale = true;
         }
         let patterns = self.blocked_patterns();
         let blocked = match self.slot.browser.as_mut() {
@@ -682,6 +706,62 @@ impl<'a> Run<'a> {
         if let Err(err) = blocked {
             return self.recover_browser(&err).await;
         }
+        Ok(())
+    }
+
+    /// Session hygiene (DESIGN §5): before the first page of a new exit IP or a new
+    /// browser, the mall's cookies and storage are cleared, so anti-bot cookies one IP
+    /// earned are never presented from another. The warm-up is visited again.
+    async fn forget_other_ips_site_data(&mut self) -> Result<(), JobError> {
+        if !self.slot.site_data_stale {
+            return Ok(());
+        }
+        let origins = site_origins(self.profile);
+        let cleared = match self.slot.browser.as_mut() {
+            Some(browser) => {
+                browser.warmed.clear();
+                browser.clear_site_data(&origins).await
+            }
+            None => return Ok(()),
+        };
+        match cleared {
+            Ok(()) => {
+                debug!(
+                    origins = origins.len(),
+                    "site data of other exit IPs cleared"
+                );
+                self.slot.site_data_stale = false;
+                Ok(())
+            }
+            Err(err) => self.recover_browser(&err).await,
+        }
+    }
+
+    /// Per-IP pacing: waits until the exit IP's last page load is at least the node's
+    /// `ip_page_gap` old, plus up to half of it again at random (never past the job's
+    /// deadline). Direct mode has no IP session and is not paced.
+    async fn pace_ip(&mut self) -> Result<(), JobError> {
+        let gap = self.inner.settings.ip_page_gap;
+        let Some(last) = self.slot.ip.as_ref().and_then(|ip| ip.last_page) else {
+            return Ok(());
+        };
+        if gap.is_zero() {
+            return Ok(());
+        }
+        let jitter = gap.mul_f64(fastrand::f64() * 0.5);
+        let until = last + gap + jitter;
+        let now = Instant::now();
+        if until <= now {
+            return Ok(());
+        }
+        if until >= self.deadline {
+            return Err(JobError::new(
+                ErrorClass::Deadline,
+                "the exit IP's page gap ends after the job's deadline",
+            ));
+        }
+        debug!(wait = ?(until - now), "pacing page loads on this exit IP");
+        tokio::time::sleep_until(until).await;
         Ok(())
     }
 
@@ -796,6 +876,7 @@ impl<'a> Run<'a> {
                         )));
                     }
                     info!(port = grant.port, budget, "ip session started");
+                    self.slot.site_data_stale = true;
                     self.ports_used += 1;
                     self.slot.ip = Some(IpSession::new(
                         grant,
@@ -920,4 +1001,32 @@ fn kind_str(kind: RoundKind) -> &'static str {
         RoundKind::Broad => "broad",
         RoundKind::Llm => "llm",
     }
+}
+
+/// The origins (`scheme://host[:port]`) of a profile's URLs: what its cookies and storage
+/// are kept under.
+fn site_origins(profile: &pb::SiteProfile) -> Vec<String> {
+    let mut origins: Vec<String> = Vec::new();
+    for url in [
+        &profile.search_url_template,
+        &profile.price_sort_url_template,
+        &profile.warmup_url,
+    ] {
+        let Some(rest) = url
+            .strip_prefix("https://")
+            .map(|r| ("https", r))
+            .or_else(|| url.strip_prefix("http://").map(|r| ("http", r)))
+        else {
+            continue;
+        };
+        let host = rest.1.split(['/', '?', '#']).next().unwrap_or_default();
+        if host.is_empty() || host.contains('{') {
+            continue;
+        }
+        let origin = format!("{}://{host}", rest.0);
+        if !origins.contains(&origin) {
+            origins.push(origin);
+        }
+    }
+    origins
 }

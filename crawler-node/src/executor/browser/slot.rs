@@ -36,6 +36,8 @@ pub(super) struct IpSession {
     pub(super) blocked: u32,
     /// The last job that used it.
     pub(super) job_id: i64,
+    /// When a page was last loaded through it (per-IP pacing).
+    pub(super) last_page: Option<Instant>,
 }
 
 impl IpSession {
@@ -51,6 +53,7 @@ impl IpSession {
             ok: 0,
             blocked: 0,
             job_id,
+            last_page: None,
         }
     }
 
@@ -101,6 +104,10 @@ pub(super) struct Slot {
     pub(super) relay: Option<Relay>,
     pub(super) ip: Option<IpSession>,
     pub(super) suspect: bool,
+    /// The browser may hold cookies and storage another exit IP earned: it started (its
+    /// profile directory keeps them across restarts) or its IP changed since. Cleared
+    /// before its next page (DESIGN §5 "Session hygiene").
+    pub(super) site_data_stale: bool,
 }
 
 impl Slot {
@@ -112,6 +119,7 @@ impl Slot {
             relay: None,
             ip: None,
             suspect: false,
+            site_data_stale: true,
         }
     }
 

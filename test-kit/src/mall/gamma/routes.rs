@@ -20,9 +20,9 @@ use crate::mall::gamma::{
     page_count, results,
 };
 use crate::mall::markup::GAMMA_MARKUP;
-use crate::mall::routes::{exit_label, no_store, not_found, slow_delay};
+use crate::mall::routes::{cookie_value, exit_label, no_store, not_found, slow_delay};
 use crate::mall::state::{Gate, Verdict};
-use crate::mall::{Shared, pages};
+use crate::mall::{Shared, pages, wall};
 
 pub(crate) fn routes() -> Router<Arc<Shared>> {
     Router::new()
@@ -52,18 +52,6 @@ fn base_url(shared: &Shared, headers: &HeaderMap) -> String {
     }
 }
 
-/// The value of the clearance cookie, if the request carries one.
-fn clearance(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == GAMMA_MARKUP.clearance_cookie)
-        .map(|(_, value)| value.to_owned())
-}
-
 #[derive(Debug, Deserialize)]
 struct PageParams {
     #[serde(default)]
@@ -82,9 +70,13 @@ async fn search_page(
         tracing::info!(mall.style = %shared.style, exit = %exit, "search blocked");
         return no_store(Html(pages::block_page(MallStyle::Gamma)));
     }
+    if let Some(walled) = wall::gate(&shared, &exit, &headers) {
+        return walled;
+    }
     let (page_delay, _) = shared.counters.slow();
     tokio::time::sleep(slow_delay(page_delay, params.slow_ms)).await;
-    match shared.counters.gamma_gate(clearance(&headers).as_deref()) {
+    let clearance = cookie_value(&headers, GAMMA_MARKUP.clearance_cookie);
+    match shared.counters.gamma_gate(clearance.as_deref()) {
         Gate::Restricted => {
             tracing::info!(exit = %exit, "search restricted");
             let mut response = no_store(Html(page::restricted_page()));
