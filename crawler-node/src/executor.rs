@@ -177,6 +177,13 @@ pub trait Executor: Send + Sync + 'static {
     fn is_ready(&self) -> bool {
         true
     }
+
+    /// Whether the node should offer its free slots at all: false while the browser
+    /// self-check has not passed (a browser that gives itself away would only burn exit
+    /// IPs). The node announces 0 free slots until this turns true. Default: true.
+    fn accepts_jobs(&self) -> bool {
+        true
+    }
 }
 
 #[async_trait::async_trait]
@@ -191,5 +198,9 @@ impl<E: Executor + ?Sized> Executor for Arc<E> {
 
     fn is_ready(&self) -> bool {
         (**self).is_ready()
+    }
+
+    fn accepts_jobs(&self) -> bool {
+        (**self).accepts_jobs()
     }
 }

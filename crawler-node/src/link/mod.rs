@@ -173,6 +173,8 @@ pub(crate) struct Link {
     executor: Arc<dyn Executor>,
     /// The executor's drain: `None` before it started, then running, then done.
     executor_drain: ExecutorDrain,
+    /// [`Executor::accepts_jobs`] when the coordinator was last told the free slots.
+    accepting: bool,
 }
 
 enum Exit {
@@ -218,6 +220,7 @@ impl Link {
             connects: 0,
             inbox: inbox.map(|i| i.0),
             desk: ProxyDesk::default(),
+            accepting: executor.accepts_jobs(),
             executor,
             executor_drain: ExecutorDrain::NotStarted,
             config,
@@ -359,6 +362,11 @@ impl Link {
                         conn.last_inbound.elapsed()
                     ))
                 } else {
+                    // The executor started (or stopped) accepting jobs: say what is free.
+                    if self.executor.accepts_jobs() != self.accepting {
+                        self.accepting = self.executor.accepts_jobs();
+                        self.send_credit();
+                    }
                     self.send_heartbeat();
                     return Exit::Continue;
                 }
@@ -657,7 +665,7 @@ impl Link {
     }
 
     fn free_slots(&self) -> u32 {
-        if self.drain.is_some() {
+        if self.drain.is_some() || !self.executor.accepts_jobs() {
             0
         } else {
             self.jobs.free_slots()

@@ -343,7 +343,11 @@ impl Executor for BrowserExecutor {
     fn is_ready(&self) -> bool {
         !self.inner.closed.load(Ordering::SeqCst)
             && self.inner.driver.is_up()
-            && self.inner.identity_checked.load(Ordering::SeqCst)
+            && self.accepts_jobs()
+    }
+
+    fn accepts_jobs(&self) -> bool {
+        self.inner.identity_checked.load(Ordering::SeqCst)
     }
 
     async fn drain(&self) {
