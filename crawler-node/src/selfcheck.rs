@@ -199,7 +199,13 @@ const COLLECT_JS: &str = r#"(async function () {
     return d ? gl.getParameter(d.UNMASKED_VENDOR_WEBGL) + ' | ' + gl.getParameter(d.UNMASKED_RENDERER_WEBGL) : 'no debug info';
   });
   r.webglNative = safe(function () {
-    return /\[native code\]/.test(Function.prototype.toString.call(WebGLRenderingContext.prototype.getParameter));
+    var f = WebGLRenderingContext.prototype.getParameter;
+    return /\[native code\]/.test(Function.prototype.toString.call(f)) && !Object.prototype.hasOwnProperty.call(f, 'prototype');
+  });
+  r.toStringNative = safe(function () {
+    var t = Function.prototype.toString, threw = false;
+    try { t.call({}); } catch (e) { threw = e instanceof TypeError; }
+    return /\[native code\]/.test(t.call(t)) && !Object.prototype.hasOwnProperty.call(t, 'prototype') && threw;
   });
   r.cjkFont = safe(function () {
     function glyph(ch) {
@@ -459,6 +465,11 @@ pub fn evaluate(identity: Option<&Identity>, headers: &HeaderMap, page: &Value) 
     add("WebGL renderer", webgl, leak);
 
     add(
+        "Function.prototype.toString",
+        text(&page["toStringNative"]),
+        (page["toStringNative"] != Value::Bool(true)).then(|| "looks patched".to_owned()),
+    );
+    add(
         "CJK font",
         text(&page["cjkFont"]),
         (page["cjkFont"] != Value::Bool(true)).then(|| "Hangul renders as boxes".to_owned()),
@@ -594,6 +605,7 @@ mod tests {
             "brands": ["Not)A;Brand/8", format!("Chromium/{major}"), format!("Google Chrome/{major}")],
             "uaDataPlatform": "Linux", "notification": "default", "notificationQuery": "prompt",
             "webgl": "Google Inc. (Intel) | ANGLE (Intel, Mesa)", "webglNative": true, "cjkFont": true,
+            "toStringNative": true,
             "cdpRuntime": false,
             "iframe": { "webdriver": false, "userAgent": ua, "languages": ["ko-KR"] },
             "worker": { "webdriver": null, "userAgent": ua, "languages": ["ko-KR", "ko", "en-US", "en"], "timezone": "Asia/Seoul" },

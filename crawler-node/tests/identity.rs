@@ -180,3 +180,136 @@ async fn human_navigation_types_the_query_into_the_home_pages_search_box() {
 
 /// The fixture malls' home-page search box.
 const HOME_SEARCH_INPUT: &str = "form input[name=q]";
+
+/// A plain WebDriver session: Debian's chromedriver as shipped, headless Chromium with
+/// only the flags a container needs — what a scraper gets by default.
+async fn plain_headless_visit(url: &str) -> String {
+    use thirtyfour::{Capabilities, WebDriver};
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut driver_process = tokio::process::Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("lps-plain-{}", std::process::id()));
+    let caps = serde_json::json!({
+        "browserName": "chrome",
+        "goog:chromeOptions": {
+            "binary": CHROMIUM,
+            "args": ["--headless=new", "--no-sandbox", format!("--user-data-dir={}", dir.display())],
+        },
+    });
+    let caps = match caps {
+        serde_json::Value::Object(map) => Capabilities::from(map),
+        _ => unreachable!(),
+    };
+    let server = format!("http://127.0.0.1:{port}");
+    let mut session = None;
+    for _ in 0..50 {
+        let connect = WebDriver::builder(&server, caps.clone())
+            .client(lps_crawler_node::browser::WebDriverHttp::new(
+                Duration::from_secs(60),
+            ))
+            .connect();
+        if let Ok(s) = connect.await {
+            session = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let session = session.expect("a plain chromedriver session");
+    session.goto(url).await.unwrap();
+    // The wall page reports and reloads; give it time to decide.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let html = session.source().await.unwrap_or_default();
+    let _ = session.quit().await;
+    let _ = driver_process.kill().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    html
+}
+
+#[tokio::test]
+async fn the_bot_wall_stops_plain_headless_chromium() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    stack.alpha.set_bot_wall(true);
+    let url = format!(
+        "{}/search?q=%EC%82%BC%EB%8B%A4%EC%88%98",
+        stack.alpha.base_url()
+    );
+    let html = plain_headless_visit(&url).await;
+    let reports = stack.alpha.wall_reports();
+    let exit = reports
+        .exits
+        .values()
+        .next()
+        .expect("the wall saw the browser");
+    assert_eq!(
+        exit.status,
+        lps_test_kit::mall::WallStatus::Blocked,
+        "{reports:?}"
+    );
+    assert!(
+        !exit.header_signals.is_empty() || !exit.client_signals.is_empty(),
+        "{reports:?}"
+    );
+    assert!(!html.contains("삼다수 2L"), "a card got through: {html}");
+    stack.shutdown().await.unwrap();
+}
+
+async fn passes_the_wall(mode: BrowserMode) {
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    stack.alpha.set_bot_wall(true);
+    stack.gamma.set_bot_wall(true);
+    let harness = Harness::build(&format!("wall-{}", mode.as_str()), |mut settings| {
+        settings.mode = mode;
+        BrowserExecutor::new(settings)
+    });
+    let exec = harness.executor.clone();
+    let check = async {
+        for (id, profile, name) in [
+            (1, alpha_profile(&stack.alpha), "제주 삼다수 2L x 12"),
+            (2, gamma_profile(&stack.gamma), "제주 삼다수 2L x 12"),
+        ] {
+            let outcome = run(&exec, job(id, name, profile)).await;
+            let reports = (stack.alpha.wall_reports(), stack.gamma.wall_reports());
+            let (offers, _, _) = expect_found(outcome, &format!("{name} ({reports:?})"));
+            assert!(!offers.is_empty(), "{name}");
+        }
+        for mall in [&stack.alpha, &stack.gamma] {
+            let reports = mall.wall_reports();
+            let exit = reports
+                .exits
+                .values()
+                .next()
+                .expect("the wall saw the browser");
+            assert_eq!(
+                exit.status,
+                lps_test_kit::mall::WallStatus::Cleared,
+                "{} mode: {reports:?}",
+                mode.as_str()
+            );
+            assert!(exit.client_signals.is_empty() && exit.header_signals.is_empty());
+            assert!(exit.walls_served >= 1, "{reports:?}");
+        }
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_nodes_browser_passes_the_bot_wall_headless() {
+    let _serial = common::serial().await;
+    passes_the_wall(BrowserMode::Headless).await;
+}
+
+#[tokio::test]
+async fn the_nodes_browser_passes_the_bot_wall_headful() {
+    let _serial = common::serial().await;
+    passes_the_wall(BrowserMode::Headful).await;
+}

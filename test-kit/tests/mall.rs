@@ -340,3 +340,33 @@ async fn shutdown_releases_the_port() {
     mall.shutdown().await.expect("shutdown");
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 }
+
+#[tokio::test]
+async fn home_page_has_a_search_form_a_person_can_use() {
+    for style in MallStyle::ALL {
+        let mall = mall(style).await;
+        let m = markup(style);
+        let html = get(mall.addr(), "/", &[]).await.text();
+        let id = m
+            .search_input
+            .strip_prefix("input#")
+            .expect("an id selector");
+        assert!(
+            html.contains(r#"<form "#) && html.contains(r#"action="/search" method="get""#),
+            "{style}: {html}"
+        );
+        assert!(
+            html.contains(&format!(r#"<input id="{id}""#)) && html.contains(r#"name="q""#),
+            "{style}: {html}"
+        );
+        assert!(
+            html.contains(r#"<button type="submit""#),
+            "{style}: Enter submits"
+        );
+        // What the browser requests on Enter: `/search?q=…`, served as a search page.
+        let reply = get(mall.addr(), &format!("/search?q={}", enc("삼다수")), &[]).await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(mall.stats().searches.get(DIRECT_EXIT), Some(&1));
+        mall.shutdown().await.expect("shutdown");
+    }
+}

@@ -276,10 +276,11 @@ pub const STEALTH_JS: &str = r#"(function () {
   var VENDOR = %VENDOR%, RENDERER = %RENDERER%;
   var nativeToString = Function.prototype.toString;
   var disguised = new WeakMap();
-  var toString = function toString() {
+  // NB: method shorthand: like a native function it has no `prototype`.
+  var toString = ({ toString() {
     var shown = disguised.get(this);
     return shown !== undefined ? shown : nativeToString.call(this);
-  };
+  } }).toString;
   disguised.set(toString, nativeToString.call(nativeToString));
   try { Object.defineProperty(Function.prototype, 'toString', { value: toString, writable: true, configurable: true, enumerable: false }); } catch (e) {}
   function patch(proto, name, make) {
@@ -294,11 +295,11 @@ pub const STEALTH_JS: &str = r#"(function () {
   [window.WebGLRenderingContext, window.WebGL2RenderingContext].forEach(function (ctx) {
     if (!ctx) { return; }
     patch(ctx.prototype, 'getParameter', function (original) {
-      return function getParameter(p) {
+      return ({ getParameter(p) {
         if (p === 37445) { return VENDOR; }
         if (p === 37446) { return RENDERER; }
         return original.apply(this, arguments);
-      };
+      } }).getParameter;
     });
   });
 })();"#;

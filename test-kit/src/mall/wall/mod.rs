@@ -9,8 +9,9 @@
 //!
 //! Order of decisions for `GET /search`: the exit-IP budget (counted as always; a
 //! blocked exit IP gets the block page), then the wall, then the style's own page (gamma:
-//! restriction, challenge, layout). The wall, for a request whose exit IP (see
-//! [`exit_label`](crate::mall::routes::exit_label)) has no valid clearance cookie:
+//! restriction, challenge, layout). The wall, for a request whose exit IP (the
+//! [`EXIT_IP_HEADER`](crate::EXIT_IP_HEADER) value, see [`crate::mall`]) has no valid
+//! clearance cookie:
 //!
 //! 1. **Headers** ([`HEADER_SIGNALS`]): any signal blocks that exit IP at once (as
 //!    [`MallHandle::block_exit`](crate::mall::MallHandle::block_exit) does) and the block
@@ -88,8 +89,8 @@
 //!
 //! # State
 //!
-//! [`WallBook`] lives inside the mall's one lock ([`crate::mall::state`]); its blocks are
-//! the mall's forced blocks. Nothing is persisted.
+//! The wall's book lives inside the mall's one lock (the mall's `state` module); its
+//! blocks are the mall's forced blocks. Nothing is persisted.
 
 mod headers;
 mod page;

@@ -74,6 +74,17 @@ mod tests {
         path
     }
 
+    /// Removes scratch files, and their directory once the last test has removed its own.
+    fn remove_scratch(paths: &[&PathBuf]) {
+        for path in paths {
+            let _ = std::fs::remove_file(path);
+        }
+        if let Some(dir) = paths.first().and_then(|p| p.parent()) {
+            // NB: fails while another test's files are still there, which is fine.
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+
     #[test]
     fn script_is_valid_javascript() {
         let Some(node) = node() else {
@@ -86,6 +97,7 @@ mod tests {
             .arg(&path)
             .output()
             .expect("run node");
+        remove_scratch(&[&path]);
         assert!(
             out.status.success(),
             "node --check: {}",
@@ -97,7 +109,7 @@ mod tests {
     /// it POSTed and whether it then reloaded.
     fn run_in_node(env: &str) -> Option<(serde_json::Value, bool)> {
         let node = node()?;
-        let script = scratch("wall.js", WALL_SCRIPT);
+        let script = scratch(&format!("wall-{env}.js"), WALL_SCRIPT);
         let harness = scratch(&format!("harness-{env}.js"), HARNESS);
         let out = Command::new(node)
             .arg(&harness)
@@ -106,6 +118,7 @@ mod tests {
             .env("TZ", "Asia/Seoul")
             .output()
             .expect("run node");
+        remove_scratch(&[&script, &harness]);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
