@@ -185,6 +185,11 @@ pub struct Config {
     #[arg(long, env = "LPS_BROWSER_MODE", value_enum, default_value_t = BrowserMode::Headless)]
     pub browser_mode: BrowserMode,
 
+    /// Show the browser identity (DESIGN §5). `false` only to measure what it costs: the
+    /// browser then gives itself away as plain headless Chromium.
+    #[arg(long, env = "LPS_BROWSER_STEALTH", default_value_t = true, action = clap::ArgAction::Set)]
+    pub browser_stealth: bool,
+
     /// Xvfb binary for headful mode.
     #[arg(long, env = "LPS_XVFB_PATH", default_value = DEFAULT_XVFB_PATH)]
     pub xvfb_path: PathBuf,
@@ -286,6 +291,7 @@ impl Config {
             proxy_mode: ProxyMode::Coordinator,
             block_resources: true,
             browser_mode: BrowserMode::Headless,
+            browser_stealth: true,
             xvfb_path: PathBuf::from(DEFAULT_XVFB_PATH),
             ip_page_gap: parse_default(DEFAULT_IP_PAGE_GAP),
             allow_browser_leaks: false,

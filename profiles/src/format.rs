@@ -1119,6 +1119,66 @@ mod tests {
     }
 
     #[test]
+    fn human_navigation_is_read_and_checked() {
+        let good = alpha();
+        let human = format!(
+            "{good}\n[navigation]\nmode = \"human\"\nhome_url = \"http://127.0.0.1:18081/home\"\nsearch_input = \"form input[name=q]\"\ntyping = \"10ms..50ms\"\n"
+        );
+        let nav = parse("alpha.toml", &human)
+            .unwrap()
+            .wire
+            .navigation
+            .unwrap();
+        assert!(nav.human);
+        assert_eq!(nav.search_input_selector, "form input[name=q]");
+        assert_eq!(
+            nav.key_delay_max,
+            Some(model::duration_to_pb(Duration::from_millis(50)))
+        );
+        assert_eq!(
+            nav.dwell_min,
+            Some(model::duration_to_pb(DEFAULT_DWELL.0)),
+            "dwell defaults"
+        );
+        let direct = format!("{good}\n[navigation]\nmode = \"direct\"\n");
+        assert!(
+            parse("alpha.toml", &direct)
+                .unwrap()
+                .wire
+                .navigation
+                .is_none()
+        );
+        let cases = [
+            (
+                human.replace("mode = \"human\"", "mode = \"robot\""),
+                "navigation.mode",
+            ),
+            (
+                human.replace("http://127.0.0.1:18081/home", "home"),
+                "navigation.home_url",
+            ),
+            (
+                human.replace("form input[name=q]", "input["),
+                "navigation.search_input",
+            ),
+            (
+                human.replace("search_input = \"form input[name=q]\"\n", ""),
+                "navigation.search_input",
+            ),
+            (
+                human.replace("10ms..50ms", "50ms..10ms"),
+                "navigation.typing",
+            ),
+            (human.replace("10ms..50ms", "fast"), "navigation.typing"),
+            (format!("{human}dwell = \"1s..2m\"\n"), "navigation.dwell"),
+        ];
+        for (text, field) in cases {
+            let e = parse("alpha.toml", &text).unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+        }
+    }
+
+    #[test]
     fn a_vocabulary_table_adds_words_for_the_mall() {
         use crate::vocabulary::{Lexicon, UnitKind};
         use pb::{unit_word::Dimension, variant_kind::WhenSilent};

@@ -91,6 +91,10 @@ pub struct LaunchOptions {
     /// The identity to show (`None`: Chromium's own user agent, as when its version could
     /// not be read).
     pub identity: Option<Identity>,
+    /// Apply the identity at all (flags, CDP overrides, document-start script). Off only
+    /// to measure what it costs (`LPS_BROWSER_STEALTH=false`): the browser then shows
+    /// itself as plain headless Chromium.
+    pub stealth: bool,
 }
 
 impl LaunchOptions {
@@ -104,6 +108,7 @@ impl LaunchOptions {
             proxy: None,
             blocked: Vec::new(),
             mode,
+            stealth: true,
         }
     }
 }
@@ -170,7 +175,9 @@ impl Browser {
         // Before any page script runs, on every document of the session: the identity
         // (client hints, languages, timezone, WebGL), and the recorder of what the page's
         // own fetch/XHR calls answer (for `captured_json` card sources).
-        if let Err(err) = browser.set_up_identity(options.identity.as_ref()).await {
+        if options.stealth
+            && let Err(err) = browser.set_up_identity(options.identity.as_ref()).await
+        {
             browser.kill().await;
             return Err(err);
         }
@@ -402,7 +409,14 @@ impl Browser {
 
 fn capabilities(dir: &std::path::Path, options: &LaunchOptions) -> Capabilities {
     let mut args: Vec<String> = QUIET_FLAGS.iter().map(|s| (*s).to_owned()).collect();
-    args.extend(identity::flags(options.identity.as_ref(), options.mode));
+    if options.stealth {
+        args.extend(identity::flags(options.identity.as_ref(), options.mode));
+    } else {
+        if options.mode == BrowserMode::Headless {
+            args.push("--headless=new".to_owned());
+        }
+        args.push("--lang=ko-KR".to_owned());
+    }
     args.push(format!("--user-data-dir={}", dir.display()));
     match options.proxy {
         Some(relay) => {

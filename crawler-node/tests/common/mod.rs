@@ -168,6 +168,7 @@ impl Harness {
             xvfb_path: "/usr/bin/Xvfb".into(),
             // NB: tests that pace page loads set a gap of their own.
             ip_page_gap: std::time::Duration::ZERO,
+            stealth: true,
         };
         (settings, root)
     }

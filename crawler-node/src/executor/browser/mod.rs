@@ -106,6 +106,8 @@ pub struct BrowserSettings {
     pub xvfb_path: PathBuf,
     /// Least time between two page loads on one exit IP (0: no pacing).
     pub ip_page_gap: Duration,
+    /// Show the browser identity (always, but to measure its cost).
+    pub stealth: bool,
 }
 
 impl BrowserSettings {
@@ -130,6 +132,7 @@ impl BrowserSettings {
             mode: config.browser_mode,
             xvfb_path: config.xvfb_path.clone(),
             ip_page_gap: config.ip_page_gap,
+            stealth: config.browser_stealth,
         }
     }
 }

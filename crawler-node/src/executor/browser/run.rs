@@ -686,6 +686,7 @@ impl<'a> Run<'a> {
                 extra_args: settings.chromium_args.clone(),
                 proxy: self.slot.relay.as_ref().map(Relay::addr),
                 blocked: self.blocked_patterns(),
+                stealth: settings.stealth,
                 ..LaunchOptions::new(settings.chromium_path.clone(), settings.mode)
             };
             let browser = Browser::launch(&url, profile, &options)
