@@ -211,6 +211,8 @@ impl<'a> Run<'a> {
         }
         self.ensure_ip().await?;
         if self.api_source().is_none() {
+            // NB: before the warm-up, so the cookies it earns are this exit IP's.
+            self.forget_other_ips_site_data().await?;
             self.warm_up().await;
         }
         let rounds = judge::rounds(query);
