@@ -80,6 +80,7 @@ fn hello(node_id: &str, running: Vec<pb::HeldJob>) -> pb::Hello {
         version: "test".into(),
         running,
         held_ports: vec![],
+        instance: String::new(),
     }
 }
 
@@ -620,5 +621,193 @@ async fn layout_failures_go_dead_at_once_are_counted_and_page_once(pool: PgPool)
     );
 
     heartbeats.abort();
+    running.shutdown().await;
+}
+
+/// A lease belongs to the node that holds it: another node with a valid node token cannot
+/// complete, fail or hand back its job (epochs are small integers anyone can guess).
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn another_nodes_forged_reports_are_stale_and_the_real_result_kept(pool: PgPool) {
+    let running = coordinator(&pool, "15s").await;
+    let mut owner = open(running.grpc_addr, NODE_TOKEN, hello("owner", vec![]))
+        .await
+        .unwrap();
+    let Out::Welcome(_) = owner.next().await else {
+        panic!("expected welcome")
+    };
+    owner.send(In::Credit(pb::Credit { free_slots: 1 })).await;
+    let job_id = enqueue(&running, "제주 삼다수 2L x 12").await;
+    let Out::Assign(assign) = owner.next_event().await else {
+        panic!("expected assign")
+    };
+    assert_eq!(assign.job_id, job_id);
+
+    let mut forger = open(running.grpc_addr, NODE_TOKEN, hello("zombie", vec![]))
+        .await
+        .unwrap();
+    let Out::Welcome(_) = forger.next().await else {
+        panic!("expected welcome")
+    };
+    // A forged "found" at price 1, a forged failure and a forged hand-back: all stale.
+    forger
+        .send(found(
+            1,
+            job_id,
+            vec![wire_offer(1, 0, pb::ShippingStatus::Free)],
+        ))
+        .await;
+    forger
+        .send(In::Failure(pb::JobFailure {
+            report_seq: 2,
+            job_id,
+            lease_epoch: assign.lease_epoch,
+            class: pb::ErrorClass::Permanent as i32,
+            message: "forged".into(),
+            ..Default::default()
+        }))
+        .await;
+    forger
+        .send(In::HandBack(pb::JobHandBack {
+            report_seq: 3,
+            job_id,
+            lease_epoch: assign.lease_epoch,
+            reason: "forged".into(),
+        }))
+        .await;
+    for seq in 1..=3 {
+        let Out::Ack(ack) = forger.next_event().await else {
+            panic!("expected ack")
+        };
+        assert_eq!(
+            (ack.report_seq, ack.status),
+            (seq, pb::AckStatus::Stale as i32),
+            "forged report {seq}"
+        );
+    }
+    let (state, attempts): (String, i32) =
+        sqlx::query_as("select state::text, attempts::int from job where job_id = $1")
+            .bind(job_id)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        (state.as_str(), attempts),
+        ("running", 0),
+        "the forgery changed the job"
+    );
+
+    // The real node's result is applied and kept.
+    owner
+        .send(found(
+            1,
+            job_id,
+            vec![wire_offer(12_900, 0, pb::ShippingStatus::Free)],
+        ))
+        .await;
+    let Out::Ack(ack) = owner.next_event().await else {
+        panic!("expected ack")
+    };
+    assert_eq!(ack.status, pb::AckStatus::Applied as i32);
+    let prices: Vec<i64> = sqlx::query_scalar("select price from offer where job_id = $1")
+        .bind(job_id)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(prices, [12_900]);
+    let stale: i64 = sqlx::query_scalar(
+        "select count(*) from stale_report where job_id = $1 and node_id = 'zombie'",
+    )
+    .bind(job_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(stale, 3);
+    running.shutdown().await;
+}
+
+fn hello_of(node_id: &str, instance: &str) -> pb::Hello {
+    pb::Hello {
+        instance: instance.into(),
+        ..hello(node_id, vec![])
+    }
+}
+
+/// Two live node processes with one node id: the second is refused with a status naming
+/// the id and the clash, and nothing of the first's is reclaimed; the same process
+/// reconnecting replaces its own stream.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_second_process_with_the_same_node_id_is_refused_and_nothing_reclaimed(pool: PgPool) {
+    let running = coordinator(&pool, "15s").await;
+    let mut first = open(running.grpc_addr, NODE_TOKEN, hello_of("host-a", "111-aaa"))
+        .await
+        .unwrap();
+    let Out::Welcome(_) = first.next().await else {
+        panic!("expected welcome")
+    };
+    first.send(In::Credit(pb::Credit { free_slots: 1 })).await;
+    let job_id = enqueue(&running, "제주 삼다수 2L x 12").await;
+    let Out::Assign(assign) = first.next_event().await else {
+        panic!("expected assign")
+    };
+
+    // Another process, same id: refused, with the id and the clash in the status.
+    let mut second = open(running.grpc_addr, NODE_TOKEN, hello_of("host-a", "222-bbb"))
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), second.rx.message())
+        .await
+        .expect("an answer")
+        .expect_err("refused");
+    assert_eq!(status.code(), tonic::Code::AlreadyExists, "{status:?}");
+    assert!(
+        status.message().contains("\"host-a\"") && status.message().contains("111-aaa"),
+        "{status:?}"
+    );
+    // The first stream still owns its job: renewed, not reclaimed, no attempt charged.
+    first
+        .send(In::Heartbeat(pb::Heartbeat {
+            running: vec![pb::JobProgress {
+                job_id,
+                lease_epoch: assign.lease_epoch,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }))
+        .await;
+    let Out::HeartbeatAck(ack) = first.next().await else {
+        panic!("expected heartbeat ack")
+    };
+    assert_eq!(ack.extended.len(), 1, "{ack:?}");
+    let (state, attempts, reclaims): (String, i32, i64) = sqlx::query_as(
+        "select j.state::text, j.attempts::int, (select count(*) from job_attempt a where a.job_id = j.job_id)
+         from job j where j.job_id = $1",
+    )
+    .bind(job_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((state.as_str(), attempts, reclaims), ("running", 0, 0));
+
+    // The same process reconnecting (a new stream, its job in Hello) replaces its own.
+    let mut again = open(
+        running.grpc_addr,
+        NODE_TOKEN,
+        pb::Hello {
+            instance: "111-aaa".into(),
+            ..hello(
+                "host-a",
+                vec![pb::HeldJob {
+                    job_id,
+                    lease_epoch: assign.lease_epoch,
+                }],
+            )
+        },
+    )
+    .await
+    .unwrap();
+    let Out::Welcome(welcome) = again.next().await else {
+        panic!("expected welcome")
+    };
+    assert_eq!(welcome.reattached.len(), 1, "{welcome:?}");
     running.shutdown().await;
 }

@@ -74,6 +74,7 @@ async fn welcome(addr: std::net::SocketAddr, node_id: &str) -> pb::Welcome {
             version: "test".into(),
             running: vec![],
             held_ports: vec![],
+            instance: String::new(),
         })),
     })
     .await

@@ -573,12 +573,19 @@ impl FromStr for MallList {
 pub fn default_node_id() -> String {
     let from_proc = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
     let from_env = std::env::var("HOSTNAME").ok();
-    from_proc
+    let host: String = from_proc
         .into_iter()
         .chain(from_env)
         .map(|name| name.trim().to_owned())
         .find(|name| !name.is_empty())
         .unwrap_or_else(|| "crawler-node".to_owned())
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || "._-".contains(*c))
+        .take(MAX_NODE_ID_CHARS - 11)
+        .collect();
+    // NB: with the pid, two nodes on one host do not share an id (a pod's node is pid 1,
+    // so its id stays the pod name's `-1`).
+    format!("{host}-{}", std::process::id())
 }
 
 #[cfg(test)]

@@ -109,6 +109,11 @@ pub enum NodeError {
     },
 }
 
+/// This node process (random per start): sent in every Hello, so the coordinator tells a
+/// reconnect of this process from another process using the same node id.
+pub static INSTANCE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("{}-{:016x}", std::process::id(), fastrand::u64(..)));
+
 /// State shared by the link (the writer) and every [`NodeHandle`] (readers).
 pub(crate) struct Shared {
     pub(crate) node_id: String,

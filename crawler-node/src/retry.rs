@@ -37,8 +37,10 @@ pub fn decide(code: Code) -> Decision {
         | Code::Unimplemented => Decision::Fatal,
         // The coordinator went away, restarted, is overloaded, or closed the stream for a
         // reason of its own (OK without a Goodbye of ours); or the transport broke
-        // (tonic reports those as Unknown/Internal/Unavailable). `AlreadyExists` would be
-        // the coordinator still holding our previous stream, which ends by itself.
+        // (tonic reports those as Unknown/Internal/Unavailable). `AlreadyExists` is another
+        // live node process with our node id: it may be our own previous process whose
+        // stream the coordinator has not seen end yet (which ends by itself), so retry —
+        // bounded by the reconnect deadline, the status naming the clash each time.
         // `NotFound` and `OutOfRange` are not used by NodeService: nothing says they are
         // permanent, so they get the benefit of the doubt (bounded by the deadline).
         Code::Ok

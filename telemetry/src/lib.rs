@@ -109,7 +109,13 @@ pub fn init(service_name: &str, format: LogFormat) -> Result<Telemetry, Error> {
         .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer(service_name.to_owned())));
     let registry = tracing_subscriber::registry().with(filter).with(otel);
     let installed = match format {
-        LogFormat::Text => registry.with(tracing_subscriber::fmt::layer()).try_init(),
+        // NB: colour codes only for a terminal: a log file or collector gets plain text.
+        LogFormat::Text => registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout())),
+            )
+            .try_init(),
         LogFormat::Json => registry
             .with(tracing_subscriber::fmt::layer().json().flatten_event(true))
             .try_init(),

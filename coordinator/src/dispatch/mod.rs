@@ -71,13 +71,25 @@ pub enum Command {
 struct Entry {
     session_id: Uuid,
     commands: mpsc::Sender<Command>,
+    /// The node process the stream comes from (`None`: an older node).
+    instance: Option<String>,
+    connected: std::time::Instant,
+}
+
+/// Another node process holds a live stream with the same node id.
+#[derive(Debug, Clone)]
+pub struct Clash {
+    /// The instance of the live stream.
+    pub instance: String,
+    /// How long it has been connected.
+    pub connected_for: std::time::Duration,
 }
 
 enum RegistryMsg {
     Register {
         node_id: String,
         entry: Entry,
-        previous: oneshot::Sender<Option<Entry>>,
+        previous: oneshot::Sender<Result<Option<Entry>, Clash>>,
     },
     Unregister {
         node_id: String,
@@ -117,7 +129,25 @@ impl Registry {
                 while let Some(msg) = rx.recv().await {
                     match msg {
                         RegistryMsg::Register { node_id, entry, previous } => {
-                            let _ = previous.send(nodes.insert(node_id, entry));
+                            // A live stream of another process with this id is not
+                            // replaced: two processes sharing an id would take each other's
+                            // jobs back in a loop. The same process reconnecting replaces
+                            // its own stream.
+                            let clash = nodes.get(&node_id).and_then(|old| {
+                                let (Some(old_instance), Some(new)) = (&old.instance, &entry.instance)
+                                else {
+                                    return None;
+                                };
+                                (old_instance != new && !old.commands.is_closed()).then(|| Clash {
+                                    instance: old_instance.clone(),
+                                    connected_for: old.connected.elapsed(),
+                                })
+                            });
+                            let answer = match clash {
+                                Some(clash) => Err(clash),
+                                None => Ok(nodes.insert(node_id, entry)),
+                            };
+                            let _ = previous.send(answer);
                         }
                         RegistryMsg::Unregister { node_id, session_id } => {
                             if nodes.get(&node_id).is_some_and(|e| e.session_id == session_id) {
@@ -150,7 +180,8 @@ impl Registry {
         Self { tx }
     }
 
-    async fn register(&self, node_id: &str, entry: Entry) -> Option<Entry> {
+    /// Registers a session; the entry it replaced, or the clash that refused it.
+    async fn register(&self, node_id: &str, entry: Entry) -> Result<Option<Entry>, Clash> {
         let (previous, rx) = oneshot::channel();
         let msg = RegistryMsg::Register {
             node_id: node_id.to_owned(),
@@ -158,9 +189,9 @@ impl Registry {
             previous,
         };
         if self.tx.send(msg).await.is_err() {
-            return None;
+            return Ok(None);
         }
-        rx.await.ok().flatten()
+        rx.await.unwrap_or(Ok(None))
     }
 
     async fn unregister(&self, node_id: &str, session_id: Uuid) {

@@ -101,16 +101,37 @@ pub async fn run(
 ) {
     let (commands_tx, mut commands) = mpsc::channel(256);
     let node_id = hello.node_id.clone();
-    let previous = d
+    let registered = d
         .registry
         .register(
             &node_id,
             Entry {
                 session_id,
                 commands: commands_tx,
+                instance: hello.instance.clone(),
+                connected: std::time::Instant::now(),
             },
         )
         .await;
+    let previous = match registered {
+        Ok(previous) => previous,
+        Err(clash) => {
+            // NB: nothing of the node's is touched: its jobs belong to the live stream.
+            warn!(
+                node.instance = hello.instance.as_deref().unwrap_or_default(),
+                live.instance = %clash.instance,
+                live.connected_for = ?clash.connected_for,
+                "a second node process uses this node id; refused"
+            );
+            let _ = out
+                .send(Err(Status::already_exists(format!(
+                    "node id {node_id:?} is already connected from another node process (instance {}, connected {:?} ago); every node needs its own LPS_NODE_ID",
+                    clash.instance, clash.connected_for
+                ))))
+                .await;
+            return;
+        }
+    };
     if let Some(previous) = previous {
         let _ = previous.commands.try_send(Command::Replaced);
     }

@@ -388,7 +388,7 @@ impl Queue {
 
     /// Renews the leases `node` still holds, never past their deadlines. Returns the renewed
     /// ones; a lease missing from the answer is lost and its job must stop.
-    #[instrument(name = "queue.renew", skip_all, fields(node.id = %node, jobs = leases.len()), err)]
+    #[instrument(name = "queue.renew", skip_all, fields(node.id = %node, jobs = leases.len()), err(level = "info"))]
     pub async fn renew_if_leased(
         &self,
         node: &str,
@@ -544,7 +544,7 @@ impl Queue {
 
     /// Fails one attempt: retried after backoff while the class is retryable and attempts
     /// are left, else dead. [`Error::LeaseLost`] when the lease is no longer current.
-    #[instrument(name = "queue.fail", skip_all, fields(job.id = failure.lease.job_id, class = failure.class.as_str()), err)]
+    #[instrument(name = "queue.fail", skip_all, fields(job.id = failure.lease.job_id, class = failure.class.as_str()), err(level = "info"))]
     pub async fn fail_if_leased(&self, node: &str, failure: &JobFailure) -> Result<Failed, Error> {
         let row = sqlx::query_file!(
             "src/queue/sql/fail.sql",
@@ -573,7 +573,7 @@ impl Queue {
 
     /// Hands a lease back (a draining node will not finish it): queued again at once, no
     /// attempt or reclaim counted.
-    #[instrument(name = "queue.hand_back", skip_all, fields(job.id = lease.job_id, node.id = %node), err)]
+    #[instrument(name = "queue.hand_back", skip_all, fields(job.id = lease.job_id, node.id = %node), err(level = "info"))]
     pub async fn hand_back_if_leased(&self, node: &str, lease: Lease) -> Result<(), Error> {
         sqlx::query_file!(
             "src/queue/sql/hand_back.sql",
@@ -701,7 +701,7 @@ impl Queue {
 
     /// Cancels jobs: queued ones in place, running ones with their lease ended now. Returns
     /// what was cancelled, with the node of each running one so it can be told to stop.
-    #[instrument(name = "queue.cancel", skip_all, fields(jobs = job_ids.len()), err)]
+    #[instrument(name = "queue.cancel", skip_all, fields(jobs = job_ids.len()), err(level = "info"))]
     pub async fn cancel(&self, job_ids: &[i64]) -> Result<Vec<Cancelled>, Error> {
         let rows = sqlx::query_file!("src/queue/sql/cancel.sql", job_ids, self.now)
             .fetch_all(&self.pool)

@@ -84,7 +84,7 @@ impl Searches {
     }
 
     /// A search's status; [`Error::NotFound`] for an unknown id.
-    #[instrument(name = "search.status", skip_all, fields(search.id = search_id), err)]
+    #[instrument(name = "search.status", skip_all, fields(search.id = search_id), err(level = "info"))]
     pub async fn status(&self, search_id: i64) -> Result<SearchStatus, Error> {
         let rows = sqlx::query_file!(
             "src/search/sql/status.sql",
@@ -146,7 +146,7 @@ impl Searches {
     }
 
     /// One job; [`Error::NotFound`] for an unknown id.
-    #[instrument(name = "search.job", skip_all, fields(job.id = job_id), err)]
+    #[instrument(name = "search.job", skip_all, fields(job.id = job_id), err(level = "info"))]
     pub async fn job(&self, job_id: i64) -> Result<JobInfo, Error> {
         let r = sqlx::query_file!("src/search/sql/job.sql", job_id)
             .fetch_optional(self.pool())
@@ -194,7 +194,7 @@ impl Searches {
 
     /// A product's recorded answers, newest first: at most `limit` (1..=1000) entries
     /// recorded at or after `since` (default: 30 days ago).
-    #[instrument(name = "search.price_history", skip_all, err)]
+    #[instrument(name = "search.price_history", skip_all, err(level = "info"))]
     pub async fn price_history(
         &self,
         product: &ProductSpec,
@@ -241,7 +241,7 @@ impl Searches {
     ///
     /// NB: a failure to send the node messages is logged, not returned: the jobs are already
     /// cancelled in the database, so the node's next heartbeat is answered with the cancel.
-    #[instrument(name = "search.cancel", skip_all, fields(search.id = search_id), err)]
+    #[instrument(name = "search.cancel", skip_all, fields(search.id = search_id), err(level = "info"))]
     pub async fn cancel(&self, search_id: i64) -> Result<CancelReport, Error> {
         let mut tx = self.pool().begin().await?;
         sqlx::query_file!("src/search/sql/cancel_mark.sql", search_id, self.now)
@@ -295,7 +295,7 @@ impl Searches {
     /// Puts dead jobs back in the queue with fresh attempts. Per product and mall only the
     /// newest dead job is retried, and none whose key already has an active job. Returns
     /// the ids of the requeued jobs.
-    #[instrument(name = "search.retry_dead", skip_all, err)]
+    #[instrument(name = "search.retry_dead", skip_all, err(level = "info"))]
     pub async fn retry_dead(&self, filter: &RetryDeadFilter) -> Result<Vec<i64>, Error> {
         if filter.job_ids.len() > MAX_RETRY_IDS {
             return Err(FieldError::new(
@@ -334,7 +334,7 @@ impl Searches {
     }
 
     /// Connected nodes with the jobs they run.
-    #[instrument(name = "search.nodes", skip_all, err)]
+    #[instrument(name = "search.nodes", skip_all, err(level = "info"))]
     pub async fn nodes(&self) -> Result<Vec<NodeInfo>, Error> {
         let rows = sqlx::query_file!("src/search/sql/nodes.sql")
             .fetch_all(self.pool())
@@ -358,7 +358,7 @@ impl Searches {
     }
 
     /// Enabled proxy ports with their state now.
-    #[instrument(name = "search.proxy_ports", skip_all, err)]
+    #[instrument(name = "search.proxy_ports", skip_all, err(level = "info"))]
     pub async fn proxy_ports(&self) -> Result<Vec<ProxyPortInfo>, Error> {
         let rows = sqlx::query_file!("src/search/sql/proxy_ports.sql", self.now)
             .fetch_all(self.pool())
@@ -385,7 +385,7 @@ impl Searches {
     }
 
     /// The nodes' and proxies' figures of the ops snapshot.
-    #[instrument(name = "search.fleet_ops", skip_all, err)]
+    #[instrument(name = "search.fleet_ops", skip_all, err(level = "info"))]
     pub async fn fleet_ops(&self) -> Result<FleetOps, Error> {
         let r = sqlx::query_file!("src/search/sql/fleet_ops.sql", self.now)
             .fetch_one(self.pool())

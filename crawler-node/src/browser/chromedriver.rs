@@ -245,6 +245,9 @@ impl ChromeDriver {
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
         let pid = child.id().unwrap_or_default();
+        if let Err(e) = process::die_with_node(pid) {
+            warn!(error = %e, "cannot start the watchdog that kills chromedriver with the node");
+        }
         let url = format!("http://127.0.0.1:{port}");
         let status: Uri = format!("{url}/status")
             .parse()

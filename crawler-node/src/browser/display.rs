@@ -100,6 +100,9 @@ impl Display {
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", self.xvfb.display()))?;
         let pid = child.id().unwrap_or_default();
+        if let Err(e) = process::die_with_node(pid) {
+            warn!(error = %e, "cannot start the watchdog that kills Xvfb with the node");
+        }
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Ok(Some(exit)) = child.try_wait() {

@@ -446,6 +446,7 @@ impl Link {
                 })
                 .collect(),
             held_ports: self.desk.held_ports(),
+            instance: crate::node::INSTANCE.clone(),
         }
     }
 

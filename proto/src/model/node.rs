@@ -542,6 +542,8 @@ pub struct Hello {
     pub version: String,
     pub running: Vec<Lease>,
     pub held_ports: Vec<u16>,
+    /// The node process (`None`: an older node that does not say).
+    pub instance: Option<String>,
 }
 
 impl TryFrom<pb::Hello> for Hello {
@@ -550,6 +552,17 @@ impl TryFrom<pb::Hello> for Hello {
     /// Does not check `protocol_version`: that decides a different status.
     fn try_from(h: pb::Hello) -> Result<Self, FieldError> {
         check_len("node_id", &h.node_id, 128)?;
+        if h.instance.len() > 64
+            || !h
+                .instance
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        {
+            return Err(FieldError::new(
+                "instance",
+                "at most 64 letters, digits, '.', '_' and '-'",
+            ));
+        }
         if !h
             .node_id
             .bytes()
@@ -593,6 +606,7 @@ impl TryFrom<pb::Hello> for Hello {
                 })
                 .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
+            instance: Some(h.instance).filter(|i| !i.is_empty()),
             node_id: h.node_id,
             slots: h.slots,
             malls,
@@ -741,8 +755,15 @@ mod tests {
                 lease_epoch: 2,
             }],
             held_ports: vec![10_001],
+            instance: "4242-00ab".into(),
         };
         let hello = Hello::try_from(good.clone()).unwrap();
+        assert_eq!(hello.instance.as_deref(), Some("4242-00ab"));
+        let bad_instance = pb::Hello {
+            instance: "no spaces".into(),
+            ..good.clone()
+        };
+        assert_eq!(Hello::try_from(bad_instance).unwrap_err().field, "instance");
         assert_eq!(
             hello.running,
             vec![Lease {

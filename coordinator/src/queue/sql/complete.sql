@@ -1,4 +1,5 @@
--- Complete a batch of leases in one statement, each fenced by (job_id, lease_epoch, running).
+-- Complete a batch of leases in one statement, each fenced by (job_id, lease_epoch, running,
+-- the node holding the lease).
 -- A lease that is no longer current changes nothing: it is recorded in stale_report and
 -- comes back with applied = false. Offers are stored for the applied ones; a not_found
 -- answer is remembered in the negative cache, a found one clears it.
@@ -34,6 +35,9 @@ done as (
     -- under churn that index holds many dead entries (queue-bench: 100 per claim ran at
     -- ~11,000 jobs/s with the plain test, ~20,000 with this one).
     where j.job_id = i.job_id and (j.state = 'running') is true and j.lease_epoch = i.lease_epoch
+      -- The lease is the node's that holds it: another node's report is stale, whatever
+      -- its token (epochs are small integers anyone can guess).
+      and j.node_id = i.node_id
     returning j.job_id, j.lease_epoch, j.dedupe_key, j.mall, j.outcome, i.bytes, i.cost_usd,
               i.node_id
 ),

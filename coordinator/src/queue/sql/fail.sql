@@ -1,4 +1,4 @@
--- Fail the attempt of lease ($1 job_id, $2 lease_epoch). A retryable class with attempts
+-- Fail the attempt of lease ($1 job_id, $2 lease_epoch) held by node $10. A retryable class with attempts
 -- left goes back to `queued` after a backoff of min(cap, base * 2^(attempts-1)) with
 -- jitter (uniform in [50 %, 100 %] of that); otherwise the job is `dead` with the class
 -- and message (a class that is not retryable, such as `layout` or `page_blocked`, is dead
@@ -30,6 +30,7 @@ failed as (
         cost_usd = j.cost_usd + $9::float8
     from clock
     where j.job_id = $1::bigint and (j.state = 'running') is true and j.lease_epoch = $2::bigint
+      and j.node_id = $10::text
     returning j.job_id, j.lease_epoch, j.mall, j.state, j.attempts, j.run_after
 ),
 attempt as (

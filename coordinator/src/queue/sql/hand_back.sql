@@ -8,6 +8,7 @@ back as (
     update job j set state = 'queued', run_after = clock.now, node_id = null, lease_until = null
     from clock
     where j.job_id = $1::bigint and (j.state = 'running') is true and j.lease_epoch = $2::bigint
+      and j.node_id = $3::text
     returning j.job_id, j.lease_epoch, j.mall
 ),
 attempt as (
