@@ -379,6 +379,11 @@ async fn readyz(State(s): State<HttpState>) -> (StatusCode, &'static str) {
         .await
     {
         Ok(_) => (StatusCode::OK, "ready"),
+        // NB: a pool whose every connection is busy is not an unreachable database.
+        Err(sqlx::Error::PoolTimedOut) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database pool exhausted (every connection busy; raise LPS_DB_MAX_CONNECTIONS)",
+        ),
         Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database unreachable"),
     }
 }

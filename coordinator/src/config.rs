@@ -235,6 +235,10 @@ pub struct ConfigError {
     pub reason: String,
 }
 
+/// The smallest pool that works: two connections are held by the LISTEN loops, the rest
+/// serve requests, node streams, the reaper and alerts.
+pub const MIN_DB_CONNECTIONS: u32 = 4;
+
 fn bad(setting: &'static str, reason: impl Into<String>) -> ConfigError {
     ConfigError {
         setting,
@@ -279,8 +283,13 @@ impl ServeArgs {
                 "at least one node token is required",
             ));
         }
-        if !(1..=500).contains(&self.db_max_connections) {
-            return Err(bad("LPS_DB_MAX_CONNECTIONS", "must be 1..=500"));
+        if !(MIN_DB_CONNECTIONS..=500).contains(&self.db_max_connections) {
+            return Err(bad(
+                "LPS_DB_MAX_CONNECTIONS",
+                format!(
+                    "must be {MIN_DB_CONNECTIONS}..=500: two connections stay held by LISTEN (job and search wake-ups), and requests, nodes, the reaper and the alert loop need the rest"
+                ),
+            ));
         }
         if self.heartbeat_interval < Duration::from_millis(50)
             || self.heartbeat_interval > Duration::from_secs(60)
@@ -452,6 +461,16 @@ mod tests {
             c.vocabulary_file.as_deref(),
             Some(std::path::Path::new("/etc/lps/vocabulary.toml"))
         );
+    }
+
+    #[test]
+    fn the_pool_holds_the_listen_connections_and_work() {
+        for n in ["1", "2", "3"] {
+            let e = args(&["--db-max-connections", n]).validate().unwrap_err();
+            assert_eq!(e.setting, "LPS_DB_MAX_CONNECTIONS", "{n}");
+            assert!(e.reason.contains("LISTEN"), "{e}");
+        }
+        assert!(args(&["--db-max-connections", "4"]).validate().is_ok());
     }
 
     #[test]

@@ -88,6 +88,18 @@ struct Running {
     pid: u32,
     url: String,
     started: Instant,
+    /// The process group of the watchdog that kills this chromedriver with the node.
+    watchdog: Option<u32>,
+}
+
+impl Running {
+    /// Kills the chromedriver's group and its watchdog's.
+    async fn kill(&self) {
+        process::kill_group(self.pid).await;
+        if let Some(watchdog) = self.watchdog {
+            process::kill_group(watchdog).await;
+        }
+    }
 }
 
 impl ChromeDriver {
@@ -189,7 +201,7 @@ impl ChromeDriver {
             self.set_state(State::Down);
             self.pid.store(0, Ordering::SeqCst);
             if let Some(old) = running.take() {
-                process::kill_group(old.pid).await;
+                old.kill().await;
             }
         }
         let restart = self.state() == State::Down;
@@ -245,9 +257,13 @@ impl ChromeDriver {
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
         let pid = child.id().unwrap_or_default();
-        if let Err(e) = process::die_with_node(pid) {
-            warn!(error = %e, "cannot start the watchdog that kills chromedriver with the node");
-        }
+        let watchdog = match process::die_with_node(pid) {
+            Ok(watchdog) => Some(watchdog),
+            Err(e) => {
+                warn!(error = %e, "cannot start the watchdog that kills chromedriver with the node");
+                None
+            }
+        };
         let url = format!("http://127.0.0.1:{port}");
         let status: Uri = format!("{url}/status")
             .parse()
@@ -255,6 +271,9 @@ impl ChromeDriver {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Ok(Some(exit)) = child.try_wait() {
+                if let Some(watchdog) = watchdog {
+                    process::kill_group(watchdog).await;
+                }
                 return Err(format!("chromedriver exited at start: {exit}"));
             }
             if let Ok(reply) = self.http.call(Method::GET, &status, None).await
@@ -268,10 +287,14 @@ impl ChromeDriver {
                     pid,
                     url,
                     started: Instant::now(),
+                    watchdog,
                 });
             }
             if Instant::now() >= deadline {
                 process::kill_group(pid).await;
+                if let Some(watchdog) = watchdog {
+                    process::kill_group(watchdog).await;
+                }
                 return Err(format!("not ready within {READY_TIMEOUT:?}"));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -285,7 +308,7 @@ impl ChromeDriver {
         self.set_state(State::Idle);
         if let Some(mut old) = running.take() {
             self.pid.store(0, Ordering::SeqCst);
-            process::kill_group(old.pid).await;
+            old.kill().await;
             let _ = tokio::time::timeout(Duration::from_secs(5), old.child.wait()).await;
             info!(chromedriver.pid = old.pid, "chromedriver stopped");
         }

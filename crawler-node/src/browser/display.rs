@@ -36,6 +36,17 @@ struct Running {
     child: Child,
     pid: u32,
     number: u32,
+    /// The process group of the watchdog that kills this Xvfb with the node.
+    watchdog: Option<u32>,
+}
+
+impl Running {
+    async fn kill(&self) {
+        process::kill_group(self.pid).await;
+        if let Some(watchdog) = self.watchdog {
+            process::kill_group(watchdog).await;
+        }
+    }
 }
 
 impl Display {
@@ -64,7 +75,7 @@ impl Display {
             }
             number = Some(r.number);
             if let Some(old) = running.take() {
-                process::kill_group(old.pid).await;
+                old.kill().await;
             }
         }
         let number = match number {
@@ -100,20 +111,35 @@ impl Display {
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", self.xvfb.display()))?;
         let pid = child.id().unwrap_or_default();
-        if let Err(e) = process::die_with_node(pid) {
-            warn!(error = %e, "cannot start the watchdog that kills Xvfb with the node");
-        }
+        let watchdog = match process::die_with_node(pid) {
+            Ok(watchdog) => Some(watchdog),
+            Err(e) => {
+                warn!(error = %e, "cannot start the watchdog that kills Xvfb with the node");
+                None
+            }
+        };
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Ok(Some(exit)) = child.try_wait() {
+                if let Some(watchdog) = watchdog {
+                    process::kill_group(watchdog).await;
+                }
                 return Err(format!("Xvfb :{number} exited at start: {exit}"));
             }
             if socket(number).exists() {
                 info!(xvfb.pid = pid, display = number, "Xvfb ready");
-                return Ok(Running { child, pid, number });
+                return Ok(Running {
+                    child,
+                    pid,
+                    number,
+                    watchdog,
+                });
             }
             if Instant::now() >= deadline {
                 process::kill_group(pid).await;
+                if let Some(watchdog) = watchdog {
+                    process::kill_group(watchdog).await;
+                }
                 return Err(format!("Xvfb :{number} not ready within {READY_TIMEOUT:?}"));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -124,7 +150,7 @@ impl Display {
     pub async fn stop(&self) {
         let mut running = self.running.lock().await;
         if let Some(mut old) = running.take() {
-            process::kill_group(old.pid).await;
+            old.kill().await;
             let _ = tokio::time::timeout(Duration::from_secs(5), old.child.wait()).await;
             let _ = std::fs::remove_file(lock_file(old.number));
             let _ = std::fs::remove_file(socket(old.number));

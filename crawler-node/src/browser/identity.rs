@@ -12,6 +12,7 @@
 //! | `enable-automation` switch, automation extension | `excludeSwitches`, `useAutomationExtension: false` |
 //! | screen | `--screen-info` (headless) or the Xvfb screen (headful): 1920×1080 around a 1366×900 window |
 //! | WebGL vendor/renderer | a document-start script ([`STEALTH_JS`]) answers a common Intel/Mesa pair instead of SwiftShader, with native-looking functions |
+//! | `outerWidth`/`outerHeight` | the same script answers the known window size while a new renderer still reads 0x0 (a Chromium race at navigation) |
 //!
 //! Everything is applied before the first page: flags at launch, CDP commands and the
 //! document-start script right after the session starts, so every document of the session
@@ -268,8 +269,9 @@ fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
 }
 
 /// Runs before any page script in every document of the session: the WebGL vendor and
-/// renderer (SwiftShader is software rendering, which no person's browser reports), with
-/// patched functions that look native to `Function.prototype.toString`.
+/// renderer (SwiftShader is software rendering, which no person's browser reports), and
+/// the outer window's size while a new renderer has not received it yet (Chromium answers
+/// 0x0 then), with patched functions that look native to `Function.prototype.toString`.
 pub const STEALTH_JS: &str = r#"(function () {
   if (window.__lpsIdentity) { return; }
   try { Object.defineProperty(window, '__lpsIdentity', { value: true, enumerable: false }); } catch (e) { return; }
@@ -292,6 +294,22 @@ pub const STEALTH_JS: &str = r#"(function () {
     try { Object.defineProperty(replaced, 'length', { value: original.length }); } catch (e) {}
     try { Object.defineProperty(proto, name, { value: replaced, writable: true, configurable: true, enumerable: false }); } catch (e) {}
   }
+  // A page's first scripts can run before the window's metrics reach a new renderer:
+  // Chromium then answers an outer window of 0x0, which no person's browser shows. The
+  // window is never resized, so its size is known.
+  [['outerWidth', %WIDTH%], ['outerHeight', %HEIGHT%]].forEach(function (pair) {
+    var d = Object.getOwnPropertyDescriptor(window, pair[0]);
+    if (!d || typeof d.get !== 'function') { return; }
+    var nativeGet = d.get;
+    var get = ({ get [pair[0]]() {
+      var v = nativeGet.call(this);
+      return v > 0 ? v : pair[1];
+    } });
+    var getter = Object.getOwnPropertyDescriptor(get, pair[0]).get;
+    disguised.set(getter, nativeToString.call(nativeGet));
+    try { Object.defineProperty(getter, 'name', { value: nativeGet.name }); } catch (e) {}
+    try { Object.defineProperty(window, pair[0], { get: getter, set: d.set, configurable: d.configurable, enumerable: d.enumerable }); } catch (e) {}
+  });
   [window.WebGLRenderingContext, window.WebGL2RenderingContext].forEach(function (ctx) {
     if (!ctx) { return; }
     patch(ctx.prototype, 'getParameter', function (original) {
@@ -310,6 +328,8 @@ pub fn stealth_script() -> String {
     STEALTH_JS
         .replace("%VENDOR%", &quote(WEBGL.0))
         .replace("%RENDERER%", &quote(WEBGL.1))
+        .replace("%WIDTH%", &WINDOW.0.to_string())
+        .replace("%HEIGHT%", &WINDOW.1.to_string())
 }
 
 #[cfg(test)]

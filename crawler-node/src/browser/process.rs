@@ -99,10 +99,13 @@ pub async fn kill_browser(dir: &Path) -> Vec<u32> {
 /// process group, so a dead node leaves no browser behind (the field lesson of the orphaned
 /// browsers: 19 processes lived on after `kill -9` of a node).
 ///
+/// Returns the watchdog's pid, which is also its process group: a caller that stops the
+/// group itself kills that group too (`kill_group`), so no watchdog outlives a clean stop.
+///
 /// # Errors
 /// The watchdog could not be started (no `/bin/sh`): the caller logs it; the group then dies
 /// with the node only when the node exits normally.
-pub fn die_with_node(pgid: u32) -> std::io::Result<()> {
+pub fn die_with_node(pgid: u32) -> std::io::Result<u32> {
     let node = std::process::id();
     // NB: `env kill`: the external kill(1); dash's builtin cannot signal a process group.
     let script = format!(
@@ -118,6 +121,7 @@ pub fn die_with_node(pgid: u32) -> std::io::Result<()> {
     // NB: not waited for on purpose: it must outlive the node; a node that exits normally
     // kills the group itself and the watchdog then sees it gone and exits.
     let child = cmd.spawn()?;
+    let pid = child.id();
     drop(child);
-    Ok(())
+    Ok(pid)
 }

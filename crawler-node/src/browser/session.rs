@@ -216,6 +216,23 @@ impl Browser {
             json!({ "timezoneId": identity::TIMEZONE }),
         )
         .await?;
+        // NB: the window's size set explicitly: a headless window can otherwise report
+        // `outerWidth`/`outerHeight` 0 to a page that reads them early.
+        let window = self.cdp("Browser.getWindowForTarget", json!({})).await?;
+        if let Some(id) = window.get("windowId").and_then(Value::as_i64) {
+            self.cdp(
+                "Browser.setWindowBounds",
+                json!({
+                    "windowId": id,
+                    "bounds": {
+                        "left": 0, "top": 0,
+                        "width": identity::WINDOW.0, "height": identity::WINDOW.1,
+                        "windowState": "normal",
+                    },
+                }),
+            )
+            .await?;
+        }
         self.cdp(
             "Page.addScriptToEvaluateOnNewDocument",
             json!({ "source": identity::stealth_script() }),
