@@ -790,9 +790,9 @@ fn numbered_in(value: &str, fragments: &[Fragment<'_>]) -> bool {
 /// Whether `card_title` states the same amount of product as `query` (the quantity rule
 /// alone).
 ///
-/// The hard veto on any other judge's "same": the LLM judge may accept a card the rules
-/// rejected on its wording, never one of another size or pack count (a 6-pack for a
-/// 12-pack), because its price would not be comparable.
+/// One of the vetoes behind [`Verdict::wording_only`]: whatever another judge says, a card
+/// of another size or pack count (a 6-pack for a 12-pack) is never the product, because
+/// its price would not be comparable.
 #[must_use]
 pub fn same_quantity(query: &ProductQuery, card_title: &str) -> bool {
     query
