@@ -246,12 +246,7 @@ async fn a_blocked_ip_is_reported_and_rotated_and_the_job_still_done() {
     config.gateway = GatewayConfig::new(3).with_credentials("lps-node", "gw-s3cr3t-pw");
     config.block_after = Some(2);
     let stack = Stack::start(config).await.unwrap();
-    let ports: Vec<u16> = stack
-        .gateway
-        .ports()
-        .iter()
-        .map(|p| p.addr.port())
-        .collect();
+    let ports: Vec<u16> = common::gateway_ports(&stack);
     let proxies = Arc::new(TestProxies::new(
         ports.clone(),
         Some(("lps-node", "gw-s3cr3t-pw")),
@@ -320,12 +315,7 @@ async fn a_blocked_ip_is_reported_and_rotated_and_the_job_still_done() {
 async fn the_ip_budget_rotates_ports_and_warm_up_runs_once_per_exit_ip() {
     let _serial = common::serial().await;
     let stack = Stack::start(StackConfig::new(2)).await.unwrap();
-    let ports: Vec<u16> = stack
-        .gateway
-        .ports()
-        .iter()
-        .map(|p| p.addr.port())
-        .collect();
+    let ports: Vec<u16> = common::gateway_ports(&stack);
     let proxies = Arc::new(TestProxies::new(ports.clone(), None, 0));
     let harness = Harness::proxied("budget", true, proxies.clone(), Arc::default());
     let exec = harness.executor.clone();

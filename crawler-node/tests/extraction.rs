@@ -565,12 +565,7 @@ async fn the_probe_lists_every_card_with_its_class_and_fields() {
 
 /// The test kit's gateway, one port per job here: block events and releases are visible.
 fn proxied(stack: &StackHandle, name: &str) -> (Harness, Arc<TestProxies>, Arc<TestEvents>) {
-    let ports = stack
-        .gateway
-        .ports()
-        .iter()
-        .map(|p| p.addr.port())
-        .collect();
+    let ports = common::gateway_ports(stack);
     let proxies = Arc::new(TestProxies::new(ports, None, 3));
     let events = Arc::new(TestEvents::default());
     let harness = Harness::proxied(name, true, proxies.clone(), events.clone());

@@ -57,12 +57,7 @@ async fn the_self_check_finds_nothing_leaking_headless_and_headful() {
 async fn a_new_exit_ip_never_presents_the_cookies_another_earned() {
     let _serial = common::serial().await;
     let stack = Stack::start(StackConfig::new(2)).await.unwrap();
-    let ports: Vec<u16> = stack
-        .gateway
-        .ports()
-        .iter()
-        .map(|p| p.addr.port())
-        .collect();
+    let ports: Vec<u16> = common::gateway_ports(&stack);
     let proxies = Arc::new(TestProxies::new(ports.clone(), None, 0));
     let harness = Harness::proxied("hygiene", true, proxies.clone(), Arc::default());
     let exec = harness.executor.clone();
@@ -96,12 +91,7 @@ async fn a_new_exit_ip_never_presents_the_cookies_another_earned() {
 async fn page_loads_on_one_exit_ip_are_paced() {
     let _serial = common::serial().await;
     let stack = Stack::start(StackConfig::new(1)).await.unwrap();
-    let ports: Vec<u16> = stack
-        .gateway
-        .ports()
-        .iter()
-        .map(|p| p.addr.port())
-        .collect();
+    let ports: Vec<u16> = common::gateway_ports(&stack);
     let proxies = Arc::new(TestProxies::new(ports, None, 0));
     const GAP: Duration = Duration::from_millis(1500);
     let harness = Harness::build("pacing", |mut settings| {

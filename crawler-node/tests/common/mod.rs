@@ -83,6 +83,16 @@ pub fn beta_profile(mall: &MallHandle) -> pb::SiteProfile {
     profile_from_toml("testmall-beta.toml", mall)
 }
 
+/// The gateway's ports (its exit IPs, in order).
+pub fn gateway_ports(stack: &lps_test_kit::StackHandle) -> Vec<u16> {
+    stack
+        .gateway
+        .ports()
+        .iter()
+        .map(|p| p.addr.port())
+        .collect()
+}
+
 /// The limits a coordinator would send.
 pub fn limits() -> pb::Limits {
     pb::Limits {
