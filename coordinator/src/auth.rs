@@ -43,6 +43,9 @@ pub struct Tokens {
     pub client: Vec<Token>,
     pub admin: Vec<Token>,
     pub node: Vec<Token>,
+    /// Per node token (same index), the node ids it may use (`LPS_NODE_TOKEN_NODES`);
+    /// absent or `None`: any.
+    pub node_ids: Vec<Option<Vec<String>>>,
 }
 
 impl Tokens {
@@ -71,6 +74,38 @@ impl Tokens {
     }
 }
 
+impl Tokens {
+    /// Whether the node token presented may use `node_id` (the token itself was checked
+    /// already): `PermissionDenied` naming the id when the token is limited to others.
+    /// Patterns are node ids, or a prefix ending in `*` (`crawler-node-*`).
+    pub fn check_node_id(&self, metadata: &MetadataMap, node_id: &str) -> Result<(), Status> {
+        let Some(presented) = bearer(metadata) else {
+            return Err(Status::unauthenticated(
+                "missing `authorization: Bearer <token>` metadata",
+            ));
+        };
+        let allowed = self
+            .node
+            .iter()
+            .zip(self.node_ids.iter().chain(std::iter::repeat(&None)))
+            .filter(|(t, _)| t.matches(presented.as_bytes()))
+            .any(|(_, ids)| match ids {
+                None => true,
+                Some(ids) => ids.iter().any(|p| match p.strip_suffix('*') {
+                    Some(prefix) => node_id.starts_with(prefix),
+                    None => p == node_id,
+                }),
+            });
+        if allowed {
+            Ok(())
+        } else {
+            Err(Status::permission_denied(format!(
+                "this node token may not use node id {node_id:?} (LPS_NODE_TOKEN_NODES)"
+            )))
+        }
+    }
+}
+
 fn bearer(metadata: &MetadataMap) -> Option<&str> {
     let value = metadata.get("authorization")?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
@@ -93,6 +128,7 @@ mod tests {
             client: vec![Token::new("c1")],
             admin: vec![Token::new("a1")],
             node: vec![Token::new("n1")],
+            node_ids: Vec::new(),
         };
         assert!(tokens.check(&md("Bearer c1"), Role::Client).is_ok());
         assert!(tokens.check(&md("bearer a1"), Role::Client).is_ok());
@@ -119,5 +155,24 @@ mod tests {
             tonic::Code::Unauthenticated
         );
         assert!(!format!("{:?}", tokens).contains("c1"));
+    }
+
+    #[test]
+    fn a_node_token_may_be_limited_to_node_ids() {
+        let tokens = Tokens {
+            node: vec![Token::new("n1"), Token::new("n2")],
+            node_ids: vec![Some(vec!["crawler-node-*".into(), "edge".into()]), None],
+            ..Tokens::default()
+        };
+        assert!(
+            tokens
+                .check_node_id(&md("Bearer n1"), "crawler-node-7")
+                .is_ok()
+        );
+        assert!(tokens.check_node_id(&md("Bearer n1"), "edge").is_ok());
+        let e = tokens.check_node_id(&md("Bearer n1"), "other").unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert!(e.message().contains("\"other\""), "{e:?}");
+        assert!(tokens.check_node_id(&md("Bearer n2"), "other").is_ok());
     }
 }

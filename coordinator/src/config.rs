@@ -85,6 +85,11 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub node_tokens: Vec<String>,
+    /// Limits node tokens to node ids: comma-separated `N=ID|ID…`, N the 1-based place of
+    /// the token in LPS_NODE_TOKENS, an ID a node id or a prefix ending in `*`
+    /// (`1=crawler-node-*`). A token without an entry may use any node id.
+    #[arg(long, env = "LPS_NODE_TOKEN_NODES", value_delimiter = ',')]
+    pub node_token_nodes: Vec<String>,
     /// Names this replica in node_session (default: hostname-pid).
     #[arg(long, env = "LPS_COORDINATOR_ID")]
     pub coordinator_id: Option<String>,
@@ -246,6 +251,50 @@ fn bad(setting: &'static str, reason: impl Into<String>) -> ConfigError {
     }
 }
 
+/// `LPS_NODE_TOKEN_NODES` for `count` node tokens (format on the setting).
+fn node_token_nodes(raw: &[String], count: usize) -> Result<Vec<Option<Vec<String>>>, ConfigError> {
+    const SETTING: &str = "LPS_NODE_TOKEN_NODES";
+    let mut out: Vec<Option<Vec<String>>> = vec![None; count];
+    for entry in raw.iter().map(|e| e.trim()).filter(|e| !e.is_empty()) {
+        let Some((n, ids)) = entry.split_once('=') else {
+            return Err(bad(SETTING, format!("{entry:?}: expected N=ID|ID…")));
+        };
+        let place: usize = n
+            .trim()
+            .parse()
+            .ok()
+            .filter(|p| (1..=count).contains(p))
+            .ok_or_else(|| {
+                bad(
+                    SETTING,
+                    format!("{entry:?}: {n:?} is not the place (1..={count}) of a node token"),
+                )
+            })?;
+        let ids: Vec<String> = ids
+            .split('|')
+            .map(|i| i.trim().to_owned())
+            .filter(|i| !i.is_empty())
+            .collect();
+        let valid = |id: &str| {
+            let id = id.strip_suffix('*').unwrap_or(id);
+            !id.is_empty()
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        };
+        if ids.is_empty() || !ids.iter().all(|i| valid(i)) {
+            return Err(bad(
+                SETTING,
+                format!(
+                    "{entry:?}: node ids are letters, digits, '.', '_', '-', a prefix may end in '*'"
+                ),
+            ));
+        }
+        out[place - 1] = Some(ids);
+    }
+    Ok(out)
+}
+
 fn tokens(setting: &'static str, raw: &[String]) -> Result<Vec<Token>, ConfigError> {
     raw.iter()
         .map(|t| t.trim())
@@ -270,7 +319,10 @@ impl ServeArgs {
             client: tokens("LPS_CLIENT_TOKENS", &self.client_tokens)?,
             admin: tokens("LPS_ADMIN_TOKENS", &self.admin_tokens)?,
             node: tokens("LPS_NODE_TOKENS", &self.node_tokens)?,
+            node_ids: Vec::new(),
         };
+        let node_ids = node_token_nodes(&self.node_token_nodes, tokens.node.len())?;
+        let tokens = Tokens { node_ids, ..tokens };
         if tokens.client.is_empty() && tokens.admin.is_empty() {
             return Err(bad(
                 "LPS_CLIENT_TOKENS",
@@ -461,6 +513,19 @@ mod tests {
             c.vocabulary_file.as_deref(),
             Some(std::path::Path::new("/etc/lps/vocabulary.toml"))
         );
+    }
+
+    #[test]
+    fn node_token_nodes_are_read_and_checked() {
+        let ok = node_token_nodes(&["1=crawler-node-*|edge".into(), " ".into()], 2).unwrap();
+        assert_eq!(
+            ok,
+            vec![Some(vec!["crawler-node-*".into(), "edge".into()]), None]
+        );
+        for bad_entry in ["3=a", "x=a", "1", "1=", "1=a b", "1=*"] {
+            let e = node_token_nodes(&[bad_entry.into()], 2).unwrap_err();
+            assert_eq!(e.setting, "LPS_NODE_TOKEN_NODES", "{bad_entry}");
+        }
     }
 
     #[test]

@@ -811,3 +811,28 @@ async fn a_second_process_with_the_same_node_id_is_refused_and_nothing_reclaimed
     assert_eq!(welcome.reattached.len(), 1, "{welcome:?}");
     running.shutdown().await;
 }
+
+/// A node token limited to node ids (`LPS_NODE_TOKEN_NODES`) cannot open a stream under
+/// another id.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_node_token_limited_to_node_ids_cannot_use_another(pool: PgPool) {
+    let flags = ["--node-token-nodes", "1=allowed-*"];
+    let running = common::start_with_mall(&pool, MALL, &flags).await;
+    let mut ok = open(running.grpc_addr, NODE_TOKEN, hello("allowed-1", vec![]))
+        .await
+        .unwrap();
+    let Out::Welcome(_) = ok.next().await else {
+        panic!("expected welcome")
+    };
+    let refused = open(running.grpc_addr, NODE_TOKEN, hello("intruder", vec![])).await;
+    let status = match refused {
+        Err(status) => status,
+        Ok(mut node) => tokio::time::timeout(Duration::from_secs(10), node.rx.message())
+            .await
+            .expect("an answer")
+            .expect_err("refused"),
+    };
+    assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
+    assert!(status.message().contains("\"intruder\""), "{status:?}");
+    running.shutdown().await;
+}

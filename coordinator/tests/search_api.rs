@@ -65,6 +65,7 @@ async fn start(pool: PgPool) -> Harness {
         client: vec![Token::new(CLIENT)],
         admin: vec![Token::new(ADMIN)],
         node: vec![Token::new("node-secret")],
+        node_ids: Vec::new(),
     });
     let shutdown = CancellationToken::new();
     let search = SearchApi::new(queue.clone(), tokens.clone())
