@@ -88,17 +88,13 @@ struct Running {
     pid: u32,
     url: String,
     started: Instant,
-    /// The process group of the watchdog that kills this chromedriver with the node.
-    watchdog: Option<u32>,
+    /// The chromedriver's process group, watched so it dies with the node.
+    group: process::WatchedGroup,
 }
 
 impl Running {
-    /// Kills the chromedriver's group and its watchdog's.
     async fn kill(&self) {
-        process::kill_group(self.pid).await;
-        if let Some(watchdog) = self.watchdog {
-            process::kill_group(watchdog).await;
-        }
+        self.group.kill().await;
     }
 }
 
@@ -257,13 +253,7 @@ impl ChromeDriver {
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
         let pid = child.id().unwrap_or_default();
-        let watchdog = match process::die_with_node(pid) {
-            Ok(watchdog) => Some(watchdog),
-            Err(e) => {
-                warn!(error = %e, "cannot start the watchdog that kills chromedriver with the node");
-                None
-            }
-        };
+        let group = process::WatchedGroup::watch(pid, "chromedriver");
         let url = format!("http://127.0.0.1:{port}");
         let status: Uri = format!("{url}/status")
             .parse()
@@ -271,9 +261,7 @@ impl ChromeDriver {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Ok(Some(exit)) = child.try_wait() {
-                if let Some(watchdog) = watchdog {
-                    process::kill_group(watchdog).await;
-                }
+                group.forget().await;
                 return Err(format!("chromedriver exited at start: {exit}"));
             }
             if let Ok(reply) = self.http.call(Method::GET, &status, None).await
@@ -287,14 +275,11 @@ impl ChromeDriver {
                     pid,
                     url,
                     started: Instant::now(),
-                    watchdog,
+                    group,
                 });
             }
             if Instant::now() >= deadline {
-                process::kill_group(pid).await;
-                if let Some(watchdog) = watchdog {
-                    process::kill_group(watchdog).await;
-                }
+                group.kill().await;
                 return Err(format!("not ready within {READY_TIMEOUT:?}"));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

@@ -36,16 +36,13 @@ struct Running {
     child: Child,
     pid: u32,
     number: u32,
-    /// The process group of the watchdog that kills this Xvfb with the node.
-    watchdog: Option<u32>,
+    /// Xvfb's process group, watched so it dies with the node.
+    group: process::WatchedGroup,
 }
 
 impl Running {
     async fn kill(&self) {
-        process::kill_group(self.pid).await;
-        if let Some(watchdog) = self.watchdog {
-            process::kill_group(watchdog).await;
-        }
+        self.group.kill().await;
     }
 }
 
@@ -111,19 +108,11 @@ impl Display {
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", self.xvfb.display()))?;
         let pid = child.id().unwrap_or_default();
-        let watchdog = match process::die_with_node(pid) {
-            Ok(watchdog) => Some(watchdog),
-            Err(e) => {
-                warn!(error = %e, "cannot start the watchdog that kills Xvfb with the node");
-                None
-            }
-        };
+        let group = process::WatchedGroup::watch(pid, "Xvfb");
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Ok(Some(exit)) = child.try_wait() {
-                if let Some(watchdog) = watchdog {
-                    process::kill_group(watchdog).await;
-                }
+                group.forget().await;
                 return Err(format!("Xvfb :{number} exited at start: {exit}"));
             }
             if socket(number).exists() {
@@ -132,14 +121,11 @@ impl Display {
                     child,
                     pid,
                     number,
-                    watchdog,
+                    group,
                 });
             }
             if Instant::now() >= deadline {
-                process::kill_group(pid).await;
-                if let Some(watchdog) = watchdog {
-                    process::kill_group(watchdog).await;
-                }
+                group.kill().await;
                 return Err(format!("Xvfb :{number} not ready within {READY_TIMEOUT:?}"));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

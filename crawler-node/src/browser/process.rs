@@ -125,3 +125,40 @@ pub fn die_with_node(pgid: u32) -> std::io::Result<u32> {
     drop(child);
     Ok(pid)
 }
+
+/// A process group the node started (a chromedriver with its Chromium, an Xvfb), with the
+/// watchdog that kills it should the node die ([`die_with_node`]).
+#[derive(Debug, Clone, Copy)]
+pub struct WatchedGroup {
+    /// The group (its leader's pid).
+    pub pgid: u32,
+    watchdog: Option<u32>,
+}
+
+impl WatchedGroup {
+    /// Watches the group `pgid` (`what` names it in the log when no watchdog can start: the
+    /// group then dies with the node only when the node exits normally).
+    pub fn watch(pgid: u32, what: &str) -> Self {
+        let watchdog = match die_with_node(pgid) {
+            Ok(watchdog) => Some(watchdog),
+            Err(e) => {
+                tracing::warn!(error = %e, what, "cannot start the watchdog that kills this with the node");
+                None
+            }
+        };
+        Self { pgid, watchdog }
+    }
+
+    /// Kills the group, then its watchdog (so neither outlives a clean stop).
+    pub async fn kill(&self) {
+        kill_group(self.pgid).await;
+        self.forget().await;
+    }
+
+    /// Stops only the watchdog (the group is gone already).
+    pub async fn forget(&self) {
+        if let Some(watchdog) = self.watchdog {
+            kill_group(watchdog).await;
+        }
+    }
+}
