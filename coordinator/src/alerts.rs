@@ -12,6 +12,11 @@
 //! the last 15 minutes (the ops snapshot's `layout_share_15m`): it fires while some mall
 //! with at least [`Thresholds::layout_min_attempts`] finished attempts is above
 //! [`Thresholds::layout_share`], names those malls, and resolves when none is.
+//!
+//! `spend_cap_reached` fires while a spend cap stops claims — the deployment's
+//! (`LPS_SPEND_CAP_HOURLY_USD`) or a mall's (its profile's `spend_cap_hourly_usd`) — names
+//! the capped scopes, and resolves when the rolling hour has freed them all. Its value is
+//! the largest share of its cap any capped scope has spent (threshold 1.0).
 
 use std::{sync::Arc, time::Duration};
 
@@ -22,6 +27,7 @@ use tracing::{info, warn};
 
 use crate::{
     metrics::{Metrics, RuleLabels},
+    queue::spend_capped,
     search::{OpsSnapshot, Searches},
 };
 
@@ -131,7 +137,40 @@ pub fn evaluate(t: &Thresholds, ops: &OpsSnapshot) -> Vec<Verdict> {
         detail: String::new(),
     });
     v.push(layout_changed(t, ops));
+    v.push(spend_cap_reached(ops));
     v
+}
+
+/// `spend_cap_reached`: fires while a scope's spend over the rolling hour has reached its
+/// cap (the claim statements then claim nothing for it); its value is the largest share of
+/// its cap a capped scope has spent.
+fn spend_cap_reached(ops: &OpsSnapshot) -> Verdict {
+    let q = &ops.queue;
+    let deployment = q
+        .spend_cap_hourly_usd
+        .map(|cap| ("deployment", q.cost_usd_last_hour, cap));
+    let malls = q.malls.iter().filter_map(|m| {
+        m.spend_cap_hourly_usd
+            .map(|cap| (m.mall.as_str(), m.spend_usd_last_hour, cap))
+    });
+    let scopes: Vec<(&str, f64, f64)> = deployment.into_iter().chain(malls).collect();
+    let capped: Vec<String> = scopes
+        .iter()
+        .filter(|(_, spend, cap)| spend_capped(*spend, Some(*cap)))
+        .map(|(scope, spend, cap)| {
+            format!("{scope}: {spend:.2} of {cap:.2} USD in 1h, claims stopped")
+        })
+        .collect();
+    Verdict {
+        rule: "spend_cap_reached",
+        firing: !capped.is_empty(),
+        value: scopes
+            .iter()
+            .map(|(_, spend, cap)| spend / cap)
+            .fold(0.0, f64::max),
+        threshold: 1.0,
+        detail: capped.join(", "),
+    }
 }
 
 /// `layout_changed`: its value is the highest layout share over the malls with enough
@@ -384,6 +423,8 @@ mod tests {
                 stuck_running: 0,
                 deadline_kills_last_hour: 0,
                 cost_usd_last_hour: 0.0,
+                spend_cap_hourly_usd: None,
+                spend_capped: false,
                 malls: vec![],
             },
             fleet: FleetOps {
@@ -407,7 +448,46 @@ mod tests {
             min_start_gap: Duration::ZERO,
             finished_15m: finished,
             layout_failures_15m: layout,
+            spend_usd_last_hour: 0.0,
+            spend_cap_hourly_usd: None,
+            spend_capped: false,
         }
+    }
+
+    #[test]
+    fn spend_cap_reached_fires_while_a_scope_is_capped_and_names_it() {
+        let mut ops = snapshot(0, 0, 0);
+        let v = spend_cap_reached(&ops);
+        assert!(!v.firing && v.value == 0.0, "no caps: {v:?}");
+        // Deployment at 3 of 4 USD; beta's own cap of 1 USD reached.
+        ops.queue.cost_usd_last_hour = 3.0;
+        ops.queue.spend_cap_hourly_usd = Some(4.0);
+        ops.queue.malls = vec![
+            MallQueueOps {
+                spend_usd_last_hour: 2.0,
+                ..mall("alpha", 0, 0)
+            },
+            MallQueueOps {
+                spend_usd_last_hour: 1.0,
+                spend_cap_hourly_usd: Some(1.0),
+                ..mall("beta", 0, 0)
+            },
+        ];
+        let v = spend_cap_reached(&ops);
+        assert!(v.firing, "{v:?}");
+        assert_eq!((v.value, v.threshold), (1.0, 1.0));
+        assert_eq!(v.detail, "beta: 1.00 of 1.00 USD in 1h, claims stopped");
+        // Below every cap: resolved, the value is the largest share spent.
+        ops.queue.malls[1].spend_usd_last_hour = 0.5;
+        let v = spend_cap_reached(&ops);
+        assert!(!v.firing, "{v:?}");
+        assert_eq!(v.value, 0.75);
+        ops.queue.cost_usd_last_hour = 4.0;
+        let v = spend_cap_reached(&ops);
+        assert_eq!(
+            v.detail,
+            "deployment: 4.00 of 4.00 USD in 1h, claims stopped"
+        );
     }
 
     #[test]

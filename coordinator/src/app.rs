@@ -73,6 +73,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             max_attempts: config.max_attempts,
             backoff_base: config.backoff_base,
             backoff_cap: config.backoff_cap,
+            spend_cap_hourly_usd: config.spend_cap_hourly_usd,
             ..QueueConfig::default()
         },
     );

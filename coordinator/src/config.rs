@@ -164,6 +164,12 @@ pub struct ServeArgs {
     /// USD per GB of proxy traffic, for each job's cost figure (sent to nodes).
     #[arg(long, env = "LPS_PROXY_USD_PER_GB", default_value_t = 8.0)]
     pub proxy_usd_per_gb: f64,
+    /// Deployment-wide cap on what attempts may cost per rolling hour, USD (unset: no cap).
+    /// Once the last hour's spend reaches it no job is claimed — queued jobs wait, nothing
+    /// fails — until spend falls out of the hour; runs already going finish. A mall's own cap
+    /// is its site profile's `[limits] spend_cap_hourly_usd`. Give every replica the same.
+    #[arg(long, env = "LPS_SPEND_CAP_HOURLY_USD")]
+    pub spend_cap_hourly_usd: Option<f64>,
     #[command(flatten)]
     pub ledger: crate::ledger::LedgerArgs,
     /// Comma-separated ids of the malls searches may use (the others stay disabled).
@@ -206,6 +212,8 @@ pub struct Config {
     pub malls: Vec<lps_proto::model::MallId>,
     pub alerts: crate::alerts::AlertConfig,
     pub proxy_usd_per_gb: f64,
+    /// `LPS_SPEND_CAP_HOURLY_USD`: `None`, or a positive number of USD per rolling hour.
+    pub spend_cap_hourly_usd: Option<f64>,
     /// The proxy ledger; `None` when no gateway is configured (nodes then get no IPs).
     pub ledger: Option<crate::ledger::LedgerConfig>,
 }
@@ -435,6 +443,8 @@ impl ServeArgs {
         if !self.proxy_usd_per_gb.is_finite() || self.proxy_usd_per_gb < 0.0 {
             return Err(bad("LPS_PROXY_USD_PER_GB", "must be a non-negative number"));
         }
+        crate::queue::check_spend_cap(self.spend_cap_hourly_usd)
+            .map_err(|reason| bad("LPS_SPEND_CAP_HOURLY_USD", reason))?;
         let ledger = self.ledger.validate()?;
         let tls = crate::tls::ServerTls::load(
             self.tls_cert.as_deref(),
@@ -476,6 +486,7 @@ impl ServeArgs {
             malls,
             alerts,
             proxy_usd_per_gb: self.proxy_usd_per_gb,
+            spend_cap_hourly_usd: self.spend_cap_hourly_usd,
             ledger,
         })
     }
@@ -560,5 +571,19 @@ mod tests {
         assert_eq!(e.setting, "LPS_ALERT_LAYOUT_MIN_ATTEMPTS");
         let e = Cli::try_parse_from(["coordinator", "--job-deadline", "soon"]).unwrap_err();
         assert!(e.to_string().contains("job-deadline"), "{e}");
+    }
+
+    #[test]
+    fn the_spend_cap_is_optional_and_positive() {
+        assert_eq!(args(&[]).validate().unwrap().spend_cap_hourly_usd, None);
+        let c = args(&["--spend-cap-hourly-usd", "2.5"]).validate().unwrap();
+        assert_eq!(c.spend_cap_hourly_usd, Some(2.5));
+        for bad in ["0", "-1", "NaN", "inf"] {
+            let flag = format!("--spend-cap-hourly-usd={bad}");
+            let e = args(&[&flag]).validate().unwrap_err();
+            assert_eq!(e.setting, "LPS_SPEND_CAP_HOURLY_USD", "{bad}");
+        }
+        let e = Cli::try_parse_from(["coordinator", "--spend-cap-hourly-usd", "lots"]).unwrap_err();
+        assert!(e.to_string().contains("spend-cap-hourly-usd"), "{e}");
     }
 }

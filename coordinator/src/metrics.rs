@@ -62,6 +62,11 @@ pub struct Metrics {
     pub stuck_running: Gauge,
     pub deadline_kills_last_hour: Gauge,
     pub cost_usd_last_hour: FGauge,
+    pub spend_cap_hourly_usd: FGauge,
+    pub spend_capped: Gauge,
+    pub mall_spend_usd_last_hour: Family<MallLabels, FGauge>,
+    pub mall_spend_cap_hourly_usd: Family<MallLabels, FGauge>,
+    pub mall_spend_capped: Family<MallLabels, Gauge>,
     pub nodes_connected: Gauge,
     pub node_free_slots: Gauge,
     pub proxy_ports: Family<StateLabels, Gauge>,
@@ -125,8 +130,38 @@ impl Metrics {
         let cost_usd_last_hour = FGauge::default();
         registry.register(
             "cost_usd_last_hour",
-            "Crawl cost in the last hour (USD)",
+            "What every attempt cost in the rolling hour (USD): the spend the deployment's cap compares",
             cost_usd_last_hour.clone(),
+        );
+        let spend_cap_hourly_usd = FGauge::default();
+        registry.register(
+            "spend_cap_hourly_usd",
+            "Deployment-wide cap on spend per rolling hour (USD; 0: none)",
+            spend_cap_hourly_usd.clone(),
+        );
+        let spend_capped = Gauge::default();
+        registry.register(
+            "spend_capped",
+            "1 while the deployment's spend over the last hour has reached its cap: no job is claimed",
+            spend_capped.clone(),
+        );
+        let mall_spend_usd_last_hour = Family::<MallLabels, FGauge>::default();
+        registry.register(
+            "mall_spend_usd_last_hour",
+            "What a mall's attempts cost in the rolling hour (USD)",
+            mall_spend_usd_last_hour.clone(),
+        );
+        let mall_spend_cap_hourly_usd = Family::<MallLabels, FGauge>::default();
+        registry.register(
+            "mall_spend_cap_hourly_usd",
+            "A mall's cap on spend per rolling hour (USD; 0: none)",
+            mall_spend_cap_hourly_usd.clone(),
+        );
+        let mall_spend_capped = Family::<MallLabels, Gauge>::default();
+        registry.register(
+            "mall_spend_capped",
+            "1 while a mall's spend over the last hour has reached its cap: none of its jobs is claimed",
+            mall_spend_capped.clone(),
         );
         let nodes_connected = Gauge::default();
         registry.register(
@@ -231,6 +266,11 @@ impl Metrics {
             stuck_running,
             deadline_kills_last_hour,
             cost_usd_last_hour,
+            spend_cap_hourly_usd,
+            spend_capped,
+            mall_spend_usd_last_hour,
+            mall_spend_cap_hourly_usd,
+            mall_spend_capped,
             nodes_connected,
             node_free_slots,
             proxy_ports,
@@ -281,6 +321,15 @@ impl Metrics {
             self.mall_layout_share_15m
                 .get_or_create(&labels)
                 .set(m.layout_share_15m());
+            self.mall_spend_usd_last_hour
+                .get_or_create(&labels)
+                .set(m.spend_usd_last_hour);
+            self.mall_spend_cap_hourly_usd
+                .get_or_create(&labels)
+                .set(m.spend_cap_hourly_usd.unwrap_or(0.0));
+            self.mall_spend_capped
+                .get_or_create(&labels)
+                .set(i64::from(m.spend_capped));
         }
         self.oldest_queued_age
             .set(q.oldest_queued.map_or(0.0, |d| d.as_secs_f64()));
@@ -289,6 +338,9 @@ impl Metrics {
         self.deadline_kills_last_hour
             .set(q.deadline_kills_last_hour);
         self.cost_usd_last_hour.set(q.cost_usd_last_hour);
+        self.spend_cap_hourly_usd
+            .set(q.spend_cap_hourly_usd.unwrap_or(0.0));
+        self.spend_capped.set(i64::from(q.spend_capped));
         let f = &ops.fleet;
         self.nodes_connected.set(f.nodes_connected);
         self.node_free_slots.set(f.free_slots);
@@ -344,6 +396,8 @@ mod tests {
             "lps_proxy_ports_available",
             "lps_layout_failures_total{mall=\"testmall-alpha\"} 1",
             "lps_mall_layout_share_15m{mall=\"testmall-alpha\"} 0.5",
+            "lps_spend_capped 0",
+            "lps_spend_cap_hourly_usd 0.0",
         ] {
             assert!(text.contains(name), "missing {name} in\n{text}");
         }

@@ -80,6 +80,7 @@ pub fn limits(profile: &SiteProfile, enabled: bool) -> MallLimits {
         enabled,
         max_running: profile.max_running,
         min_start_gap: profile.min_start_gap,
+        spend_cap_hourly_usd: profile.spend_cap_hourly_usd,
     }
 }
 

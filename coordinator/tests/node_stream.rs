@@ -672,6 +672,7 @@ async fn another_nodes_forged_reports_are_stale_and_the_real_result_kept(pool: P
             job_id,
             lease_epoch: assign.lease_epoch,
             reason: "forged".into(),
+            metrics: None,
         }))
         .await;
     for seq in 1..=3 {

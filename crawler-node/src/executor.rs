@@ -11,7 +11,9 @@
 //! - It must not enforce the job's deadline itself: the node cancels it at the deadline and
 //!   reports `DEADLINE`. (An executor may use the deadline to decide, e.g. whether there is
 //!   time to rotate an IP, and may stop shortly *after* it as a backstop.)
-//! - `Progress` is cheap to update (atomics); it is read for every heartbeat.
+//! - `Progress` is cheap to update (atomics); it is read for every heartbeat, and it is what
+//!   the node reports as spent when a run ends without returning (killed at the deadline,
+//!   stopped, handed back), priced by [`cost_usd`] like a finished run.
 //!
 //! [`BrowserExecutor`] drives headless Chromium; [`ScriptedExecutor`] is the test one.
 
@@ -87,6 +89,20 @@ impl fmt::Debug for Job {
     }
 }
 
+/// What a run cost in USD: the bytes it moved through the proxy at the coordinator's price
+/// per GB (`Limits.proxy_usd_per_gb`), plus what its LLM calls cost. The one rule for every
+/// way a run ends — finished, failed, killed at the deadline, stopped, handed back. Never
+/// negative or NaN.
+pub fn cost_usd(bytes: u64, usd_per_gb: f64, llm_usd: f64) -> f64 {
+    #[allow(clippy::cast_precision_loss)] // bytes far below 2^52
+    let usd = bytes as f64 * usd_per_gb / 1e9 + llm_usd;
+    if usd.is_finite() && usd > 0.0 {
+        usd
+    } else {
+        0.0
+    }
+}
+
 /// Where a running job is: the node copies it into every heartbeat. Cloning shares it.
 #[derive(Debug, Clone, Default)]
 pub struct Progress(Arc<ProgressCells>);
@@ -96,15 +112,35 @@ struct ProgressCells {
     round: AtomicU32,
     pages_loaded: AtomicU32,
     bytes: AtomicU64,
+    llm_calls: AtomicU32,
+    /// USD of the LLM calls so far, as `f64` bits.
+    llm_usd: AtomicU64,
 }
 
 /// A copy of [`Progress`] at one moment.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ProgressSnapshot {
     /// 1-based query round in progress (0 before the first).
     pub round: u32,
     pub pages_loaded: u32,
     pub bytes: u64,
+    pub llm_calls: u32,
+    pub llm_usd: f64,
+}
+
+impl ProgressSnapshot {
+    /// What the run has spent so far, `elapsed` after it started, with proxy traffic at
+    /// `usd_per_gb` ([`cost_usd`]). Bytes count as received (the progress does not split them).
+    pub fn spent(&self, usd_per_gb: f64, elapsed: Duration) -> JobMetrics {
+        JobMetrics {
+            bytes_in: self.bytes,
+            elapsed,
+            cost_usd: cost_usd(self.bytes, usd_per_gb, self.llm_usd),
+            llm_calls: self.llm_calls,
+            pages_loaded: self.pages_loaded,
+            ..JobMetrics::default()
+        }
+    }
 }
 
 impl Progress {
@@ -127,11 +163,24 @@ impl Progress {
         self.0.bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
+    /// One more LLM call, costing `usd`.
+    pub fn llm_call(&self, usd: f64) {
+        self.0.llm_calls.fetch_add(1, Ordering::Relaxed);
+        let _ = self
+            .0
+            .llm_usd
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                Some((f64::from_bits(bits) + usd).to_bits())
+            });
+    }
+
     pub fn snapshot(&self) -> ProgressSnapshot {
         ProgressSnapshot {
             round: self.0.round.load(Ordering::Relaxed),
             pages_loaded: self.0.pages_loaded.load(Ordering::Relaxed),
             bytes: self.0.bytes.load(Ordering::Relaxed),
+            llm_calls: self.0.llm_calls.load(Ordering::Relaxed),
+            llm_usd: f64::from_bits(self.0.llm_usd.load(Ordering::Relaxed)),
         }
     }
 }

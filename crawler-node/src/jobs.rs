@@ -4,9 +4,11 @@
 //! - A job takes a slot from [`Jobs::start`] until its task has ended, including the time
 //!   an executor needs to stop after a cancel, so the node never runs more executors than
 //!   slots. Callers check [`Jobs::free_slots`] before starting.
-//! - Each job is in one [`Phase`]; only a `Running` job reports its own outcome. A
-//!   cancelled job (its lease is gone) reports nothing; a handed-back job and a job past its
-//!   deadline were reported when they left `Running`.
+//! - Each job is in one [`Phase`]; only a `Running` job reports its own outcome. A job that
+//!   leaves `Running` early is reported right then, with what it spent so far (its
+//!   [`Progress`], priced like a finished run): a cancelled one (its lease is gone) by a
+//!   `Stopped` report, a handed-back one by its hand-back, one past its deadline by its
+//!   `DEADLINE` failure. Its task's own outcome is then ignored.
 //! - The hard deadline is enforced here, on the node's clock: [`Jobs::next_event`] fires at
 //!   the earliest deadline of a running job, cancels it and yields its `DEADLINE` failure.
 //!
@@ -17,7 +19,10 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use lps_proto::{
-    model::{ErrorClass, JobFailure, JobMetrics, JobResult, Lease, MAX_OFFERS_PER_RESULT, MallId},
+    model::{
+        ErrorClass, JobFailure, JobHandBack, JobMetrics, JobResult, JobStopped, Lease,
+        MAX_OFFERS_PER_RESULT, MallId,
+    },
     pb,
 };
 use tokio::{
@@ -41,7 +46,8 @@ const MAX_ROUNDS: usize = 8;
 pub enum Phase {
     /// Running; it reports its own outcome when its executor returns.
     Running,
-    /// Its lease is gone (Cancel, HeartbeatAck.cancel, Welcome.lost): no report.
+    /// Its lease is gone (Cancel, HeartbeatAck.cancel, Welcome.lost, a newer Assign): its
+    /// `Stopped` report was made then.
     Cancelled,
     /// Handed back (drain); the hand-back is the report.
     HandedBack,
@@ -69,6 +75,17 @@ struct Entry {
     deadline: Instant,
     started: Instant,
     phase: Phase,
+    /// The job's proxy price (`Limits.proxy_usd_per_gb` of its Welcome).
+    usd_per_gb: f64,
+}
+
+impl Entry {
+    /// What the run has spent so far.
+    fn spent(&self) -> JobMetrics {
+        self.progress
+            .snapshot()
+            .spent(self.usd_per_gb, self.started.elapsed())
+    }
 }
 
 /// The running jobs of one node.
@@ -190,6 +207,7 @@ impl Jobs {
             deadline,
             started: Instant::now(),
             phase: Phase::Running,
+            usd_per_gb: job.limits.proxy_usd_per_gb,
         };
         let executor = self.executor.clone();
         let task = async move {
@@ -229,18 +247,24 @@ impl Jobs {
         self.table.insert(lease, entry);
     }
 
-    /// Stops the `Running` jobs with this id (and this epoch, when given) without a report:
-    /// their lease is gone. Returns the leases stopped.
-    pub fn cancel(&mut self, job_id: i64, epoch: Option<i64>) -> Vec<Lease> {
+    /// Stops the `Running` jobs with this id (and this epoch, when given): their lease is
+    /// gone. Returns a `Stopped` report for each, with what its run spent (the caller sends
+    /// them where the coordinator takes them).
+    pub fn cancel(&mut self, job_id: i64, epoch: Option<i64>, reason: &str) -> Vec<Report> {
         let mut stopped = Vec::new();
         for (lease, entry) in &mut self.table {
             let matches = lease.job_id == job_id && epoch.is_none_or(|e| e == lease.epoch);
             if matches && entry.phase == Phase::Running {
                 entry.phase = Phase::Cancelled;
                 entry.cancel.cancel();
-                stopped.push(*lease);
+                stopped.push(Report::Stopped(JobStopped::new(
+                    *lease,
+                    reason,
+                    entry.spent(),
+                )));
             }
         }
+        stopped.sort_by_key(|r| r.lease().map(|l| l.epoch));
         stopped
     }
 
@@ -253,10 +277,7 @@ impl Jobs {
             .map(|(lease, entry)| {
                 entry.phase = Phase::HandedBack;
                 entry.cancel.cancel();
-                Report::HandBack {
-                    lease: *lease,
-                    reason: reason.to_owned(),
-                }
+                Report::HandBack(JobHandBack::new(*lease, reason, entry.spent()))
             })
             .collect();
         reports.sort_by_key(Report::job_id);
@@ -298,13 +319,8 @@ impl Jobs {
         if let Some(entry) = self.table.get_mut(&lease) {
             entry.phase = Phase::DeadlinePassed;
             entry.cancel.cancel();
-            let p = entry.progress.snapshot();
-            failure.metrics = JobMetrics {
-                bytes_in: p.bytes,
-                elapsed: entry.started.elapsed(),
-                pages_loaded: p.pages_loaded,
-                ..JobMetrics::default()
-            };
+            // Priced like a finished run: the bytes moved so far cost what they cost.
+            failure.metrics = entry.spent();
             warn!(
                 job.id = lease.job_id,
                 job.lease_epoch = lease.epoch,
@@ -398,7 +414,8 @@ fn job_end(report: &Report) -> JobEnd {
             lps_proto::model::Outcome::NotFound => JobEnd::NotFound,
         },
         Report::Failure(failure) => JobEnd::Failed(failure.class),
-        Report::HandBack { .. } => JobEnd::HandedBack,
+        Report::HandBack(_) => JobEnd::HandedBack,
+        Report::Stopped(_) => JobEnd::Cancelled,
         // NB: not job reports; never made here.
         Report::ProxyRelease { .. } | Report::Block(_) => JobEnd::Failed(ErrorClass::Internal),
     }
@@ -560,14 +577,18 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn cancelled_and_handed_back_jobs_report_nothing_on_exit() {
+    async fn cancelled_and_handed_back_jobs_report_when_stopped_not_on_exit() {
         let mut jobs = jobs(3);
         jobs.start(job(1, "hang"), soon());
         jobs.start(job(2, "hang"), soon());
         jobs.start(job(3, "hang"), soon());
-        assert!(jobs.cancel(1, Some(2)).is_empty(), "wrong epoch");
-        assert_eq!(jobs.cancel(1, Some(1)).len(), 1);
-        assert!(jobs.cancel(1, None).is_empty(), "already cancelled");
+        assert!(jobs.cancel(1, Some(2), "x").is_empty(), "wrong epoch");
+        let stopped = jobs.cancel(1, Some(1), "cancelled");
+        assert!(
+            matches!(&stopped[..], [Report::Stopped(s)] if s.lease.job_id == 1 && s.reason == "cancelled"),
+            "{stopped:?}"
+        );
+        assert!(jobs.cancel(1, None, "x").is_empty(), "already cancelled");
         let handed = jobs.hand_back_all("draining");
         let ids: Vec<i64> = handed.iter().map(Report::job_id).collect();
         assert_eq!(ids, [2, 3]);
@@ -581,6 +602,104 @@ mod tests {
         assert_eq!(jobs.free_slots(), 3);
         assert_eq!(finished(&jobs, "cancelled"), 1);
         assert_eq!(finished(&jobs, "handed_back"), 2);
+    }
+
+    /// USD per GB in the priced jobs' Welcome limits.
+    const USD_PER_GB: f64 = 10.0;
+
+    /// `job` with a proxy price, so that what it moves costs something.
+    fn priced(job_id: i64, name: &str) -> Job {
+        Job {
+            limits: pb::Limits {
+                proxy_usd_per_gb: USD_PER_GB,
+                ..pb::Limits::default()
+            },
+            ..job(job_id, name)
+        }
+    }
+
+    /// Waits until job `job_id` has moved `bytes` (its `progress` steps are done).
+    async fn moved(jobs: &Jobs, job_id: i64, bytes: u64) {
+        for _ in 0..200 {
+            if jobs
+                .progress()
+                .iter()
+                .any(|p| p.job_id == job_id && p.bytes == bytes)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("job {job_id} did not move {bytes} bytes");
+    }
+
+    /// The cost of the scripted `progress` step's 30,000 bytes at [`USD_PER_GB`].
+    const PROGRESS_COST: f64 = 30_000.0 * USD_PER_GB / 1e9;
+
+    #[tokio::test]
+    async fn a_run_killed_at_its_deadline_reports_its_cost() {
+        let mut jobs = jobs(1);
+        jobs.start(
+            priced(1, "progress hang"),
+            Instant::now() + Duration::from_millis(400),
+        );
+        match next(&mut jobs).await {
+            Event::Deadline {
+                report: Report::Failure(f),
+                ..
+            } => {
+                assert_eq!(f.class, ErrorClass::Deadline);
+                assert_eq!(f.metrics.bytes(), 30_000, "{:?}", f.metrics);
+                assert!(
+                    f.metrics.cost_usd > 0.0,
+                    "a deadline kill is priced: {:?}",
+                    f.metrics
+                );
+                assert!((f.metrics.cost_usd - PROGRESS_COST).abs() < 1e-12);
+                assert_eq!(f.metrics.pages_loaded, 3);
+                assert!(!f.metrics.elapsed.is_zero());
+            }
+            other => panic!("want a deadline, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn stopped_and_handed_back_runs_report_their_cost() {
+        let mut jobs = jobs(2);
+        jobs.start(priced(1, "progress hang"), soon());
+        jobs.start(priced(2, "progress hang"), soon());
+        moved(&jobs, 1, 30_000).await;
+        moved(&jobs, 2, 30_000).await;
+        let spent = |r: &Report| match r {
+            Report::Stopped(s) => s.metrics,
+            Report::HandBack(h) => h.metrics,
+            other => panic!("want a stop or a hand-back, got {other:?}"),
+        };
+        let stopped = jobs.cancel(1, None, "lease not renewed");
+        let handed = jobs.hand_back_all("draining");
+        for report in stopped.iter().chain(&handed) {
+            let m = spent(report);
+            assert_eq!(m.bytes(), 30_000, "{report:?}");
+            assert!((m.cost_usd - PROGRESS_COST).abs() < 1e-12, "{report:?}");
+        }
+        assert_eq!((stopped.len(), handed.len()), (1, 1));
+    }
+
+    #[tokio::test]
+    async fn a_finished_run_is_priced_the_same_way() {
+        let mut jobs = jobs(1);
+        jobs.start(priced(1, "progress ok"), soon());
+        match next(&mut jobs).await {
+            Event::Exited {
+                report: Some(Report::Result(r)),
+                ..
+            } => assert!(
+                (r.metrics.cost_usd - PROGRESS_COST).abs() < 1e-12,
+                "{:?}",
+                r.metrics
+            ),
+            other => panic!("want a result, got {other:?}"),
+        }
     }
 
     #[tokio::test]

@@ -1,13 +1,15 @@
 //! The outbox: every report the node owes the coordinator, kept until it is acknowledged.
 //!
-//! A report (job result, failure, hand-back, proxy release with its IP session's end, block
-//! event) gets a `report_seq` when it is pushed: monotonic per [`Outbox`], starting at 1, never
-//! reused. The outbox lives as long as the node process (across reconnects), so a seq
+//! A report (job result, failure, hand-back, stop, proxy release with its IP session's end,
+//! block event) gets a `report_seq` when it is pushed: monotonic per [`Outbox`], starting at 1,
+//! never reused. The outbox lives as long as the node process (across reconnects), so a seq
 //! names one report for the whole process. Invariants:
 //! - a report leaves only on an `Ack` with its seq (any status: `APPLIED`, or `STALE` /
-//!   `REJECTED`, which are logged at WARN because resending cannot help), or when the
-//!   coordinator says its job is `lost` after a reconnect ([`Outbox::drop_job`]; proxy
-//!   releases and block events are about ports, not leases, and stay);
+//!   `REJECTED`, which are logged at WARN because resending cannot help). A report for a job
+//!   the coordinator calls `lost` after a reconnect stays too: it is acked `STALE`, and the
+//!   coordinator still records what the run spent on the attempt that ended its lease;
+//! - a `Stopped` report goes only to a coordinator that takes them
+//!   ([`Outbox::drop_stopped`] after a Welcome without `stopped_reports`);
 //! - [`Outbox::pending`] yields reports in seq order, which is the order they are resent in
 //!   after a reconnect's Welcome.
 //!
@@ -18,7 +20,7 @@
 use std::collections::BTreeMap;
 
 use lps_proto::{
-    model::{JobFailure, JobResult, Lease},
+    model::{JobFailure, JobHandBack, JobResult, JobStopped, Lease},
     pb,
 };
 use tracing::{debug, warn};
@@ -32,8 +34,11 @@ pub enum Report {
     Result(JobResult),
     /// The attempt failed.
     Failure(JobFailure),
-    /// The node gives the job back unfinished (draining, or it could not take it).
-    HandBack { lease: Lease, reason: String },
+    /// The node gives the job back unfinished (draining, or it could not take it), with what
+    /// the run spent so far.
+    HandBack(JobHandBack),
+    /// The node stopped the run on the coordinator's word (its lease is gone): what it spent.
+    Stopped(JobStopped),
     /// A proxy port goes back to the ledger; `session` is its IP session's end.
     ProxyRelease {
         port: u16,
@@ -51,7 +56,8 @@ impl Report {
         match self {
             Self::Result(r) => Some(r.lease),
             Self::Failure(f) => Some(f.lease),
-            Self::HandBack { lease, .. } => Some(*lease),
+            Self::HandBack(h) => Some(h.lease),
+            Self::Stopped(s) => Some(s.lease),
             Self::ProxyRelease { .. } | Self::Block(_) => None,
         }
     }
@@ -61,19 +67,21 @@ impl Report {
         match self {
             Self::Result(r) => r.lease.job_id,
             Self::Failure(f) => f.lease.job_id,
-            Self::HandBack { lease, .. } => lease.job_id,
+            Self::HandBack(h) => h.lease.job_id,
+            Self::Stopped(s) => s.lease.job_id,
             Self::ProxyRelease { session, .. } => session.job_id,
             Self::Block(event) => event.job_id,
         }
     }
 
-    /// A short name for logs: `result`, `failure`, `hand_back`, `proxy_release`,
+    /// A short name for logs: `result`, `failure`, `hand_back`, `stopped`, `proxy_release`,
     /// `block_event`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Result(_) => "result",
             Self::Failure(_) => "failure",
-            Self::HandBack { .. } => "hand_back",
+            Self::HandBack(_) => "hand_back",
+            Self::Stopped(_) => "stopped",
             Self::ProxyRelease { .. } => "proxy_release",
             Self::Block(_) => "block_event",
         }
@@ -100,12 +108,8 @@ impl Report {
                 message: f.message.clone(),
                 metrics: Some(pb::JobMetrics::from(&f.metrics)),
             }),
-            Self::HandBack { lease, reason } => Body::HandBack(pb::JobHandBack {
-                report_seq: seq,
-                job_id: lease.job_id,
-                lease_epoch: lease.epoch,
-                reason: reason.clone(),
-            }),
+            Self::HandBack(h) => Body::HandBack(h.to_pb(seq)),
+            Self::Stopped(s) => Body::Stopped(s.to_pb(seq)),
             Self::ProxyRelease {
                 port,
                 lease_id,
@@ -218,12 +222,10 @@ impl Outbox {
         }
     }
 
-    /// Drops every report speaking for a lease of `job_id` (the coordinator said the job
-    /// is no longer this node's); returns how many. Port reports stay.
-    pub fn drop_job(&mut self, job_id: i64) -> usize {
+    /// Drops every `Stopped` report (the coordinator does not take them); returns how many.
+    pub fn drop_stopped(&mut self) -> usize {
         let before = self.pending.len();
-        self.pending
-            .retain(|_, r| r.lease().is_none_or(|l| l.job_id != job_id));
+        self.pending.retain(|_, r| !matches!(r, Report::Stopped(_)));
         before - self.pending.len()
     }
 
@@ -248,7 +250,7 @@ impl Outbox {
 
 #[cfg(test)]
 mod tests {
-    use lps_proto::model::{ErrorClass, JobFailure};
+    use lps_proto::model::{ErrorClass, JobFailure, JobMetrics};
 
     use super::*;
 
@@ -257,10 +259,11 @@ mod tests {
     }
 
     fn hand_back(job_id: i64) -> Report {
-        Report::HandBack {
-            lease: lease(job_id),
-            reason: "draining".into(),
-        }
+        Report::HandBack(JobHandBack::new(
+            lease(job_id),
+            "draining",
+            JobMetrics::default(),
+        ))
     }
 
     fn ack(seq: u64, status: pb::AckStatus) -> pb::Ack {
@@ -336,18 +339,22 @@ mod tests {
     }
 
     #[test]
-    fn lost_jobs_take_their_reports_along() {
+    fn stopped_reports_go_only_where_they_are_taken() {
         let mut outbox = Outbox::new();
         outbox.push(hand_back(1));
-        outbox.push(Report::Failure(JobFailure::new(
+        outbox.push(Report::Stopped(JobStopped::new(
             lease(2),
+            "cancelled",
+            JobMetrics::default(),
+        )));
+        outbox.push(Report::Failure(JobFailure::new(
+            lease(3),
             ErrorClass::Network,
             "x",
         )));
-        outbox.push(hand_back(2));
-        assert_eq!(outbox.drop_job(2), 2);
-        assert_eq!(outbox.drop_job(2), 0);
-        assert_eq!(seqs(&outbox), [1]);
+        assert_eq!(outbox.drop_stopped(), 1);
+        assert_eq!(outbox.drop_stopped(), 0);
+        assert_eq!(seqs(&outbox), [1, 3]);
     }
 
     #[test]
@@ -375,6 +382,20 @@ mod tests {
                 assert_eq!(h.reason, "draining");
             }
             other => panic!("want a hand-back, got {other:?}"),
+        }
+        let spent = JobMetrics {
+            bytes_in: 40_000,
+            cost_usd: 0.0003,
+            ..JobMetrics::default()
+        };
+        let stopped = Report::Stopped(JobStopped::new(lease(4), "cancelled", spent));
+        match stopped.to_message(6).body {
+            Some(Body::Stopped(s)) => {
+                assert_eq!((s.report_seq, s.job_id, s.lease_epoch), (6, 4, 1));
+                let m = s.metrics.unwrap();
+                assert_eq!((m.bytes_in, m.cost_usd), (40_000, 0.0003));
+            }
+            other => panic!("want a stop, got {other:?}"),
         }
     }
 }

@@ -34,8 +34,11 @@ pub struct Session {
     pub lease_ttl: Duration,
     /// Held jobs (from Hello) that are still this node's.
     pub reattached: Vec<Lease>,
-    /// Held jobs (from Hello) that are no longer this node's: stop them, drop their reports.
+    /// Held jobs (from Hello) that are no longer this node's: stop them (their reports are
+    /// still resent, for what they spent).
     pub lost: Vec<i64>,
+    /// The coordinator takes `JobStopped` reports (false from an older one).
+    pub stopped_reports: bool,
 }
 
 impl Session {
@@ -173,6 +176,7 @@ pub fn from_welcome(welcome: pb::Welcome) -> Result<(Session, SiteProfiles), Sta
             })
             .collect(),
         lost: welcome.lost,
+        stopped_reports: welcome.stopped_reports,
     };
     let profiles = SiteProfiles::new(
         welcome.profiles,

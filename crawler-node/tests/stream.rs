@@ -247,16 +247,43 @@ async fn a_job_past_its_deadline_reports_deadline() {
     assert_eq!(reports, 1);
 }
 
+/// What 30,000 bytes (the scripted `progress` step) cost at the fake's 3 USD per GB.
+const PROGRESS_COST: f64 = 30_000.0 * 3.0 / 1e9;
+
+/// The `Stopped` reports the fake received on `stream`, by job id.
+fn stops(coord: &FakeCoordinator, stream: usize) -> Vec<pb::JobStopped> {
+    let mut stops: Vec<pb::JobStopped> = coord
+        .messages(stream)
+        .into_iter()
+        .filter_map(|m| match m {
+            Out::Stopped(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    stops.sort_by_key(|s| s.job_id);
+    stops
+}
+
 #[tokio::test]
-async fn cancel_stops_a_job_and_sends_no_report() {
+async fn cancel_stops_a_job_and_reports_what_it_spent() {
     let coord = FakeCoordinator::start().await;
     let node = TestNode::start(&coord, |_| {});
     coord.hello(0).await;
     node.wait_status("welcomed", |s| s.stream == StreamState::Connected)
         .await;
-    coord.send(0, assign(8, "hang", LONG));
-    coord.send(0, assign(9, "hang", LONG));
+    coord.send(0, assign(8, "progress hang", LONG));
+    coord.send(0, assign(9, "progress hang", LONG));
     node.wait_status("two jobs running", |s| s.running_jobs == 2)
+        .await;
+    coord
+        .wait_message(0, "both jobs' bytes in a heartbeat", |m| match m {
+            Out::Heartbeat(h)
+                if h.running.len() == 2 && h.running.iter().all(|p| p.bytes == 30_000) =>
+            {
+                Some(())
+            }
+            _ => None,
+        })
         .await;
 
     // A Cancel for another epoch is not for this run.
@@ -301,11 +328,55 @@ async fn cancel_stops_a_job_and_sends_no_report() {
         .into_iter()
         .filter(|m| report_seq(m).is_some())
         .collect();
+    assert_eq!(reports.len(), 2, "one stop report per run: {reports:?}");
+    let stops = stops(&coord, 0);
+    let reasons: Vec<(i64, &str)> = stops
+        .iter()
+        .map(|s| (s.job_id, s.reason.as_str()))
+        .collect();
+    assert_eq!(reasons, [(8, "search cancelled"), (9, "lease not renewed")]);
+    for s in &stops {
+        let m = s.metrics.unwrap();
+        assert_eq!((s.lease_epoch, m.bytes_in), (1, 30_000), "{s:?}");
+        assert!((m.cost_usd - PROGRESS_COST).abs() < 1e-12, "priced: {s:?}");
+    }
+    assert_eq!(node.executor.finished(), 2, "both executors returned");
+    node.wait_status("acked", |s| s.unacked_reports == 0).await;
+}
+
+#[tokio::test]
+async fn an_older_coordinator_gets_no_stop_reports() {
+    let coord = FakeCoordinator::start_with(Behaviour {
+        stopped_reports: false,
+        ..Behaviour::default()
+    })
+    .await;
+    let node = TestNode::start(&coord, |_| {});
+    coord.hello(0).await;
+    node.wait_status("welcomed", |s| s.stream == StreamState::Connected)
+        .await;
+    coord.send(0, assign(8, "hang", LONG));
+    node.wait_status("running", |s| s.running_jobs == 1).await;
+    coord.send(
+        0,
+        In::Cancel(pb::Cancel {
+            job_id: 8,
+            lease_epoch: 1,
+            reason: "search cancelled".into(),
+        }),
+    );
+    node.wait_status("job 8 stopped", |s| s.running_jobs == 0)
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let reports: Vec<Out> = coord
+        .messages(0)
+        .into_iter()
+        .filter(|m| report_seq(m).is_some())
+        .collect();
     assert!(
         reports.is_empty(),
-        "no report for cancelled jobs: {reports:?}"
+        "it would end the stream on one: {reports:?}"
     );
-    assert_eq!(node.executor.finished(), 2, "both executors returned");
     assert_eq!(node.handle.status().unacked_reports, 0);
 }
 
@@ -403,36 +474,62 @@ async fn reports_made_while_disconnected_wait_for_the_next_stream() {
     node.wait_status("acked", |s| s.unacked_reports == 0).await;
 }
 
+/// Jobs a reconnect's Welcome calls lost: a running one is stopped with a `Stopped` report,
+/// and an un-acked report of a finished one is still resent (the coordinator acks it STALE
+/// and records what the run spent).
 #[tokio::test]
-async fn lost_jobs_are_stopped_and_their_reports_dropped() {
-    let coord = FakeCoordinator::start().await;
-    let node = TestNode::start(&coord, |_| {});
+async fn lost_jobs_are_stopped_and_their_reports_still_sent() {
+    let coord = FakeCoordinator::start_with(Behaviour {
+        auto_ack: false,
+        ..Behaviour::default()
+    })
+    .await;
+    let node = TestNode::start(&coord, |c| c.slots = 3);
     coord.hello(0).await;
     node.wait_status("welcomed", |s| s.stream == StreamState::Connected)
         .await;
-    coord.send(0, assign(12, "hang", LONG));
+    coord.send(0, assign(12, "ok:900", LONG));
     coord.send(0, assign(13, "hang", LONG));
-    node.wait_status("two jobs running", |s| s.running_jobs == 2)
-        .await;
-    coord.change(|b| b.lost = vec![12]);
-    coord.kill(0, Status::internal("boom"));
-    let hello = coord.hello(1).await;
-    assert_eq!(hello.running.len(), 2);
-    node.wait_status("job 12 stopped", |s| s.connects == 2 && s.running_jobs == 1)
-        .await;
+    coord.send(0, assign(14, "hang", LONG));
     coord
-        .wait_message(1, "a heartbeat with job 13 only", |m| match m {
-            Out::Heartbeat(h) if h.running.len() == 1 && h.running[0].job_id == 13 => Some(()),
+        .wait_message(0, "job 12's result", |m| match m {
+            Out::Result(r) if r.job_id == 12 => Some(()),
             _ => None,
         })
         .await;
-    let reports: Vec<Out> = coord
-        .all_messages()
-        .into_iter()
-        .map(|(_, m)| m)
-        .filter(|m| is_report_for(m, 12))
-        .collect();
-    assert!(reports.is_empty(), "{reports:?}");
+    node.wait_status("two jobs running", |s| s.running_jobs == 2)
+        .await;
+    coord.change(|b| {
+        b.lost = vec![12, 13];
+        b.auto_ack = true;
+    });
+    coord.kill(0, Status::internal("boom"));
+    let hello = coord.hello(1).await;
+    let mut held: Vec<i64> = hello.running.iter().map(|j| j.job_id).collect();
+    held.sort_unstable();
+    assert_eq!(
+        held,
+        [12, 13, 14],
+        "running jobs and the one with a pending report"
+    );
+    node.wait_status("job 13 stopped", |s| s.connects == 2 && s.running_jobs == 1)
+        .await;
+    coord
+        .wait_message(1, "job 12's result, resent", |m| match m {
+            Out::Result(r) if r.job_id == 12 => Some(()),
+            _ => None,
+        })
+        .await;
+    coord
+        .wait_message(1, "a heartbeat with job 14 only", |m| match m {
+            Out::Heartbeat(h) if h.running.len() == 1 && h.running[0].job_id == 14 => Some(()),
+            _ => None,
+        })
+        .await;
+    let stops = stops(&coord, 1);
+    assert_eq!(stops.len(), 1, "{stops:?}");
+    assert_eq!((stops[0].job_id, stops[0].reason.as_str()), (13, "lost"));
+    node.wait_status("acked", |s| s.unacked_reports == 0).await;
 }
 
 #[tokio::test]
@@ -730,11 +827,17 @@ async fn metrics_count_jobs_reconnects_and_resent_reports() {
     );
     node.wait_status("job 8 stopped", |s| s.running_jobs == 0)
         .await;
-    // The result of job 7 was never acked: the reconnect resends it.
+    // The result of job 7 and the stop of job 8 were never acked: the reconnect resends
+    // both.
     coord.kill(0, Status::unavailable("restarting"));
     coord
         .wait_message(1, "the resent result of job 7", |m| {
             matches!(m, Out::Result(r) if r.job_id == 7).then_some(())
+        })
+        .await;
+    coord
+        .wait_message(1, "the resent stop of job 8", |m| {
+            matches!(m, Out::Stopped(s) if s.job_id == 8).then_some(())
         })
         .await;
 
@@ -745,7 +848,7 @@ async fn metrics_count_jobs_reconnects_and_resent_reports() {
         "lps_node_jobs_running 0\n",
         "lps_node_slots_free 2\n",
         "lps_node_reconnects_total 1\n",
-        "lps_node_reports_resent_total 1\n",
+        "lps_node_reports_resent_total 2\n",
     ] {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
     }

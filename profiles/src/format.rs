@@ -63,6 +63,9 @@ pub struct Profile {
     pub max_running: Option<u32>,
     /// Between two job starts of this mall, deployment-wide.
     pub min_start_gap: Duration,
+    /// What this mall's attempts may cost per rolling hour, deployment-wide, USD (`None` =
+    /// no cap): reached, none of its jobs is claimed until the hour frees up.
+    pub spend_cap_hourly_usd: Option<f64>,
 }
 
 impl Profile {
@@ -262,6 +265,7 @@ struct ChallengeFile {
 struct LimitsFile {
     max_running: Option<u32>,
     min_start_gap: Option<String>,
+    spend_cap_hourly_usd: Option<f64>,
 }
 
 /// Scroll steps when a profile's scroll rule names none.
@@ -423,6 +427,14 @@ fn build(e: &Errors<'_>, raw: ProfileFile) -> Result<Profile, ProfileError> {
             "must be at least 1 (omit it for no cap)",
         ));
     }
+    if let Some(usd) = raw.limits.spend_cap_hourly_usd
+        && !(usd > 0.0 && usd < 1e9)
+    {
+        return Err(e.at(
+            "limits.spend_cap_hourly_usd",
+            "must be a positive number of USD below 1e9 (omit it for no cap)",
+        ));
+    }
     let navigation = raw
         .navigation
         .as_ref()
@@ -470,6 +482,7 @@ fn build(e: &Errors<'_>, raw: ProfileFile) -> Result<Profile, ProfileError> {
         wire,
         max_running: raw.limits.max_running,
         min_start_gap,
+        spend_cap_hourly_usd: raw.limits.spend_cap_hourly_usd,
     })
 }
 
@@ -1063,6 +1076,21 @@ mod tests {
     }
 
     #[test]
+    fn a_spend_cap_is_a_politeness_limit() {
+        let capped = alpha().replace(
+            "max_running = 8",
+            "max_running = 8\nspend_cap_hourly_usd = 2.5",
+        );
+        let p = parse("/p/alpha.toml", &capped).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.spend_cap_hourly_usd, Some(2.5));
+        let p = parse("/p/alpha.toml", alpha()).unwrap();
+        assert_eq!(
+            p.spend_cap_hourly_usd, None,
+            "no cap unless the profile sets one"
+        );
+    }
+
+    #[test]
     fn errors_name_file_and_field() {
         let good = alpha();
         let cases = [
@@ -1073,6 +1101,14 @@ mod tests {
             (good.replace("max_cards = 40", "max_cards = 40\ncolour = \"red\""), "colour"),
             (good.replace("id = \"testmall-alpha\"", "id = \"Test Mall\""), "id"),
             (good.replace("max_running = 8", "max_running = 0"), "limits.max_running"),
+            (
+                good.replace("max_running = 8", "max_running = 8\nspend_cap_hourly_usd = 0"),
+                "limits.spend_cap_hourly_usd",
+            ),
+            (
+                good.replace("max_running = 8", "max_running = 8\nspend_cap_hourly_usd = nan"),
+                "limits.spend_cap_hourly_usd",
+            ),
             (good.replace("format = 2\n", ""), "format"),
             (good.replace("format = 2", "format = 3"), "format"),
             (good.replace("kind = \"dom\"", "kind = \"xml\""), "sources[0].kind"),

@@ -164,6 +164,8 @@ pub fn ops(s: &pb::OpsSnapshot) -> Value {
         "stuck_running": s.stuck_running,
         "deadline_kills_last_hour": s.deadline_kills_last_hour,
         "cost_usd_last_hour": s.cost_usd_last_hour,
+        "spend_cap_hourly_usd": s.spend_cap_hourly_usd,
+        "spend_capped": s.spend_capped,
         "blocks_last_hour": s.blocks_last_hour,
         "proxy_ports_total": s.proxy_ports_total,
         "proxy_ports_available": s.proxy_ports_available,
@@ -182,6 +184,9 @@ pub fn ops(s: &pb::OpsSnapshot) -> Value {
             "finished_attempts_15m": m.finished_attempts_15m,
             "layout_failures_15m": m.layout_failures_15m,
             "layout_share_15m": m.layout_share_15m,
+            "spend_usd_last_hour": m.spend_usd_last_hour,
+            "spend_cap_hourly_usd": m.spend_cap_hourly_usd,
+            "spend_capped": m.spend_capped,
         })).collect::<Vec<_>>(),
         "alerts": s.alerts.iter().map(|a| json!({
             "rule": a.rule,

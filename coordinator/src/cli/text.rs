@@ -362,7 +362,32 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
         "deadline kills in 1h:",
         s.deadline_kills_last_hour.to_string(),
     );
-    kv("cost in 1h:", format!("{:.4} USD", s.cost_usd_last_hour));
+    kv(
+        "cost in 1h:",
+        format!(
+            "{:.4} USD{}",
+            s.cost_usd_last_hour,
+            spend_cap(s.spend_cap_hourly_usd, s.spend_capped)
+        ),
+    );
+    let capped: Vec<String> = std::iter::once("deployment")
+        .filter(|_| s.spend_capped)
+        .chain(
+            s.malls
+                .iter()
+                .filter(|m| m.spend_capped)
+                .map(|m| m.mall.as_str()),
+        )
+        .map(str::to_owned)
+        .collect();
+    kv(
+        "spend caps reached:",
+        or_dash(Some(if capped.is_empty() {
+            String::new()
+        } else {
+            format!("{} (no claims until the hour frees up)", capped.join(", "))
+        })),
+    );
     kv("blocks in 1h:", s.blocks_last_hour.to_string());
     kv(
         "proxy ports available:",
@@ -404,6 +429,7 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
             "GAP",
             "BLOCKS/1H",
             "COOLING",
+            "SPEND/1H",
         ]);
         for m in &s.malls {
             t.row(vec![
@@ -418,6 +444,11 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
                 format!("{:.1}s", seconds(m.min_start_gap.as_ref())),
                 m.blocks_last_hour.to_string(),
                 m.ports_cooling.to_string(),
+                format!(
+                    "{:.4}{}",
+                    m.spend_usd_last_hour,
+                    spend_cap(m.spend_cap_hourly_usd, m.spend_capped)
+                ),
             ]);
         }
         out.push_str(&t.render());
@@ -437,6 +468,15 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
         out.push_str(&t.render());
     }
     out
+}
+
+/// ` (cap N USD/h)`, `reached` when capped; nothing without a cap (0).
+fn spend_cap(cap: f64, capped: bool) -> String {
+    match (cap > 0.0, capped) {
+        (false, _) => String::new(),
+        (true, false) => format!(" (cap {cap:.2} USD/h)"),
+        (true, true) => format!(" (cap {cap:.2} USD/h reached)"),
+    }
 }
 
 pub fn nodes(r: &pb::ListNodesResponse) -> String {
@@ -708,6 +748,51 @@ mod tests {
         assert!(
             out.contains("?         9,000+?    15,000  overseas"),
             "{out}"
+        );
+    }
+
+    #[test]
+    fn ops_shows_the_spend_caps_and_what_they_stopped() {
+        let s = pb::OpsSnapshot {
+            cost_usd_last_hour: 1.25,
+            spend_cap_hourly_usd: 5.0,
+            malls: vec![
+                pb::MallOps {
+                    mall: "alpha".into(),
+                    spend_usd_last_hour: 1.0,
+                    spend_cap_hourly_usd: 1.0,
+                    spend_capped: true,
+                    ..Default::default()
+                },
+                pb::MallOps {
+                    mall: "beta".into(),
+                    spend_usd_last_hour: 0.25,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let out = ops(&s);
+        assert!(
+            out.contains("cost in 1h:                  1.2500 USD (cap 5.00 USD/h)\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "spend caps reached:          alpha (no claims until the hour frees up)\n"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("1.0000 (cap 1.00 USD/h reached)"), "{out}");
+        assert!(out.contains("0.2500\n"), "{out}");
+        let quiet = ops(&pb::OpsSnapshot::default());
+        assert!(
+            quiet.contains("cost in 1h:                  0.0000 USD\n"),
+            "{quiet}"
+        );
+        assert!(
+            quiet.contains("spend caps reached:          -\n"),
+            "{quiet}"
         );
     }
 

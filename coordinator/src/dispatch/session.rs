@@ -271,6 +271,7 @@ impl Session {
             lost,
             protocol_version: lps_proto::PROTOCOL_VERSION,
             vocabulary: Some(d.config.vocabulary.clone()),
+            stopped_reports: true,
         };
         info!(
             slots = self.slots,
@@ -526,13 +527,35 @@ impl Session {
             }
             In::HandBack(h) => {
                 let seq = h.report_seq;
-                let lease = Lease {
-                    job_id: h.job_id,
-                    epoch: h.lease_epoch,
+                let ack = match model::JobHandBack::try_from(h) {
+                    Ok(h) => {
+                        self.held.remove(&h.lease.job_id);
+                        self.observe_spend(&h.metrics);
+                        let r = self.d.queue.hand_back_reported(&self.node_id, &h).await;
+                        self.applied(r)?
+                    }
+                    Err(e) => rejected(&e),
                 };
-                self.held.remove(&lease.job_id);
-                let ack =
-                    self.applied(self.d.queue.hand_back_if_leased(&self.node_id, lease).await)?;
+                self.ack(seq, ack).await?;
+            }
+            In::Stopped(s) => {
+                // A run the node stopped on our word: only its spend is recorded.
+                let seq = s.report_seq;
+                let ack = match model::JobStopped::try_from(s) {
+                    Ok(s) => {
+                        if self
+                            .held
+                            .get(&s.lease.job_id)
+                            .is_some_and(|h| h.epoch == s.lease.epoch)
+                        {
+                            self.held.remove(&s.lease.job_id);
+                        }
+                        self.observe_spend(&s.metrics);
+                        let r = self.d.queue.record_stopped(&self.node_id, &s).await;
+                        self.applied(r)?
+                    }
+                    Err(e) => rejected(&e),
+                };
                 self.ack(seq, ack).await?;
             }
             In::ProxyAcquire(a) => {
@@ -623,6 +646,7 @@ impl Session {
         seq: u64,
         result: &JobResult,
     ) -> Result<Vec<queue::ClaimedJob>, Status> {
+        self.observe_spend(&result.metrics);
         if let Some(held) = self.held.remove(&result.lease.job_id) {
             self.slot_freed();
             self.observe_finished(&held, outcome_label(result.outcome), &result.metrics);
@@ -658,6 +682,7 @@ impl Session {
 
     /// Records a failed attempt (retry or dead-letter), then acks the report.
     async fn fail(&mut self, seq: u64, failure: &JobFailure) -> Result<(), Status> {
+        self.observe_spend(&failure.metrics);
         if let Some(held) = self.held.remove(&failure.lease.job_id) {
             self.slot_freed();
             self.observe_finished(&held, failure.class.as_str(), &failure.metrics);
@@ -678,10 +703,15 @@ impl Session {
         self.ack(seq, ack).await
     }
 
+    /// What a report says its run spent, into this replica's counters: every report that
+    /// ends a run, whether this session still held its lease or not (the money was spent).
+    fn observe_spend(&self, metrics: &model::JobMetrics) {
+        self.d.metrics.bytes.inc_by(metrics.bytes());
+        self.d.metrics.cost_usd.inc_by(metrics.cost_usd);
+    }
+
     fn observe_finished(&self, held: &Held, outcome: &str, metrics: &model::JobMetrics) {
         let m = &self.d.metrics;
-        m.bytes.inc_by(metrics.bytes());
-        m.cost_usd.inc_by(metrics.cost_usd);
         let labels = crate::metrics::MallOutcomeLabels {
             mall: held.mall.clone(),
             outcome: outcome.to_owned(),

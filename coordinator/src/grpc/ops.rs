@@ -201,6 +201,9 @@ pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
                 finished_attempts_15m: m.finished_15m,
                 layout_failures_15m: m.layout_failures_15m,
                 layout_share_15m: m.layout_share_15m(),
+                spend_usd_last_hour: m.spend_usd_last_hour,
+                spend_cap_hourly_usd: m.spend_cap_hourly_usd.unwrap_or(0.0),
+                spend_capped: m.spend_capped,
             }
         })
         .collect();
@@ -227,6 +230,8 @@ pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
         free_slots: f.free_slots,
         malls,
         alerts: Vec::new(),
+        spend_cap_hourly_usd: q.spend_cap_hourly_usd.unwrap_or(0.0),
+        spend_capped: q.spend_capped,
     }
 }
 

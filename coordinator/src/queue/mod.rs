@@ -1,16 +1,18 @@
 //! The job queue: every rule of DESIGN §2 "Queue rules", enforced in PostgreSQL.
 //!
 //! Owns the `job`, `search_request`, `search_item`, `offer`, `negative_cache`,
-//! `job_attempt`, `stale_report`, `mall` and `mall_slot` tables. Each transition is ONE
-//! guarded SQL statement (in `sql/`), named after its precondition:
+//! `job_attempt`, `stale_report`, `mall`, `mall_slot` and `spend_minute` tables. Each
+//! transition is ONE guarded SQL statement (in `sql/`), named after its precondition:
 //!
 //! - [`Queue::enqueue`]: a whole search in one round trip (dedupe + promotion + caches);
 //! - [`Queue::claim`]: `FOR UPDATE SKIP LOCKED` inside the `UPDATE … RETURNING`, at most `n`,
-//!   per-mall cap and start gap, `lease_epoch + 1` (the fencing token);
+//!   per-mall cap and start gap, the hourly spend caps, `lease_epoch + 1` (the fencing token);
 //! - [`Queue::renew_if_leased`], [`Queue::complete_if_leased`], [`Queue::fail_if_leased`],
 //!   [`Queue::hand_back_if_leased`]: `WHERE job_id AND state = 'running' AND lease_epoch`;
 //!   zero rows is [`Error::LeaseLost`] (recorded in `stale_report`, never applied);
-//! - [`Queue::release_node`], [`Queue::reap`], [`Queue::cancel`].
+//! - [`Queue::release_node`], [`Queue::reap`], [`Queue::cancel`];
+//! - [`Queue::record_spend`] (`spend.rs`): what a run cost, on its attempt, whether or not its
+//!   report still held the lease.
 //!
 //! Completions and claims made at the same moment by different callers share a batch
 //! (`settle.rs`): one `complete.sql` over all their reports and one claim statement per
@@ -29,6 +31,7 @@
 mod error;
 mod listener;
 mod settle;
+mod spend;
 mod types;
 
 use std::{
@@ -48,6 +51,7 @@ use tracing::{Instrument as _, info_span, instrument};
 pub use error::Error;
 pub use listener::{JobListener, Wakeups};
 pub use settle::BatchCounts;
+pub use spend::{SPEND_WINDOW, Spent, check_cap as check_spend_cap};
 pub use types::*;
 
 /// The NOTIFY channel that wakes claimers; the payload is the mall id.
@@ -76,6 +80,9 @@ pub struct QueueConfig {
     /// Most batches of completions and claims running at once (each holds one pooled
     /// connection while it runs); see `settle.rs`.
     pub max_batches_in_flight: usize,
+    /// Deployment-wide cap on what attempts may cost per rolling hour, USD; `None`: no cap.
+    /// Reached, no job is claimed until the hour frees up (`spend.rs`).
+    pub spend_cap_hourly_usd: Option<f64>,
 }
 
 impl Default for QueueConfig {
@@ -89,6 +96,7 @@ impl Default for QueueConfig {
             negative_ttl: Duration::from_secs(24 * 3600),
             reap_batch: 500,
             max_batches_in_flight: 2,
+            spend_cap_hourly_usd: None,
         }
     }
 }
@@ -156,12 +164,15 @@ impl Queue {
             .map_err(|_| FieldError::new("max_running", "must be at most 10000"))?;
         let gap = i32::try_from(limits.min_start_gap.as_millis())
             .map_err(|_| FieldError::new("min_start_gap", "must be at most 24h"))?;
+        spend::check_cap(limits.spend_cap_hourly_usd)
+            .map_err(|reason| FieldError::new("spend_cap_hourly_usd", reason))?;
         sqlx::query_file!(
             "src/queue/sql/upsert_mall.sql",
             limits.mall.as_str(),
             limits.enabled,
             max_running,
             gap,
+            limits.spend_cap_hourly_usd,
         )
         .fetch_one(&self.pool)
         .await
@@ -368,10 +379,11 @@ impl Queue {
         now: Option<DateTime<Utc>>,
     ) -> Result<Vec<(i64, ClaimedJob)>, Error> {
         let ttl = millis(self.config.lease_ttl);
+        let cap = self.config.spend_cap_hourly_usd;
         // Both statements take the same parameters and return the same columns.
         macro_rules! claim {
             ($file:literal) => {
-                sqlx::query_file_as!(ClaimRow, $file, nodes, malls, counts, ttl, now)
+                sqlx::query_file_as!(ClaimRow, $file, nodes, malls, counts, ttl, now, cap)
                     .fetch_all(db)
                     .await?
             };
@@ -543,7 +555,8 @@ impl Queue {
     }
 
     /// Fails one attempt: retried after backoff while the class is retryable and attempts
-    /// are left, else dead. [`Error::LeaseLost`] when the lease is no longer current.
+    /// are left, else dead. [`Error::LeaseLost`] when the lease is no longer current. The
+    /// failure's metrics are recorded on the attempt either way ([`Queue::record_spend`]).
     #[instrument(name = "queue.fail", skip_all, fields(job.id = failure.lease.job_id, class = failure.class.as_str()), err(level = "info"))]
     pub async fn fail_if_leased(&self, node: &str, failure: &JobFailure) -> Result<Failed, Error> {
         let row = sqlx::query_file!(
@@ -562,6 +575,9 @@ impl Queue {
         )
         .fetch_optional(&self.pool)
         .await?;
+        // Applied or not, the run spent what it spent: recorded on its attempt.
+        self.record_spend(node, failure.lease, &failure.metrics)
+            .await?;
         let row = row.ok_or(Error::LeaseLost(failure.lease))?;
         Ok(Failed {
             mall: MallId::new(row.mall)?,
@@ -735,7 +751,7 @@ impl Queue {
         .into_iter()
         .map(|l| (l.mall, (l.finished, l.layout)))
         .collect();
-        let malls = sqlx::query_file!("src/queue/sql/mall_ops.sql")
+        let malls = sqlx::query_file!("src/queue/sql/mall_ops.sql", self.now)
             .fetch_all(&self.pool)
             .await?
             .into_iter()
@@ -750,6 +766,9 @@ impl Queue {
                     ),
                     finished_15m: finished,
                     layout_failures_15m: layout,
+                    spend_usd_last_hour: m.spend_usd_last_hour,
+                    spend_cap_hourly_usd: m.spend_cap_hourly_usd,
+                    spend_capped: spend_capped(m.spend_usd_last_hour, m.spend_cap_hourly_usd),
                     mall: m.mall,
                 }
             })
@@ -767,6 +786,8 @@ impl Queue {
             stuck_running: r.stuck_running,
             deadline_kills_last_hour: r.deadline_kills_last_hour,
             cost_usd_last_hour: r.cost_usd_last_hour,
+            spend_cap_hourly_usd: self.config.spend_cap_hourly_usd,
+            spend_capped: spend_capped(r.cost_usd_last_hour, self.config.spend_cap_hourly_usd),
             malls,
         })
     }
@@ -812,6 +833,11 @@ impl CompleteColumns {
 
     fn is_empty(&self) -> bool {
         self.job_id.is_empty()
+    }
+
+    /// Whether a reported run spent anything (`spend.sql` has something to record).
+    fn spent_any(&self) -> bool {
+        self.bytes.iter().any(|&b| b > 0) || self.cost.iter().any(|&c| c > 0.0)
     }
 
     /// `r`, reported by `node`.

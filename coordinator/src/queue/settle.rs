@@ -5,9 +5,10 @@
 //! A request (a node's finished jobs and how many jobs it wants next) waits in a line. Up
 //! to [`QueueConfig::max_batches_in_flight`](super::QueueConfig) drivers each take every
 //! waiting request (up to [`MAX_BATCH_REQUESTS`] / [`MAX_BATCH_JOBS`]) and run them as one
-//! batch: `complete.sql` over every reported job, then one claim statement per group of
-//! requests that claim from the same malls. While a batch runs, new requests wait for the
-//! next one, so batches grow with the load; an idle queue runs a request at once.
+//! batch: `complete.sql` over every reported job, `spend.sql` over what they spent, then one
+//! claim statement per group of requests that claim from the same malls. While a batch
+//! runs, new requests wait for the next one, so batches grow with the load; an idle queue
+//! runs a request at once.
 //!
 //! Each request keeps its own answer: its leases' applied flags and the jobs claimed for
 //! it (never more than it asked for). A batch that fails with a database error is run
@@ -302,7 +303,8 @@ impl Queue {
                 }),
             }
         }
-        let statements = usize::from(!reported.is_empty()) + groups.len();
+        let statements =
+            usize::from(!reported.is_empty()) + usize::from(reported.spent_any()) + groups.len();
         if statements > 1 {
             let mut tx = conn.begin().await?;
             let answers = self
@@ -332,6 +334,10 @@ impl Queue {
                 .into_iter()
                 .collect()
         };
+        // What every reported run spent, applied or stale, on its attempt: a statement of its
+        // own, so that it sees the attempt rows of leases ended by a transaction that
+        // committed while complete.sql waited for their jobs.
+        self.spend_reported(&mut *conn, reported, now).await?;
         let mut claimed: Vec<Vec<ClaimedJob>> = batch.iter().map(|_| Vec::new()).collect();
         for g in groups {
             let (nodes, counts): (Vec<String>, Vec<i32>) = g

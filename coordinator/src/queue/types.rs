@@ -131,7 +131,7 @@ pub struct Cancelled {
 }
 
 /// A mall's politeness limits.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MallLimits {
     pub mall: MallId,
     pub enabled: bool,
@@ -139,6 +139,9 @@ pub struct MallLimits {
     pub max_running: Option<u32>,
     /// Minimum time between two job starts; zero: none.
     pub min_start_gap: Duration,
+    /// Deployment-wide cap on what the mall's attempts may cost per rolling hour, USD;
+    /// `None`: no cap. Reached, no job of the mall is claimed until the hour frees up.
+    pub spend_cap_hourly_usd: Option<f64>,
 }
 
 impl MallLimits {
@@ -149,8 +152,15 @@ impl MallLimits {
             enabled: true,
             max_running: None,
             min_start_gap: Duration::ZERO,
+            spend_cap_hourly_usd: None,
         }
     }
+}
+
+/// Whether `spend` has reached `cap`: the claim statements then claim nothing for that
+/// scope (they claim while `spend < cap`).
+pub fn spend_capped(spend: f64, cap: Option<f64>) -> bool {
+    cap.is_some_and(|cap| spend >= cap)
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -165,6 +175,12 @@ pub struct MallQueueOps {
     pub finished_15m: i64,
     /// Of those, the ones that failed as `layout` (the mall's markup changed).
     pub layout_failures_15m: i64,
+    /// What the mall's attempts cost in the rolling hour, USD ([`SPEND_WINDOW`](super::SPEND_WINDOW)).
+    pub spend_usd_last_hour: f64,
+    /// The mall's hourly spend cap; `None`: none.
+    pub spend_cap_hourly_usd: Option<f64>,
+    /// The spend has reached the cap: none of the mall's jobs is claimed ([`spend_capped`]).
+    pub spend_capped: bool,
 }
 
 impl MallQueueOps {
@@ -191,6 +207,12 @@ pub struct QueueOps {
     /// Running with an expired lease or past the hard deadline.
     pub stuck_running: i64,
     pub deadline_kills_last_hour: i64,
+    /// What every attempt cost in the rolling hour, USD: the deployment's spend, which
+    /// `spend_cap_hourly_usd` caps.
     pub cost_usd_last_hour: f64,
+    /// The deployment-wide hourly spend cap of this replica (`LPS_SPEND_CAP_HOURLY_USD`).
+    pub spend_cap_hourly_usd: Option<f64>,
+    /// The deployment's spend has reached its cap: no job is claimed ([`spend_capped`]).
+    pub spend_capped: bool,
     pub malls: Vec<MallQueueOps>,
 }

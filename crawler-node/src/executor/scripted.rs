@@ -26,6 +26,9 @@
 //!
 //! Every sleep ends early when the job is cancelled; the run then returns a `Failed`
 //! outcome that the node ignores.
+//!
+//! Metrics are what the steps moved (the bytes of `progress`), priced like a browser run's
+//! at the Welcome's `proxy_usd_per_gb` ([`cost_usd`](super::cost_usd)).
 
 use std::{
     sync::{
@@ -222,7 +225,7 @@ async fn run_script(
             return Outcome::Failed {
                 class: ErrorClass::Internal,
                 message: format!("bad script: {reason}"),
-                metrics: metrics(progress, started),
+                metrics: metrics(job, progress, started),
             };
         }
     };
@@ -230,7 +233,7 @@ async fn run_script(
         match step {
             Step::Sleep(duration) => {
                 if !sleep(duration, cancel).await {
-                    return cancelled(progress, started);
+                    return cancelled(job, progress, started);
                 }
             }
             Step::Progress => {
@@ -239,7 +242,7 @@ async fn run_script(
                     progress.page_loaded();
                     progress.add_bytes(PROGRESS_BYTES_PER_PAGE);
                     if !sleep(PROGRESS_STEP, cancel).await {
-                        return cancelled(progress, started);
+                        return cancelled(job, progress, started);
                     }
                 }
             }
@@ -268,21 +271,21 @@ async fn run_script(
             Outcome::Found {
                 offers: vec![offer],
                 rounds: vec![round_report(job, started, 1)],
-                metrics: metrics(progress, started),
+                metrics: metrics(job, progress, started),
             }
         }
         End::NotFound => Outcome::NotFound {
             rounds: vec![round_report(job, started, 0)],
-            metrics: metrics(progress, started),
+            metrics: metrics(job, progress, started),
         },
         End::Fail(class) => Outcome::Failed {
             class,
             message: format!("scripted failure: {}", class.as_str()),
-            metrics: metrics(progress, started),
+            metrics: metrics(job, progress, started),
         },
         End::Hang => {
             cancel.cancelled().await;
-            cancelled(progress, started)
+            cancelled(job, progress, started)
         }
         End::Panic => panic!("scripted panic for job {}", job.job_id()),
     }
@@ -296,22 +299,20 @@ async fn sleep(duration: Duration, cancel: &CancellationToken) -> bool {
     }
 }
 
-fn cancelled(progress: &Progress, started: Instant) -> Outcome {
+fn cancelled(job: &Job, progress: &Progress, started: Instant) -> Outcome {
     Outcome::Failed {
         class: ErrorClass::Internal,
         message: "cancelled".to_owned(),
-        metrics: metrics(progress, started),
+        metrics: metrics(job, progress, started),
     }
 }
 
-fn metrics(progress: &Progress, started: Instant) -> JobMetrics {
-    let now = progress.snapshot();
-    JobMetrics {
-        bytes_in: now.bytes,
-        elapsed: started.elapsed(),
-        pages_loaded: now.pages_loaded,
-        ..JobMetrics::default()
-    }
+/// What the run moved so far, priced like a browser run's ([`cost_usd`](super::cost_usd) at
+/// the Welcome's proxy price).
+fn metrics(job: &Job, progress: &Progress, started: Instant) -> JobMetrics {
+    progress
+        .snapshot()
+        .spent(job.limits.proxy_usd_per_gb, started.elapsed())
 }
 
 fn round_report(job: &Job, started: Instant, matches: u32) -> RoundReport {

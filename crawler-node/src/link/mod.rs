@@ -8,10 +8,11 @@
 //!    `Welcome`. Held jobs are the running ones *and* those whose final report is still in
 //!    the outbox: a coordinator releases the jobs a reconnecting node does not list, which
 //!    would make those reports stale.
-//! 2. **Welcomed**: stop and forget the `lost` jobs, publish the site profiles, send
-//!    `Credit{free_slots}`, resend every un-acked report in seq order. Then one `select!`:
-//!    shutdown/drain, inbound frames, job events (exits and deadlines), the heartbeat tick,
-//!    the drain timers.
+//! 2. **Welcomed**: stop the `lost` jobs (a `Stopped` report each; their un-acked reports
+//!    stay, to be acked `STALE` with what they spent still recorded), publish the site
+//!    profiles, send `Credit{free_slots}`, resend every un-acked report in seq order. Then
+//!    one `select!`: shutdown/drain, inbound frames, job events (exits and deadlines), the
+//!    heartbeat tick, the drain timers.
 //! 3. **Lost**: any stream error (a status, the stream closing without our Goodbye, or no
 //!    frame for [`Session::silence_limit`]) goes through the exhaustive
 //!    [`retry::decide`]: fatal codes end `run` with an error, the rest
@@ -56,7 +57,7 @@ use chrono::Utc;
 use futures::StreamExt as _;
 use lps_proto::{
     PROTOCOL_VERSION,
-    model::{ErrorClass, JobFailure, Lease, MallId},
+    model::{ErrorClass, JobFailure, JobHandBack, JobMetrics, Lease, MallId},
     pb::{self, coordinator_message::Body as In, node_message::Body as Out},
 };
 use tokio::{
@@ -453,15 +454,28 @@ impl Link {
     fn on_welcome(&mut self, opened: Box<Opened>) -> Result<(), Status> {
         let opened = *opened;
         let (session, profiles) = session::from_welcome(opened.welcome)?;
+        if !session.stopped_reports {
+            let dropped = self.outbox.drop_stopped();
+            if dropped > 0 {
+                info!(
+                    dropped,
+                    "the coordinator takes no stop reports; dropped the pending ones"
+                );
+            }
+        }
         for &job_id in &session.lost {
-            let stopped = self.jobs.cancel(job_id, None);
-            let dropped = self.outbox.drop_job(job_id);
+            let stopped = self.jobs.cancel(job_id, None, "lost");
             warn!(
                 job.id = job_id,
                 stopped = stopped.len(),
-                dropped_reports = dropped,
-                "job is no longer this node's; stopped and forgotten"
+                "job is no longer this node's; stopped"
             );
+            // NB: not sent yet (no stream until below): they go out with the resend.
+            if session.stopped_reports {
+                for report in stopped {
+                    self.report(report);
+                }
+            }
         }
         Span::current().record("session.id", session.id.as_str());
         info!(
@@ -582,13 +596,15 @@ impl Link {
             Some(format!("mall {} is not crawled by this node", job.mall))
         } else {
             // A newer lease of a job this node still runs supersedes the old one.
-            for old in self.jobs.cancel(lease.job_id, None) {
+            let old = self.jobs.cancel(lease.job_id, None, "reassigned");
+            for report in &old {
                 warn!(
-                    job.id = old.job_id,
-                    job.lease_epoch = old.epoch,
+                    job.id = lease.job_id,
+                    job.lease_epoch = report.lease().map(|l| l.epoch),
                     "job reassigned with a newer lease; stopping the old run"
                 );
             }
+            self.report_stopped(old);
             (self.jobs.free_slots() == 0).then(|| "no free slot".to_owned())
         };
         if let Some(reason) = refuse {
@@ -596,7 +612,12 @@ impl Link {
             self.shared
                 .metrics
                 .job_finished(&job.mall, JobEnd::HandedBack);
-            self.report(Report::HandBack { lease, reason });
+            // Nothing ran: nothing spent.
+            self.report(Report::HandBack(JobHandBack::new(
+                lease,
+                reason,
+                JobMetrics::default(),
+            )));
             // The coordinator counted this assignment against our credit: say again what
             // is free.
             self.send_credit();
@@ -607,11 +628,30 @@ impl Link {
     }
 
     fn cancel_job(&mut self, job_id: i64, epoch: Option<i64>, reason: &str) {
-        let stopped = self.jobs.cancel(job_id, epoch);
+        let stopped = self.jobs.cancel(job_id, epoch, reason);
         if stopped.is_empty() {
             debug!(job.id = job_id, reason, "cancel for a job not running here");
         } else {
             info!(job.id = job_id, reason, "job cancelled by the coordinator");
+        }
+        self.report_stopped(stopped);
+    }
+
+    /// Reports what stopped runs spent, to a coordinator that takes `Stopped` reports (an
+    /// older one would end the stream on one).
+    fn report_stopped(&mut self, stopped: Vec<Report>) {
+        if stopped.is_empty() {
+            return;
+        }
+        if !self.session.as_ref().is_some_and(|s| s.stopped_reports) {
+            debug!(
+                runs = stopped.len(),
+                "the coordinator takes no stop reports; the stopped runs' spend goes unreported"
+            );
+            return;
+        }
+        for report in stopped {
+            self.report(report);
         }
     }
 
@@ -649,7 +689,7 @@ impl Link {
                     .ip_session_ended(&session.mall, session.reason);
             }
             Report::Block(event) => self.shared.metrics.blocked(&event.mall),
-            Report::Result(_) | Report::Failure(_) | Report::HandBack { .. } => {}
+            Report::Result(_) | Report::Failure(_) | Report::HandBack(_) | Report::Stopped(_) => {}
         }
         let (job_id, kind) = (report.job_id(), report.kind());
         let seq = self.outbox.push(report);

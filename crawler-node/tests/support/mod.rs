@@ -72,6 +72,8 @@ pub struct Behaviour {
     pub profiles: Vec<pb::SiteProfile>,
     /// How `ProxyAcquire` is answered: grants from this plan, or `ProxyUnavailable`.
     pub grants: Option<GrantPlan>,
+    /// `Welcome.stopped_reports`: the fake takes `JobStopped` (false: as an older coordinator).
+    pub stopped_reports: bool,
 }
 
 /// Proxy ports the fake coordinator hands out in turn.
@@ -100,6 +102,7 @@ impl Default for Behaviour {
                 ..Default::default()
             }],
             grants: None,
+            stopped_reports: true,
         }
     }
 }
@@ -168,6 +171,7 @@ impl State {
                         protocol_version: lps_proto::PROTOCOL_VERSION,
                         // As an older coordinator: the node judges with its built-in words.
                         vocabulary: None,
+                        stopped_reports: b.stopped_reports,
                     }),
                 );
             }
@@ -416,6 +420,7 @@ pub fn report_seq(body: &Out) -> Option<u64> {
         Out::Result(r) => Some(r.report_seq),
         Out::Failure(f) => Some(f.report_seq),
         Out::HandBack(h) => Some(h.report_seq),
+        Out::Stopped(s) => Some(s.report_seq),
         Out::ProxyRelease(r) => Some(r.report_seq),
         Out::SessionEnd(s) => Some(s.report_seq),
         Out::BlockEvent(b) => Some(b.report_seq),
@@ -429,6 +434,7 @@ pub fn report_job(body: &Out) -> Option<i64> {
         Out::Result(r) => Some(r.job_id),
         Out::Failure(f) => Some(f.job_id),
         Out::HandBack(h) => Some(h.job_id),
+        Out::Stopped(s) => Some(s.job_id),
         _ => None,
     }
 }

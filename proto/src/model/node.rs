@@ -336,6 +336,18 @@ impl JobMetrics {
     pub fn bytes(&self) -> u64 {
         self.bytes_in.saturating_add(self.bytes_out)
     }
+
+    /// Nothing was moved or spent (nothing to record).
+    pub fn is_free(&self) -> bool {
+        self.bytes() == 0 && self.cost_usd == 0.0
+    }
+}
+
+/// A report's optional `metrics`, validated (absent: nothing spent).
+fn reported_metrics(m: Option<pb::JobMetrics>) -> Result<JobMetrics, FieldError> {
+    m.map(JobMetrics::try_from)
+        .transpose()
+        .map(Option::unwrap_or_default)
 }
 
 impl TryFrom<pb::JobMetrics> for JobMetrics {
@@ -523,12 +535,86 @@ impl TryFrom<pb::JobFailure> for JobFailure {
         let lease = lease(f.job_id, f.lease_epoch)?;
         let class = ErrorClass::try_from(f.class)?;
         let mut failure = Self::new(lease, class, f.message);
-        failure.metrics = f
-            .metrics
-            .map(JobMetrics::try_from)
-            .transpose()?
-            .unwrap_or_default();
+        failure.metrics = reported_metrics(f.metrics)?;
         Ok(failure)
+    }
+}
+
+/// A lease the node gives back unfinished (`JobHandBack`): the job is queued again at once,
+/// no attempt counted; `metrics` is what the run spent until then.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobHandBack {
+    pub lease: Lease,
+    pub reason: String,
+    pub metrics: JobMetrics,
+}
+
+impl JobHandBack {
+    pub fn new(lease: Lease, reason: impl Into<String>, metrics: JobMetrics) -> Self {
+        Self {
+            lease,
+            reason: reason.into().chars().take(MAX_ERROR_CHARS).collect(),
+            metrics,
+        }
+    }
+
+    /// The wire message carrying this report as `report_seq`.
+    pub fn to_pb(&self, report_seq: u64) -> pb::JobHandBack {
+        pb::JobHandBack {
+            report_seq,
+            job_id: self.lease.job_id,
+            lease_epoch: self.lease.epoch,
+            reason: self.reason.clone(),
+            metrics: Some(pb::JobMetrics::from(&self.metrics)),
+        }
+    }
+}
+
+impl TryFrom<pb::JobHandBack> for JobHandBack {
+    type Error = FieldError;
+
+    fn try_from(h: pb::JobHandBack) -> Result<Self, FieldError> {
+        let lease = lease(h.job_id, h.lease_epoch)?;
+        Ok(Self::new(lease, h.reason, reported_metrics(h.metrics)?))
+    }
+}
+
+/// A run the node stopped because the coordinator said its lease is gone (`JobStopped`):
+/// only what it spent, recorded against the attempt that ended the lease.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobStopped {
+    pub lease: Lease,
+    pub reason: String,
+    pub metrics: JobMetrics,
+}
+
+impl JobStopped {
+    pub fn new(lease: Lease, reason: impl Into<String>, metrics: JobMetrics) -> Self {
+        Self {
+            lease,
+            reason: reason.into().chars().take(MAX_ERROR_CHARS).collect(),
+            metrics,
+        }
+    }
+
+    /// The wire message carrying this report as `report_seq`.
+    pub fn to_pb(&self, report_seq: u64) -> pb::JobStopped {
+        pb::JobStopped {
+            report_seq,
+            job_id: self.lease.job_id,
+            lease_epoch: self.lease.epoch,
+            reason: self.reason.clone(),
+            metrics: Some(pb::JobMetrics::from(&self.metrics)),
+        }
+    }
+}
+
+impl TryFrom<pb::JobStopped> for JobStopped {
+    type Error = FieldError;
+
+    fn try_from(s: pb::JobStopped) -> Result<Self, FieldError> {
+        let lease = lease(s.job_id, s.lease_epoch)?;
+        Ok(Self::new(lease, s.reason, reported_metrics(s.metrics)?))
     }
 }
 
@@ -643,6 +729,58 @@ mod tests {
                 pb::CardClass::Overseas as i32,
             ],
         }
+    }
+
+    #[test]
+    fn hand_backs_and_stops_carry_their_spend() {
+        let spent = pb::JobMetrics {
+            bytes_in: 2_000,
+            bytes_out: 500,
+            cost_usd: 0.02,
+            ..Default::default()
+        };
+        let h = JobHandBack::try_from(pb::JobHandBack {
+            report_seq: 3,
+            job_id: 7,
+            lease_epoch: 2,
+            reason: "draining".into(),
+            metrics: Some(spent),
+        })
+        .unwrap();
+        assert_eq!((h.metrics.bytes(), h.metrics.cost_usd), (2_500, 0.02));
+        assert_eq!(JobHandBack::try_from(h.to_pb(3)).unwrap(), h);
+        // An older node sends no metrics: nothing was spent.
+        let old = JobHandBack::try_from(pb::JobHandBack {
+            job_id: 7,
+            lease_epoch: 2,
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(old.metrics.is_free());
+        let s = JobStopped::try_from(pb::JobStopped {
+            report_seq: 4,
+            job_id: 7,
+            lease_epoch: 2,
+            reason: "cancelled".into(),
+            metrics: Some(spent),
+        })
+        .unwrap();
+        assert_eq!(JobStopped::try_from(s.to_pb(4)).unwrap(), s);
+        let negative = pb::JobStopped {
+            job_id: 7,
+            lease_epoch: 2,
+            metrics: Some(pb::JobMetrics {
+                cost_usd: -1.0,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            JobStopped::try_from(negative).unwrap_err().field,
+            "metrics.cost_usd"
+        );
+        let no_lease = pb::JobStopped::default();
+        assert_eq!(JobStopped::try_from(no_lease).unwrap_err().field, "job_id");
     }
 
     #[test]

@@ -9,6 +9,11 @@
 -- * cap: a capped mall's running jobs each hold one mall_slot row. A free slot is taken
 --   FOR UPDATE SKIP LOCKED, so the cap holds across any number of claimers and replicas;
 -- * order: priority, then run_after, then id: the order of index job_claim_order.
+-- * spend: no job at all while the deployment's spend over the last hour has reached $6 (USD;
+--   null: no cap), and none of a mall whose own spend has reached its
+--   spend_cap_hourly_usd. Spend is read from spend_minute (at most 60 buckets a mall), so
+--   the caps hold across replicas without summing job_attempt. A capped job stays queued,
+--   untouched, until the hour frees up.
 --
 -- Every claim increments lease_epoch (the fencing token). The lease never outlives the
 -- hard deadline. $2 malls the nodes serve (null: all), $4 lease TTL in ms, $5 now.
@@ -24,11 +29,28 @@ wanted as materialized (
     from unnest($1::text[], $3::int[]) with ordinality as w (node_id, n, req)
     cross join lateral generate_series(1, w.n) as g (k)
 ),
-gap_malls as materialized (
+budget as materialized (
+    select $6::float8 is null
+           or coalesce((select sum(s.cost_usd) from spend_minute s, clock
+                        where s.minute > clock.now - interval '1 hour'), 0) < $6::float8 as open
+),
+-- Malls under their own spend cap (the cap's sum is read only for a capped mall).
+unspent as materialized (
     select m.mall_id
     from mall m, clock
     where m.enabled
       and ($2::text[] is null or m.mall_id = any($2::text[]))
+      and (select open from budget)
+      and (m.spend_cap_hourly_usd is null
+           or coalesce((select sum(s.cost_usd) from spend_minute s
+                        where s.mall = m.mall_id and s.minute > clock.now - interval '1 hour'), 0)
+              < m.spend_cap_hourly_usd)
+),
+gap_malls as materialized (
+    select m.mall_id
+    from mall m, clock
+    where m.enabled
+      and m.mall_id in (select mall_id from unspent)
       and m.min_start_gap_ms > 0
       and (m.last_start_at is null
            or m.last_start_at <= clock.now - m.min_start_gap_ms * interval '1 millisecond')
@@ -39,7 +61,7 @@ eligible as materialized (
     select m.mall_id, m.max_running, m.min_start_gap_ms > 0 as gapped
     from mall m
     where m.enabled
-      and ($2::text[] is null or m.mall_id = any($2::text[]))
+      and m.mall_id in (select mall_id from unspent)
       and (m.min_start_gap_ms = 0 or m.mall_id in (select mall_id from gap_malls))
 ),
 cand as materialized (

@@ -4,7 +4,8 @@
 -- queue-bench measures the difference). A mall that has a limit is skipped here whatever
 -- the caller believed, so this statement can never break a limit; Queue uses claim.sql
 -- whenever a mall it claims for may have one. Same requests, order, fencing, lease and
--- returned columns as claim.sql.
+-- returned columns as claim.sql, and the same spend caps ($6 the deployment's, USD per hour;
+-- null: none; and each mall's spend_cap_hourly_usd).
 --
 -- $2 malls the nodes serve (null: all), $4 lease TTL in ms, $5 now.
 with
@@ -13,6 +14,11 @@ wanted as materialized (
     select w.node_id, w.req, row_number() over (order by g.k, w.req) as slot
     from unnest($1::text[], $3::int[]) with ordinality as w (node_id, n, req)
     cross join lateral generate_series(1, w.n) as g (k)
+),
+budget as materialized (
+    select $6::float8 is null
+           or coalesce((select sum(s.cost_usd) from spend_minute s, clock
+                        where s.minute > clock.now - interval '1 hour'), 0) < $6::float8 as open
 ),
 picked as materialized (
     select c.job_id, row_number() over (order by c.priority, c.run_after, c.job_id) as slot
@@ -29,6 +35,11 @@ picked as materialized (
       and m.max_running is null
       and m.min_start_gap_ms = 0
       and ($2::text[] is null or m.mall_id = any($2::text[]))
+      and (select open from budget)
+      and (m.spend_cap_hourly_usd is null
+           or coalesce((select sum(s.cost_usd) from spend_minute s
+                        where s.mall = m.mall_id and s.minute > clock.now - interval '1 hour'), 0)
+              < m.spend_cap_hourly_usd)
     order by c.priority, c.run_after, c.job_id
     limit (select count(*) from wanted)
 )

@@ -10,6 +10,8 @@
 -- $18..$20 the same offers' shipping_status (ShippingStatus::as_str), list_price and flags
 -- (CardClass::as_str names joined by ',', '' for none).
 -- $16 negative-cache TTL in ms, $17 now.
+-- The attempt row is inserted without spend: spend.sql, run next in the same transaction,
+-- records each report's bytes and cost on it (and on a lost lease's attempt alike).
 with
 clock as materialized (select coalesce($17::timestamptz, clock_timestamp()) as now),
 input as (
@@ -38,12 +40,11 @@ done as (
       -- The lease is the node's that holds it: another node's report is stale, whatever
       -- its token (epochs are small integers anyone can guess).
       and j.node_id = i.node_id
-    returning j.job_id, j.lease_epoch, j.dedupe_key, j.mall, j.outcome, i.bytes, i.cost_usd,
-              i.node_id
+    returning j.job_id, j.lease_epoch, j.dedupe_key, j.mall, j.outcome, i.node_id
 ),
 attempt as (
-    insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended, bytes, cost_usd)
-    select d.job_id, d.lease_epoch, d.node_id, clock.now, 'done', d.bytes, d.cost_usd
+    insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended)
+    select d.job_id, d.lease_epoch, d.node_id, clock.now, 'done'
     from done d, clock
 ),
 offers as (

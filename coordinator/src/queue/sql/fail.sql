@@ -6,7 +6,8 @@
 -- changes nothing (stale_report).
 --
 -- $3 error class, $4 retryable, $5 message, $6 backoff base ms, $7 backoff cap ms,
--- $8 bytes, $9 cost_usd, $10 node_id, $11 now.
+-- $8 bytes, $9 cost_usd, $10 node_id, $11 now. The attempt row is inserted without spend:
+-- spend.sql records the report's bytes and cost on it next (on a lost lease's attempt too).
 -- `(j.state = 'running') is true` means `j.state = 'running'`; the form makes the planner look
 -- the job up by its key (see complete.sql).
 with
@@ -34,8 +35,8 @@ failed as (
     returning j.job_id, j.lease_epoch, j.mall, j.state, j.attempts, j.run_after
 ),
 attempt as (
-    insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended, error_class, bytes, cost_usd)
-    select f.job_id, f.lease_epoch, $10::text, clock.now, 'failed', $3::error_class, $8::bigint, $9::float8
+    insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended, error_class)
+    select f.job_id, f.lease_epoch, $10::text, clock.now, 'failed', $3::error_class
     from failed f, clock
 ),
 stale as (

@@ -1,5 +1,6 @@
 -- A node hands back lease ($1, $2) it will not finish (it is draining): the job is queued
--- again at once, no attempt and no reclaim counted. $3 node_id, $4 now.
+-- again at once, no attempt and no reclaim counted. $3 node_id, $4 now. What the run spent is
+-- recorded on the handed-back attempt by spend.sql next.
 -- `(j.state = 'running') is true` means `j.state = 'running'`; the form makes the planner look
 -- the job up by its key (see complete.sql).
 with

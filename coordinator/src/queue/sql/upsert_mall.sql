@@ -1,14 +1,16 @@
 -- Register a mall or change its limits, and reconcile its slot rows with the cap: free
 -- slots above the cap are removed, missing ones added (a held slot above a lowered cap is
 -- never used again by the claim, which only takes slot_no <= max_running).
--- $1 mall, $2 enabled, $3 max_running (null: no cap), $4 min_start_gap_ms.
+-- $1 mall, $2 enabled, $3 max_running (null: no cap), $4 min_start_gap_ms,
+-- $5 spend_cap_hourly_usd (null: no cap).
 with
 m as (
-    insert into mall (mall_id, enabled, max_running, min_start_gap_ms)
-    values ($1::text, $2::bool, $3::int, $4::int)
+    insert into mall (mall_id, enabled, max_running, min_start_gap_ms, spend_cap_hourly_usd)
+    values ($1::text, $2::bool, $3::int, $4::int, $5::float8)
     on conflict (mall_id) do update
         set enabled = excluded.enabled, max_running = excluded.max_running,
-            min_start_gap_ms = excluded.min_start_gap_ms, updated_at = now()
+            min_start_gap_ms = excluded.min_start_gap_ms,
+            spend_cap_hourly_usd = excluded.spend_cap_hourly_usd, updated_at = now()
     returning mall_id, max_running
 ),
 dropped as (

@@ -965,18 +965,15 @@ impl<'a> Run<'a> {
             (None, _) => RelayCounters::default(),
         };
         let per_call = self.inner.llm.as_ref().map_or(0.0, LlmClient::usd_per_call);
-        #[allow(clippy::cast_precision_loss)] // bytes far below 2^52
-        let cost_usd = moved.bytes() as f64 * self.job.limits.proxy_usd_per_gb / 1e9
-            + f64::from(self.llm_calls) * per_call;
         JobMetrics {
             bytes_in: moved.to_browser,
             bytes_out: moved.from_browser,
             elapsed: self.started.elapsed(),
-            cost_usd: if cost_usd.is_finite() && cost_usd > 0.0 {
-                cost_usd
-            } else {
-                0.0
-            },
+            cost_usd: crate::executor::cost_usd(
+                moved.bytes(),
+                self.job.limits.proxy_usd_per_gb,
+                f64::from(self.llm_calls) * per_call,
+            ),
             llm_calls: self.llm_calls,
             pages_loaded: self.pages,
             ports_used: self.ports_used,

@@ -78,6 +78,7 @@ impl Run<'_> {
         let tried_texts: Vec<&str> = tried.iter().map(|r| r.query.as_str()).collect();
         let keywords = if self.time_left() >= llm.timeout() + page {
             self.llm_calls += 1;
+            self.progress.llm_call(llm.usd_per_call());
             llm.keywords(call, &product, &tried_texts)
                 .await
                 .unwrap_or_default()
@@ -119,6 +120,7 @@ impl Run<'_> {
         }
         let titles: Vec<&str> = candidates.iter().map(|c| c.title).collect();
         self.llm_calls += 1;
+        self.progress.llm_call(llm.usd_per_call());
         let same = llm.judge(call, &product, &titles).await.unwrap_or_default();
         let mut offers = Vec::with_capacity(same.len());
         for index in same {
