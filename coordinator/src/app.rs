@@ -6,9 +6,10 @@
 //! A background task that exits on its own is fatal: [`Running::wait`] returns its error.
 //!
 //! Shutdown ([`Running::shutdown`]), all under `shutdown_timeout`: health flips to
-//! NOT_SERVING; new node streams are refused and every connected node is told to drain;
-//! node streams end (at Goodbye or the deadline); the gRPC and HTTP servers stop; the
-//! background loops stop; the pool closes.
+//! NOT_SERVING; new node streams are refused and every connected node is told to reconnect
+//! (UNAVAILABLE: it keeps its running jobs and re-attaches them to another replica, or to
+//! this one restarted — a rolling update does not restart the fleet); the gRPC and HTTP
+//! servers stop; the background loops stop; the pool closes.
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
@@ -87,12 +88,15 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     // NB: checked before any mall is registered: a vocabulary a node could not use stops
     // start-up here, naming the file and the entry (or the profile whose additions it is).
     let vocabulary = profiles::vocabulary(config.vocabulary_file.as_deref(), &profiles)?;
-    for profile in &profiles {
-        let enabled = config.malls.contains(&profile.mall());
-        queue
-            .upsert_mall(&profiles::limits(profile, enabled))
-            .await
-            .with_context(|| format!("registering mall {}", profile.wire.id))?;
+    let settings = SettingsWrite::begin(&pool, &config).await?;
+    if settings.allowed {
+        for profile in &profiles {
+            let enabled = config.malls.contains(&profile.mall());
+            queue
+                .upsert_mall(&profiles::limits(profile, enabled))
+                .await
+                .with_context(|| format!("registering mall {}", profile.wire.id))?;
+        }
     }
     info!(
         profiles = profiles.len(),
@@ -122,16 +126,18 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     let ledger = match &config.ledger {
         Some(ledger_config) => {
             let ledger = Ledger::new(pool.clone(), ledger_config.clone());
-            let r = ledger
-                .reconcile()
-                .await
-                .context("reconciling the proxy ports (LPS_PROXY_PORTS)")?;
-            info!(
-                added = r.added,
-                enabled = r.enabled,
-                disabled = r.disabled,
-                "proxy ports reconciled"
-            );
+            if settings.allowed {
+                let r = ledger
+                    .reconcile()
+                    .await
+                    .context("reconciling the proxy ports (LPS_PROXY_PORTS)")?;
+                info!(
+                    added = r.added,
+                    enabled = r.enabled,
+                    disabled = r.disabled,
+                    "proxy ports reconciled"
+                );
+            }
             Some(ledger)
         }
         None => {
@@ -139,6 +145,24 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             None
         }
     };
+    settings.commit().await?;
+    // Streams an earlier process under this replica's id held died with it (a crash leaves
+    // them marked connected).
+    let stale = sqlx::query!(
+        "update node_session set disconnected_at = now()
+         where coordinator_id = $1 and disconnected_at is null",
+        config.coordinator_id
+    )
+    .execute(&pool)
+    .await
+    .context("marking an earlier process's node streams disconnected")?
+    .rows_affected();
+    if stale > 0 {
+        info!(
+            streams = stale,
+            "marked node streams of an earlier process under this id disconnected"
+        );
+    }
     let metrics = Arc::new(Metrics::new());
     let registry = Registry::spawn();
     let dispatcher = Dispatcher {
@@ -149,7 +173,6 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             silence_timeout: dispatch::session::silence_for(config.heartbeat_interval),
             node_grace: config.node_grace,
             claim_poll: config.claim_poll,
-            drain_deadline: config.shutdown_timeout,
             profiles: profiles.iter().map(|p| p.wire.clone()).collect(),
             vocabulary,
             limits: pb::Limits {
@@ -404,16 +427,14 @@ impl Running {
     pub async fn shutdown(mut self) {
         let deadline = tokio::time::Instant::now() + self.timeout;
         set_health(&self.health, false).await;
-        info!("shutting down: draining nodes");
+        info!("shutting down: telling nodes to reconnect");
         self.shutdown.cancel();
         self.dispatcher.sessions.close();
         if tokio::time::timeout_at(deadline, self.dispatcher.sessions.wait())
             .await
             .is_err()
         {
-            warn!(
-                "nodes did not finish draining before the shutdown deadline; ending their streams"
-            );
+            warn!("node streams did not end before the shutdown deadline; ending them");
             self.dispatcher.hard_stop.cancel();
             let _ =
                 tokio::time::timeout(Duration::from_secs(2), self.dispatcher.sessions.wait()).await;
@@ -442,5 +463,67 @@ impl Running {
             }
         }
         self.tasks.abort_all();
+    }
+}
+
+/// Key of the transaction advisory lock under which a starting replica checks the
+/// configuration revision and writes the shared settings.
+const SETTINGS_LOCK: i64 = 0x4c50_535f_5345_5453; // "LPS_SETS"
+
+/// The start-up write of the settings every replica shares (mall rows, proxy ports): held
+/// under [`SETTINGS_LOCK`] until [`SettingsWrite::commit`], so replicas starting together
+/// take turns, and `allowed` only when no replica of a newer `LPS_CONFIG_REVISION` wrote
+/// them before (an old replica restarting in a rolling update must not undo them).
+struct SettingsWrite {
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    allowed: bool,
+}
+
+impl SettingsWrite {
+    async fn begin(pool: &PgPool, config: &Config) -> anyhow::Result<Self> {
+        let mut tx = pool.begin().await.context("starting the settings write")?;
+        sqlx::query!("select pg_advisory_xact_lock($1)", SETTINGS_LOCK)
+            .execute(&mut *tx)
+            .await
+            .context("waiting for other replicas' settings writes")?;
+        let revision = i64::from(config.config_revision);
+        let newer = sqlx::query_scalar!(
+            "insert into config_revision (scope, revision, coordinator_id)
+             values ('settings', $1, $2)
+             on conflict (scope) do update
+                 set revision = excluded.revision, coordinator_id = excluded.coordinator_id,
+                     applied_at = now()
+                 where config_revision.revision <= excluded.revision
+             returning revision",
+            revision,
+            config.coordinator_id
+        )
+        .fetch_optional(&mut *tx)
+        .await
+        .context("reading the configuration revision")?
+        .is_none();
+        if newer {
+            let stored = sqlx::query_scalar!(
+                "select revision from config_revision where scope = 'settings'"
+            )
+            .fetch_one(&mut *tx)
+            .await?;
+            warn!(
+                revision,
+                stored,
+                "a replica of a newer LPS_CONFIG_REVISION wrote the mall and proxy settings; this replica keeps theirs and writes none of its own"
+            );
+        }
+        Ok(Self {
+            tx,
+            allowed: !newer,
+        })
+    }
+
+    async fn commit(self) -> anyhow::Result<()> {
+        self.tx
+            .commit()
+            .await
+            .context("committing the settings write")
     }
 }

@@ -93,9 +93,21 @@ pub struct ServeArgs {
     /// Names this replica in node_session (default: hostname-pid).
     #[arg(long, env = "LPS_COORDINATOR_ID")]
     pub coordinator_id: Option<String>,
+    /// The revision of this replica's configuration (the Helm chart sets the release
+    /// revision). The mall settings and proxy ports are shared by every replica: one starts
+    /// by writing its own only when no replica of a newer revision wrote theirs, so an old
+    /// replica restarting during a rolling update does not undo the new settings.
+    #[arg(long, env = "LPS_CONFIG_REVISION", default_value_t = 0)]
+    pub config_revision: u32,
     #[arg(long, env = "LPS_HEARTBEAT_INTERVAL", default_value = "5s", value_parser = duration)]
     pub heartbeat_interval: Duration,
-    #[arg(long, env = "LPS_LEASE_TTL", default_value = "30s", value_parser = duration)]
+    /// How long a job's lease lasts without a renewal. Must cover a silent node's whole way
+    /// out — the last renewal up to a heartbeat before its last frame, the silence timeout
+    /// (three heartbeats), LPS_NODE_GRACE, a reaper pass and a heartbeat to spare — so a
+    /// node that goes silent always has its jobs reclaimed (no attempt charged), never
+    /// reaped: `LPS_LEASE_TTL >= 5 × LPS_HEARTBEAT_INTERVAL + LPS_NODE_GRACE +
+    /// LPS_REAP_INTERVAL`.
+    #[arg(long, env = "LPS_LEASE_TTL", default_value = "45s", value_parser = duration)]
     pub lease_ttl: Duration,
     /// How long a lost node's jobs wait for it to reconnect.
     #[arg(long, env = "LPS_NODE_GRACE", default_value = "15s", value_parser = duration)]
@@ -117,7 +129,7 @@ pub struct ServeArgs {
     /// one claim query per node per interval.
     #[arg(long, env = "LPS_CLAIM_POLL", default_value = "10s", value_parser = duration)]
     pub claim_poll: Duration,
-    /// How long shutdown may take in all; nodes get this long to drain.
+    /// How long shutdown may take in all (node streams are told to reconnect at its start).
     #[arg(long, env = "LPS_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = duration)]
     pub shutdown_timeout: Duration,
     /// `text` or `json`.
@@ -195,6 +207,7 @@ pub struct Config {
     pub http_tls: bool,
     pub tokens: Tokens,
     pub coordinator_id: String,
+    pub config_revision: u32,
     pub heartbeat_interval: Duration,
     pub lease_ttl: Duration,
     pub node_grace: Duration,
@@ -227,6 +240,7 @@ impl std::fmt::Debug for Config {
             .field("tls", &self.tls)
             .field("http_tls", &self.http_tls)
             .field("coordinator_id", &self.coordinator_id)
+            .field("config_revision", &self.config_revision)
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("lease_ttl", &self.lease_ttl)
             .field("node_grace", &self.node_grace)
@@ -251,6 +265,18 @@ pub struct ConfigError {
 /// The smallest pool that works: two connections are held by the LISTEN loops, the rest
 /// serve requests, node streams, the reaper and alerts.
 pub const MIN_DB_CONNECTIONS: u32 = 4;
+
+/// The shortest lease TTL under which a node that goes silent has its jobs reclaimed (not
+/// charged) before their leases run out: its last renewal can be a heartbeat before its last
+/// frame; the stream is given up after the silence timeout (three heartbeats), the jobs wait
+/// the grace period and then one reaper pass; one heartbeat is kept to spare.
+pub fn silent_node_window(
+    heartbeat: Duration,
+    grace: Duration,
+    reap_interval: Duration,
+) -> Duration {
+    heartbeat * 5 + grace + reap_interval
+}
 
 fn bad(setting: &'static str, reason: impl Into<String>) -> ConfigError {
     ConfigError {
@@ -356,10 +382,22 @@ impl ServeArgs {
         {
             return Err(bad("LPS_HEARTBEAT_INTERVAL", "must be 50ms..=60s"));
         }
-        if self.lease_ttl < self.heartbeat_interval * 2 {
+        if self.reap_interval.is_zero() || self.claim_poll.is_zero() {
+            return Err(bad("LPS_REAP_INTERVAL", "intervals must be positive"));
+        }
+        let silent_node =
+            silent_node_window(self.heartbeat_interval, self.node_grace, self.reap_interval);
+        if self.lease_ttl < silent_node {
             return Err(bad(
                 "LPS_LEASE_TTL",
-                "must be at least twice LPS_HEARTBEAT_INTERVAL",
+                format!(
+                    "{} is too short: a silent node's jobs must be reclaimed before their leases run out, so it must be at least 5 × LPS_HEARTBEAT_INTERVAL ({}) + LPS_NODE_GRACE ({}) + LPS_REAP_INTERVAL ({}) = {}; raise LPS_LEASE_TTL or lower the others",
+                    humantime::format_duration(self.lease_ttl),
+                    humantime::format_duration(self.heartbeat_interval),
+                    humantime::format_duration(self.node_grace),
+                    humantime::format_duration(self.reap_interval),
+                    humantime::format_duration(silent_node),
+                ),
             ));
         }
         if self.job_deadline < Duration::from_secs(1)
@@ -372,9 +410,6 @@ impl ServeArgs {
         }
         if self.backoff_cap < self.backoff_base {
             return Err(bad("LPS_BACKOFF_CAP", "must not be below LPS_BACKOFF_BASE"));
-        }
-        if self.reap_interval.is_zero() || self.claim_poll.is_zero() {
-            return Err(bad("LPS_REAP_INTERVAL", "intervals must be positive"));
         }
         let json_logs = match self.log_format.as_str() {
             "text" => false,
@@ -470,6 +505,7 @@ impl ServeArgs {
             http_tls: self.http_tls,
             tokens,
             coordinator_id,
+            config_revision: self.config_revision,
             heartbeat_interval: self.heartbeat_interval,
             lease_ttl: self.lease_ttl,
             node_grace: self.node_grace,
@@ -537,6 +573,43 @@ mod tests {
             let e = node_token_nodes(&[bad_entry.into()], 2).unwrap_err();
             assert_eq!(e.setting, "LPS_NODE_TOKEN_NODES", "{bad_entry}");
         }
+    }
+
+    #[test]
+    fn a_silent_nodes_jobs_are_reclaimed_before_their_leases_run_out() {
+        let c = args(&[]).validate().unwrap();
+        let window = silent_node_window(c.heartbeat_interval, c.node_grace, c.reap_interval);
+        assert!(
+            c.lease_ttl >= window,
+            "defaults: {:?} < {window:?}",
+            c.lease_ttl
+        );
+        assert!(
+            dispatch_silence(c.heartbeat_interval) + c.node_grace < c.lease_ttl,
+            "silence + grace must end before the lease"
+        );
+        // 15 s silence + 15 s grace against a 30 s lease: the split the rule forbids.
+        let e = args(&["--lease-ttl", "30s"]).validate().unwrap_err();
+        assert_eq!(e.setting, "LPS_LEASE_TTL");
+        assert!(e.reason.contains("41s"), "{e}");
+        let e = args(&["--node-grace", "60s"]).validate().unwrap_err();
+        assert_eq!(
+            e.setting, "LPS_LEASE_TTL",
+            "a longer grace needs a longer lease"
+        );
+        assert!(
+            args(&["--node-grace", "60s", "--lease-ttl", "86s"])
+                .validate()
+                .is_ok()
+        );
+        let e = args(&["--heartbeat-interval", "10s"])
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.setting, "LPS_LEASE_TTL");
+    }
+
+    fn dispatch_silence(heartbeat: Duration) -> Duration {
+        crate::dispatch::session::silence_for(heartbeat)
     }
 
     #[test]

@@ -56,10 +56,13 @@ pub async fn send_cancels(
 }
 
 /// Marks `node_id` draining and tells its coordinator. Returns whether such a node is
-/// connected.
+/// connected or between streams (disconnected less than 5 minutes ago): the mark stays on
+/// its row, so a node that reconnects (the same process) is drained then, and every
+/// heartbeat answer repeats the Drain.
 pub async fn request_drain(pool: &PgPool, node_id: &str) -> Result<bool, queue::Error> {
     let marked = sqlx::query!(
-        "update node_session set draining = true where node_id = $1 and disconnected_at is null",
+        "update node_session set draining = true
+         where node_id = $1 and (disconnected_at is null or disconnected_at > now() - interval '5 minutes')",
         node_id
     )
     .execute(pool)

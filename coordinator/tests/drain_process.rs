@@ -357,6 +357,8 @@ impl Rig {
             // for the whole test: only a real drain frees them in time.
             "--node-grace",
             "600s",
+            "--lease-ttl",
+            "630s",
             "--claim-poll",
             "1s",
         ];

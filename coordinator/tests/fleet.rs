@@ -15,7 +15,12 @@ use sqlx::{
     PgPool,
     postgres::{PgConnectOptions, PgPoolOptions},
 };
-use tokio::task::JoinHandle;
+use tokio::{
+    io::copy_bidirectional,
+    net::{TcpListener, TcpStream},
+    sync::watch,
+    task::JoinHandle,
+};
 use tokio_util::sync::CancellationToken;
 
 mod common;
@@ -25,13 +30,16 @@ use common::NODE_TOKEN;
 const MALL: &str = "testmall-alpha";
 
 async fn coordinator_at(pool: &PgPool, grpc: &str, grace: &str) -> Running {
+    // NB: the shortest lease the grace allows (see LPS_LEASE_TTL), plus a second.
+    let ttl = humantime::parse_duration(grace).unwrap() + Duration::from_secs(3);
+    let ttl = format!("{}ms", ttl.as_millis());
     let flags = [
         "--grpc-addr",
         grpc,
         "--heartbeat-interval",
         "200ms",
         "--lease-ttl",
-        "10s",
+        &ttl,
         "--node-grace",
         grace,
         "--claim-poll",
@@ -42,6 +50,32 @@ async fn coordinator_at(pool: &PgPool, grpc: &str, grace: &str) -> Running {
         MALL,
     ];
     common::start_with_mall(pool, MALL, &flags).await
+}
+
+/// A stand-in for the Service in front of the coordinator replicas: new connections go to
+/// the current target.
+struct Balancer {
+    addr: SocketAddr,
+    target: watch::Sender<SocketAddr>,
+}
+
+impl Balancer {
+    async fn spawn(first: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (target, watch) = watch::channel(first);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let to = *watch.borrow();
+                tokio::spawn(async move {
+                    if let Ok(mut server) = TcpStream::connect(to).await {
+                        let _ = copy_bidirectional(&mut inbound, &mut server).await;
+                    }
+                });
+            }
+        });
+        Self { addr, target }
+    }
 }
 
 async fn coordinator(pool: &PgPool, grace: &str) -> Running {
@@ -396,4 +430,155 @@ async fn a_node_with_a_bad_token_is_refused(pool: PgPool) {
         "{err}"
     );
     c.shutdown().await;
+}
+
+/// A rolling update: the replica a node is connected to shuts down; the node is told to
+/// reconnect (not to drain), reaches the other replica and re-attaches its running jobs.
+/// Nothing is handed back, nothing charged, nothing run twice, and the node keeps running.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_coordinator_shutdown_moves_its_nodes_to_another_replica(
+    _: PgPoolOptions,
+    opts: PgConnectOptions,
+) {
+    let (pool_a, pool_b) = (pool_of(opts.clone(), 10).await, pool_of(opts, 10).await);
+    let a = coordinator(&pool_a, "15s").await;
+    let b = coordinator(&pool_b, "15s").await;
+    let service = Balancer::spawn(a.grpc_addr).await;
+    let node = start_node(service.addr, "node-r", 4, NODE_TOKEN);
+    let names: Vec<String> = (0..8)
+        .map(|i| format!("sleep:{} ok", 2_000 + i * 100))
+        .collect();
+    enqueue(&a, &names).await;
+    node.handle.wait_for(|s| s.running_jobs == 4).await;
+
+    service.target.send_replace(b.grpc_addr);
+    a.shutdown().await;
+    let done = wait_for_count(
+        &pool_b,
+        "select count(*) from job where state = 'done'",
+        8,
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(done, 8, "{}", attempt_log(&pool_b).await);
+    assert_eq!(
+        scalar(
+            &pool_b,
+            "select count(*) from job_attempt where ended <> 'done'"
+        )
+        .await,
+        0,
+        "an attempt was handed back, reclaimed or charged: {}",
+        attempt_log(&pool_b).await
+    );
+    assert_eq!(
+        scalar(&pool_b, "select count(*) from job where lease_epoch <> 1").await,
+        0,
+        "a job ran twice"
+    );
+    assert!(
+        !node.task.is_finished(),
+        "the node stopped with the coordinator"
+    );
+    assert!(
+        node.handle.status().connects >= 2,
+        "the node did not reconnect"
+    );
+    let on_b: String =
+        sqlx::query_scalar("select coordinator_id from node_session where node_id = 'node-r'")
+            .fetch_one(&pool_b)
+            .await
+            .unwrap();
+    let connected = scalar(
+        &pool_b,
+        "select count(*) from node_session where node_id = 'node-r' and disconnected_at is null",
+    )
+    .await;
+    assert_eq!(connected, 1);
+    assert!(!on_b.is_empty());
+    node.stop.cancel();
+    node.task.await.unwrap().unwrap();
+    b.shutdown().await;
+}
+
+/// A replica that crashed leaves its streams marked connected; ListNodes and the ops
+/// figures stop counting a stream not seen for 90 s, and a replica starting under the
+/// crashed one's id marks them disconnected at once.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_crashed_coordinators_nodes_do_not_show_as_connected(pool: PgPool) {
+    let flags = ["--coordinator-id", "coord-x", "--malls", MALL];
+    let first = common::start_with_mall(&pool, MALL, &flags).await;
+    let node = start_node(first.grpc_addr, "node-c", 1, NODE_TOKEN);
+    node.handle.wait_for(|s| s.session_id.is_some()).await;
+    first.abort().await;
+    node.stop.cancel();
+    node.task.abort();
+    // NB: `abort` still lets the session mark its row; a killed process leaves it as this.
+    sqlx::query("update node_session set disconnected_at = null")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let connected = "select count(*) from node_session where disconnected_at is null";
+    assert_eq!(scalar(&pool, connected).await, 1);
+
+    // Seen 2 minutes ago: not listed, not counted.
+    sqlx::query("update node_session set last_seen_at = now() - interval '2 minutes'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let searches = lps_coordinator::search::Searches::new(lps_coordinator::queue::Queue::new(
+        pool.clone(),
+        lps_coordinator::queue::QueueConfig::default(),
+    ));
+    let nodes = searches.nodes().await.unwrap();
+    assert!(nodes.is_empty(), "{nodes:?}");
+    let fleet = searches.fleet_ops().await.unwrap();
+    assert_eq!(fleet.nodes_connected, 0);
+
+    // A replica under the crashed one's id marks its streams disconnected when it starts.
+    sqlx::query("update node_session set last_seen_at = now()")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let again = common::start_with_mall(&pool, MALL, &flags).await;
+    assert_eq!(scalar(&pool, connected).await, 0);
+    again.shutdown().await;
+}
+
+/// Replicas share the mall settings: one of an older LPS_CONFIG_REVISION starting later
+/// writes nothing over a newer one's; the same or a newer revision writes its own.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn an_older_config_revision_does_not_overwrite_the_mall_settings(pool: PgPool) {
+    let enabled = |mall: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, bool>("select enabled from mall where mall_id = $1")
+                .bind(mall)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    let start = |revision: &'static str, malls: &'static str| {
+        let pool = pool.clone();
+        async move { common::start(&pool, &["--config-revision", revision, "--malls", malls]).await }
+    };
+    start("2", "testmall-alpha").await.shutdown().await;
+    assert!(enabled("testmall-alpha").await && !enabled("testmall-beta").await);
+
+    start("1", "testmall-beta").await.shutdown().await;
+    assert!(
+        enabled("testmall-alpha").await && !enabled("testmall-beta").await,
+        "revision 1 undid revision 2's settings"
+    );
+    start("2", "testmall-alpha,testmall-beta")
+        .await
+        .shutdown()
+        .await;
+    assert!(
+        enabled("testmall-beta").await,
+        "the same revision writes its settings"
+    );
+    start("3", "testmall-beta").await.shutdown().await;
+    assert!(!enabled("testmall-alpha").await && enabled("testmall-beta").await);
 }

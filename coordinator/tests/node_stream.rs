@@ -25,11 +25,15 @@ use common::{CLIENT_TOKEN, NODE_TOKEN};
 const MALL: &str = "testmall-alpha";
 
 async fn coordinator(pool: &PgPool, grace: &str) -> Running {
+    // NB: the shortest lease the grace allows (5 heartbeats + grace + a reaper pass), plus
+    // a second: a node that went silent has its jobs reclaimed before the lease runs out.
+    let ttl = humantime::parse_duration(grace).unwrap() + Duration::from_secs(3);
+    let ttl = format!("{}ms", ttl.as_millis());
     let flags = [
         "--heartbeat-interval",
         "200ms",
         "--lease-ttl",
-        "2s",
+        &ttl,
         "--node-grace",
         grace,
         "--shutdown-timeout",
@@ -486,7 +490,7 @@ async fn layout_failures_go_dead_at_once_are_counted_and_page_once(pool: PgPool)
         "--heartbeat-interval",
         "2s",
         "--lease-ttl",
-        "10s",
+        "30s",
         "--alert-interval",
         "200ms",
         "--alert-webhook-url",
@@ -836,4 +840,78 @@ async fn a_node_token_limited_to_node_ids_cannot_use_another(pool: PgPool) {
     assert_eq!(status.code(), tonic::Code::PermissionDenied, "{status:?}");
     assert!(status.message().contains("\"intruder\""), "{status:?}");
     running.shutdown().await;
+}
+
+/// An operator's drain is not lost on the way: every heartbeat answer repeats it, a node
+/// that was between streams when it was asked gets it when the same process reconnects,
+/// and a new process under the id starts undrained.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_drain_is_repeated_until_the_node_has_it_and_survives_a_reconnect(pool: PgPool) {
+    let running = coordinator(&pool, "15s").await;
+    let mut node = open(running.grpc_addr, NODE_TOKEN, hello_of("edge-1", "inst-1"))
+        .await
+        .unwrap();
+    let Out::Welcome(_) = node.next().await else {
+        panic!("expected welcome")
+    };
+    assert!(
+        lps_coordinator::control::request_drain(&pool, "edge-1")
+            .await
+            .unwrap()
+    );
+    let Out::Drain(drain) = node.next_event().await else {
+        panic!("expected the drain")
+    };
+    assert_eq!(drain.reason, "operator request");
+    assert!(
+        drain.deadline.is_none(),
+        "the node's own drain timeout applies"
+    );
+    // Say the Drain was lost: the next heartbeat's answer carries it again.
+    node.send(In::Heartbeat(pb::Heartbeat::default())).await;
+    let Out::HeartbeatAck(_) = node.next().await else {
+        panic!("expected heartbeat ack")
+    };
+    let Out::Drain(_) = node.next().await else {
+        panic!("the heartbeat answer did not repeat the drain")
+    };
+
+    // The stream breaks before the node saw anything: the same process reconnecting is
+    // drained as soon as it is welcomed.
+    drop(node);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut node = open(running.grpc_addr, NODE_TOKEN, hello_of("edge-1", "inst-1"))
+        .await
+        .unwrap();
+    let Out::Welcome(_) = node.next().await else {
+        panic!("expected welcome")
+    };
+    let Out::Drain(_) = node.next_event().await else {
+        panic!("a reconnect of the drained process was not drained")
+    };
+    drop(node);
+
+    // A new process under the id is another node: not drained.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut fresh = open(running.grpc_addr, NODE_TOKEN, hello_of("edge-1", "inst-2"))
+        .await
+        .unwrap();
+    let Out::Welcome(_) = fresh.next().await else {
+        panic!("expected welcome")
+    };
+    fresh.send(In::Heartbeat(pb::Heartbeat::default())).await;
+    let Out::HeartbeatAck(_) = fresh.next().await else {
+        panic!("expected heartbeat ack")
+    };
+    let draining: bool =
+        sqlx::query_scalar("select draining from node_session where node_id = 'edge-1'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert!(!draining, "a new process inherited the old one's drain");
+    fresh.send(In::Heartbeat(pb::Heartbeat::default())).await;
+    match fresh.next().await {
+        Out::HeartbeatAck(_) => {}
+        other => panic!("a new process was told {other:?}"),
+    }
 }

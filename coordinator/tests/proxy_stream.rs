@@ -25,7 +25,7 @@ async fn coordinator(pool: &PgPool, proxies: bool) -> Running {
         "--heartbeat-interval",
         "200ms",
         "--lease-ttl",
-        "2s",
+        "3s",
         "--node-grace",
         "1s",
         "--malls",

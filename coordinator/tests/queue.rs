@@ -1871,7 +1871,7 @@ async fn layout_share_counts_the_attempts_nodes_finished_in_the_last_15_minutes(
     q.fail_if_leased("node", &fail(&beta, ErrorClass::Layout))
         .await
         .unwrap();
-    let reaped = queue.at(t0 + TimeDelta::seconds(31)).reap().await.unwrap();
+    let reaped = queue.at(t0 + TimeDelta::seconds(46)).reap().await.unwrap();
     assert!(reaped.iter().any(|r| r.job_id == jobs[6].lease.job_id));
 
     let share = |ops: &lps_coordinator::queue::QueueOps, m: &str| {

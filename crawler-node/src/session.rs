@@ -21,7 +21,7 @@ use tracing::warn;
 /// Heartbeat interval when the Welcome names none.
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
 /// Lease TTL when the Welcome names none.
-pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(45);
 /// Heartbeat intervals are clamped to this range.
 pub const MIN_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(50);
 pub const MAX_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(60);

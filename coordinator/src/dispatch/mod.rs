@@ -9,8 +9,8 @@
 //! - Control listener: LISTEN on [`crate::control::CONTROL_CHANNEL`] turns cross-replica
 //!   messages into session commands for the nodes connected here.
 //! - Grace: a stream that ends without Goodbye leaves its node's jobs leased for
-//!   `node_grace`; unless the node reconnected (to any replica) by then, they are released
-//!   as reclaims.
+//!   `node_grace` (counted from the database's return when an outage cut into it); unless
+//!   the node reconnected (to any replica) by then, they are released as reclaims.
 
 pub mod session;
 
@@ -41,8 +41,6 @@ pub struct DispatchConfig {
     pub node_grace: Duration,
     /// Poll fallback for claimers when no NOTIFY arrives.
     pub claim_poll: Duration,
-    /// How long nodes get to drain when this coordinator shuts down.
-    pub drain_deadline: Duration,
     /// Site profiles sent in Welcome.
     pub profiles: Vec<pb::SiteProfile>,
     /// The same-product judge's vocabulary sent in Welcome (the built-in one or
@@ -98,9 +96,6 @@ enum RegistryMsg {
     Send {
         node_id: String,
         command: Command,
-    },
-    Broadcast {
-        make: Box<dyn Fn() -> Command + Send>,
     },
     Count {
         reply: oneshot::Sender<usize>,
@@ -164,11 +159,6 @@ impl Registry {
                                 }
                             }
                         }
-                        RegistryMsg::Broadcast { make } => {
-                            for entry in nodes.values() {
-                                let _ = entry.commands.try_send(make());
-                            }
-                        }
                         RegistryMsg::Count { reply } => {
                             let _ = reply.send(nodes.len());
                         }
@@ -215,14 +205,6 @@ impl Registry {
             .await;
     }
 
-    /// Tells every session here to drain (coordinator shutdown).
-    pub async fn drain_all(&self, reason: &'static str) {
-        let make = Box::new(move || Command::Drain {
-            reason: reason.to_owned(),
-        });
-        let _ = self.tx.send(RegistryMsg::Broadcast { make }).await;
-    }
-
     /// Sessions connected to this replica.
     pub async fn connected(&self) -> usize {
         let (reply, rx) = oneshot::channel();
@@ -240,7 +222,7 @@ pub struct Dispatcher {
     pub config: Arc<DispatchConfig>,
     pub registry: Registry,
     pub wakeups: Wakeups,
-    /// Cancelled when the coordinator shuts down: sessions tell their nodes to drain.
+    /// Cancelled when the coordinator shuts down: sessions tell their nodes to reconnect.
     pub shutdown: CancellationToken,
     /// Cancelled when the shutdown deadline is reached: sessions end at once.
     pub hard_stop: CancellationToken,
@@ -263,11 +245,20 @@ impl Dispatcher {
         let grace = self.config.node_grace;
         self.sessions.spawn(
             async move {
-                tokio::select! {
-                    () = tokio::time::sleep(grace) => {}
-                    // NB: on shutdown the timer is dropped; the leases then expire and the reaper
-                    // (of any replica) takes the jobs back.
-                    () = this.shutdown.cancelled() => return,
+                // A grace period that a database outage cut into starts over when the
+                // database is back: the node could not reconnect while it was away.
+                let mut wait = grace;
+                loop {
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        // NB: on shutdown the timer is dropped; the leases then expire and the
+                        // reaper (of any replica) takes the jobs back.
+                        () = this.shutdown.cancelled() => return,
+                    }
+                    match this.queue.outages().hold(grace) {
+                        Some(left) => wait = left.max(Duration::from_millis(100)),
+                        None => break,
+                    }
                 }
                 if let Some(ledger) = &this.ledger {
                     match ledger.release_lost_node(&node_id, session_id).await {
@@ -287,6 +278,47 @@ impl Dispatcher {
                 }
             }
             .instrument(info_span!("dispatch.grace")),
+        );
+    }
+}
+
+impl Dispatcher {
+    /// Hands back leases claimed for `node_id` whose stream went away before they were
+    /// delivered: queued again at once, no attempt charged. A hand-back the database
+    /// refuses for now is retried until it applies or the lease is gone (an outage must not
+    /// leave them leased to expire and be charged later).
+    pub fn hand_back_unsent(&self, node_id: String, leases: Vec<lps_proto::model::Lease>) {
+        if leases.is_empty() {
+            return;
+        }
+        let this = self.clone();
+        let span = info_span!("dispatch.hand_back_unsent", node.id = %node_id);
+        self.sessions.spawn(
+            async move {
+                for lease in leases {
+                    loop {
+                        match this.queue.hand_back_if_leased(&node_id, lease).await {
+                            Ok(()) => {
+                                info!(job.id = lease.job_id, "handed back a job its stream never received");
+                                break;
+                            }
+                            Err(queue::Error::LeaseLost(_)) => break,
+                            Err(e) if e.is_transient() => {
+                                debug!(job.id = lease.job_id, error = %e, "hand-back failed; retrying");
+                                tokio::select! {
+                                    () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                                    () = this.hard_stop.cancelled() => return,
+                                }
+                            }
+                            Err(e) => {
+                                warn!(job.id = lease.job_id, error = %e, "hand-back failed; the lease will expire");
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            .instrument(span),
         );
     }
 }

@@ -24,7 +24,6 @@
 
 use std::{collections::HashMap, time::Duration};
 
-use chrono::Utc;
 use lps_proto::{
     model::{self, Hello, JobFailure, JobResult, Lease},
     pb::{self, coordinator_message::Body as Out, node_message::Body as In},
@@ -48,6 +47,9 @@ enum End {
     Goodbye,
     /// Replaced by a newer stream of the same node.
     Replaced,
+    /// This coordinator is shutting down: the node was told to reconnect (to another
+    /// replica, or to this one restarted) and re-attaches its jobs through Hello.
+    Shutdown,
     /// The stream broke or went silent: keep the node's jobs for the grace period.
     Lost,
 }
@@ -63,6 +65,9 @@ struct Held {
     /// The W3C context (`traceparent`, `tracestate`) of the assignment when it is traced:
     /// reports about the job continue it. `None` for leases re-attached from a Hello.
     trace: Option<(String, String)>,
+    /// The node has shown it has the job (listed it in a Hello or a heartbeat). A stream
+    /// replaced before that hands the job back: its Assign may never have arrived.
+    confirmed: bool,
 }
 
 struct Session {
@@ -76,6 +81,8 @@ struct Session {
     /// Free slots the node last announced, minus assignments since.
     announced_free: u32,
     draining: bool,
+    /// Why, once draining (repeated in every Drain).
+    drain_reason: String,
     /// The last message's handling already claimed for every free slot (a result's
     /// completion claims the freed slot's next job in its transaction).
     claimed: bool,
@@ -144,6 +151,7 @@ pub async fn run(
         held: HashMap::new(),
         announced_free: 0,
         draining: false,
+        drain_reason: String::new(),
         claimed: false,
         out,
         ports: std::collections::BTreeSet::new(),
@@ -176,7 +184,27 @@ pub async fn run(
             }
             info!("node said goodbye");
         }
-        End::Replaced => info!("stream replaced by a newer one"),
+        End::Replaced => {
+            // The newer stream's Hello listed what the node has; an assignment it never
+            // confirmed may have been lost with this stream.
+            let unconfirmed: Vec<Lease> = s
+                .held
+                .iter()
+                .filter(|(_, h)| !h.confirmed)
+                .map(|(&job_id, h)| Lease {
+                    job_id,
+                    epoch: h.epoch,
+                })
+                .collect();
+            info!(
+                unconfirmed = unconfirmed.len(),
+                "stream replaced by a newer one"
+            );
+            if !unconfirmed.is_empty() {
+                s.hand_back_unsent(unconfirmed);
+            }
+        }
+        End::Shutdown => info!("coordinator shutting down; the node was told to reconnect"),
         End::Lost => {
             info!(grace = ?d.config.node_grace, "stream lost; keeping the node's jobs for the grace period");
             d.start_grace(node_id, session_id);
@@ -190,28 +218,32 @@ impl Session {
     async fn welcome(&mut self, hello: &Hello) -> Result<(), Status> {
         let d = &self.d;
         let malls: Vec<String> = hello.malls.iter().map(|m| m.to_string()).collect();
-        sqlx::query!(
-            "insert into node_session (node_id, session_id, coordinator_id, version, slots, free_slots, malls)
-             values ($1, $2, $3, $4, $5, $5, $6)
+        // NB: an operator's drain survives a reconnect of the same node process.
+        let drain_requested = sqlx::query_scalar!(
+            "insert into node_session (node_id, session_id, coordinator_id, version, slots, free_slots, malls, instance)
+             values ($1, $2, $3, $4, $5, $5, $6, $7)
              on conflict (node_id) do update set
                  session_id = excluded.session_id, coordinator_id = excluded.coordinator_id,
                  version = excluded.version, slots = excluded.slots, free_slots = excluded.free_slots,
                  malls = excluded.malls, connected_at = now(), last_seen_at = now(),
-                 draining = false, disconnected_at = null",
+                 draining = coalesce(node_session.draining and node_session.instance = excluded.instance, false),
+                 instance = excluded.instance, disconnected_at = null
+             returning draining",
             self.node_id,
             self.session_id,
             d.config.coordinator_id,
             hello.version,
             i32::try_from(hello.slots).unwrap_or(i32::MAX),
             &malls,
+            hello.instance.as_deref(),
         )
-        .execute(d.pool())
+        .fetch_one(d.pool())
         .await
         .map_err(|e| crate::grpc::status(e.into()))?;
 
         let reattached = d
             .queue
-            .still_leased(&self.node_id, &hello.running)
+            .reattach(&self.node_id, &hello.running)
             .await
             .map_err(crate::grpc::status)?;
         // Jobs leased to this node that it did not list are lost with its previous process.
@@ -236,7 +268,7 @@ impl Session {
             && !hello.held_ports.is_empty()
         {
             let renewed = ledger
-                .renew(&self.node_id, &hello.held_ports)
+                .reattach(&self.node_id, &hello.held_ports)
                 .await
                 .map_err(crate::grpc::ledger_status)?;
             self.ports.extend(renewed.iter().map(|r| r.port));
@@ -249,6 +281,7 @@ impl Session {
                     mall: String::new(),
                     attempt: 0,
                     trace: None,
+                    confirmed: true,
                 },
             );
         }
@@ -278,7 +311,11 @@ impl Session {
             reattached = reattached.len(),
             "node welcomed"
         );
-        self.send(Out::Welcome(welcome)).await
+        self.send(Out::Welcome(welcome)).await?;
+        if drain_requested {
+            self.start_drain("operator request").await;
+        }
+        Ok(())
     }
 
     async fn serve(
@@ -289,7 +326,6 @@ impl Session {
         let silence = self.d.config.silence_timeout;
         let mut silent_until = Instant::now() + silence;
         let mut wakeups = self.d.wakeups.clone();
-        let mut shutdown_seen = false;
         // Claim once right away: work may be waiting.
         let mut claim_now = true;
         loop {
@@ -307,9 +343,14 @@ impl Session {
                 // that was asked for at the same moment: nothing more goes to the node.
                 biased;
                 () = self.d.hard_stop.cancelled() => return End::Lost,
-                () = self.d.shutdown.cancelled(), if !shutdown_seen => {
-                    shutdown_seen = true;
-                    self.start_drain("coordinator shutting down").await;
+                // A coordinator that stops does not stop its nodes (a rolling update would
+                // restart the fleet cold): they reconnect and keep their running jobs. Only
+                // an operator's drain stops a node.
+                () = self.d.shutdown.cancelled() => {
+                    let _ = self.out.send(Err(Status::unavailable(
+                        "coordinator shutting down; reconnect to another replica",
+                    ))).await;
+                    return End::Shutdown;
                 }
                 frame = inbound.message() => {
                     silent_until = Instant::now() + silence;
@@ -380,7 +421,8 @@ impl Session {
 
     /// Records freshly claimed jobs as held and sends their `Assign`s.
     async fn assign_all(&mut self, jobs: Vec<queue::ClaimedJob>) -> Result<(), Status> {
-        for job in jobs {
+        let mut jobs = jobs.into_iter();
+        while let Some(job) = jobs.next() {
             self.d.metrics.claims.inc();
             if job.attempt == 1 && job.reclaims == 0 {
                 let pickup = (job.run_started_at - job.created_at)
@@ -418,12 +460,27 @@ impl Session {
                     mall: job.mall.to_string(),
                     attempt: job.attempt,
                     trace,
+                    confirmed: false,
                 },
             );
             span.in_scope(|| debug!("assigning job"));
-            self.send(Out::Assign(message)).instrument(span).await?;
+            if let Err(gone) = self.send(Out::Assign(message)).instrument(span).await {
+                // The stream is gone: this job and the rest were claimed for nothing.
+                let unsent = std::iter::once(job.lease).chain(jobs.map(|j| j.lease));
+                self.hand_back_unsent(unsent.collect());
+                return Err(gone);
+            }
         }
         Ok(())
+    }
+
+    /// Hands back leases this session claimed but could not deliver, at once and without
+    /// charge (a claim whose stream is gone must not sit leased until it expires).
+    fn hand_back_unsent(&mut self, leases: Vec<Lease>) {
+        for lease in &leases {
+            self.held.remove(&lease.job_id);
+        }
+        self.d.hand_back_unsent(self.node_id.clone(), leases);
     }
 
     /// Exports the time `job` waited in the queue, from its creation to this claim, as a
@@ -675,8 +732,17 @@ impl Session {
             }
             Err(e) => (Err(e), Vec::new()),
         };
-        let ack = self.applied(outcome)?;
-        self.ack(seq, ack).await?;
+        let ack = match self.applied(outcome) {
+            Ok(ack) => ack,
+            Err(status) => {
+                self.hand_back_unsent(claimed.iter().map(|j| j.lease).collect());
+                return Err(status);
+            }
+        };
+        if let Err(gone) = self.ack(seq, ack).await {
+            self.hand_back_unsent(claimed.iter().map(|j| j.lease).collect());
+            return Err(gone);
+        }
         Ok(claimed)
     }
 
@@ -885,6 +951,13 @@ impl Session {
         for job_id in &cancel {
             self.held.remove(job_id);
         }
+        for lease in &leases {
+            if let Some(held) = self.held.get_mut(&lease.job_id)
+                && held.epoch == lease.epoch
+            {
+                held.confirmed = true;
+            }
+        }
         if let Some(ledger) = &self.d.ledger
             && !self.ports.is_empty()
         {
@@ -910,37 +983,63 @@ impl Session {
 
         // NB: liveness is the stream itself; the row is for ListNodes and the ops figures,
         // so it is written when the free slots change or every 30 s, not on every heartbeat.
-        if hb.free_slots == self.recorded_free && self.recorded_at.elapsed() < NODE_ROW_REFRESH {
-            return self.send(Out::HeartbeatAck(ack)).await;
+        // It also says whether an operator asked for a drain (read on every heartbeat: a
+        // drain whose message reached no stream is not lost).
+        let drain_requested = if hb.free_slots == self.recorded_free
+            && self.recorded_at.elapsed() < NODE_ROW_REFRESH
+        {
+            sqlx::query_scalar!(
+                "select draining from node_session where node_id = $1 and session_id = $2",
+                self.node_id,
+                self.session_id,
+            )
+            .fetch_optional(self.d.pool())
+            .await
+        } else {
+            self.recorded_free = hb.free_slots;
+            self.recorded_at = Instant::now();
+            sqlx::query_scalar!(
+                "update node_session set last_seen_at = now(), free_slots = $3
+                 where node_id = $1 and session_id = $2
+                 returning draining",
+                self.node_id,
+                self.session_id,
+                i32::try_from(hb.free_slots).unwrap_or(i32::MAX)
+            )
+            .fetch_optional(self.d.pool())
+            .await
         }
-        self.recorded_free = hb.free_slots;
-        self.recorded_at = Instant::now();
-        sqlx::query!(
-            "update node_session set last_seen_at = now(), free_slots = $3
-             where node_id = $1 and session_id = $2",
-            self.node_id,
-            self.session_id,
-            i32::try_from(hb.free_slots).unwrap_or(i32::MAX)
-        )
-        .execute(self.d.pool())
-        .await
-        .map_err(|e| crate::grpc::status(e.into()))?;
-        self.send(Out::HeartbeatAck(ack)).await
+        .map_err(|e| crate::grpc::status(e.into()))?
+        .unwrap_or(false);
+        self.send(Out::HeartbeatAck(ack)).await?;
+        if self.draining {
+            self.send(Out::Drain(self.drain_message())).await
+        } else {
+            if drain_requested {
+                self.start_drain("operator request").await;
+            }
+            Ok(())
+        }
     }
 
+    /// Takes no new jobs for the node and tells it to drain (an operator's request: the node
+    /// finishes within its own LPS_DRAIN_TIMEOUT, says Goodbye and exits). Every heartbeat
+    /// answer repeats the Drain, so one that was lost on the way is not lost for good.
     async fn start_drain(&mut self, reason: &str) {
         if self.draining {
             return;
         }
         self.draining = true;
         info!(reason, "draining node");
-        let deadline = Utc::now()
-            + chrono::TimeDelta::from_std(self.d.config.drain_deadline).unwrap_or_default();
-        let drain = pb::Drain {
-            reason: reason.to_owned(),
-            deadline: Some(model::timestamp_to_pb(deadline)),
-        };
-        let _ = self.send(Out::Drain(drain)).await;
+        self.drain_reason = reason.to_owned();
+        let _ = self.send(Out::Drain(self.drain_message())).await;
+    }
+
+    fn drain_message(&self) -> pb::Drain {
+        pb::Drain {
+            reason: self.drain_reason.clone(),
+            deadline: None,
+        }
     }
 
     async fn ack(

@@ -181,6 +181,23 @@ impl Ledger {
     /// port missing from the answer is no longer the node's and must not be used.
     #[instrument(name = "ledger.renew", skip_all, fields(node.id = %node, ports = ports.len()), err)]
     pub async fn renew(&self, node: &str, ports: &[u16]) -> Result<Vec<RenewedPort>, Error> {
+        self.extend(node, ports, false).await
+    }
+
+    /// [`Ledger::renew`] for the ports a reconnecting node lists: a lease that ran out
+    /// while the node was away (its coordinator gone, the database down) is renewed too as
+    /// long as nobody took the port since.
+    #[instrument(name = "ledger.reattach", skip_all, fields(node.id = %node, ports = ports.len()), err)]
+    pub async fn reattach(&self, node: &str, ports: &[u16]) -> Result<Vec<RenewedPort>, Error> {
+        self.extend(node, ports, true).await
+    }
+
+    async fn extend(
+        &self,
+        node: &str,
+        ports: &[u16],
+        expired_too: bool,
+    ) -> Result<Vec<RenewedPort>, Error> {
         if ports.is_empty() {
             return Ok(Vec::new());
         }
@@ -192,6 +209,7 @@ impl Ledger {
             &ports,
             millis(self.config.lease_ttl),
             self.now,
+            expired_too,
         )
         .fetch_all(&self.pool)
         .await?;

@@ -30,6 +30,7 @@
 
 mod error;
 mod listener;
+mod outage;
 mod settle;
 mod spend;
 mod types;
@@ -50,6 +51,7 @@ use tracing::{Instrument as _, info_span, instrument};
 
 pub use error::Error;
 pub use listener::{JobListener, Wakeups};
+pub use outage::Outages;
 pub use settle::BatchCounts;
 pub use spend::{SPEND_WINDOW, Spent, check_cap as check_spend_cap};
 pub use types::*;
@@ -88,7 +90,7 @@ pub struct QueueConfig {
 impl Default for QueueConfig {
     fn default() -> Self {
         Self {
-            lease_ttl: Duration::from_secs(30),
+            lease_ttl: Duration::from_secs(45),
             run_timeout: Duration::from_secs(300),
             max_attempts: 3,
             backoff_base: Duration::from_secs(5),
@@ -109,6 +111,7 @@ pub struct Queue {
     now: Option<DateTime<Utc>>,
     limited: Arc<LimitedMalls>,
     settler: Arc<settle::Settler>,
+    outages: Arc<Outages>,
 }
 
 /// Which malls have a concurrency cap or a start gap, as last read from the `mall` table
@@ -133,6 +136,7 @@ impl Queue {
             now: None,
             limited: Arc::default(),
             settler: Arc::default(),
+            outages: Arc::default(),
         }
     }
 
@@ -151,6 +155,11 @@ impl Queue {
 
     pub fn config(&self) -> &QueueConfig {
         &self.config
+    }
+
+    /// What this replica saw of the database's availability (shared by clones).
+    pub fn outages(&self) -> &Outages {
+        &self.outages
     }
 
     /// Registers a mall or changes its politeness limits. Holds across replicas at once: the
@@ -668,19 +677,20 @@ impl Queue {
         Ok(written)
     }
 
-    /// Which of `leases` (listed by a reconnecting node) are still `node`'s current leases.
-    #[instrument(name = "queue.still_leased", skip_all, fields(node.id = %node), err)]
-    pub async fn still_leased(&self, node: &str, leases: &[Lease]) -> Result<Vec<Lease>, Error> {
+    /// Of `leases` (listed by a reconnecting node), the ones `node` still holds, each
+    /// renewed for a lease TTL (never past its deadline): the time the node spent away —
+    /// its coordinator gone, the database down — does not count against them.
+    #[instrument(name = "queue.reattach", skip_all, fields(node.id = %node), err)]
+    pub async fn reattach(&self, node: &str, leases: &[Lease]) -> Result<Vec<Lease>, Error> {
         let (ids, epochs): (Vec<i64>, Vec<i64>) =
             leases.iter().map(|l| (l.job_id, l.epoch)).unzip();
-        let rows = sqlx::query!(
-            r#"select j.job_id, j.lease_epoch from job j
-               join unnest($2::bigint[], $3::bigint[]) as l (job_id, lease_epoch)
-                 on j.job_id = l.job_id and j.lease_epoch = l.lease_epoch
-               where j.state = 'running' and j.node_id = $1"#,
+        let rows = sqlx::query_file!(
+            "src/queue/sql/reattach.sql",
             node,
             &ids,
-            &epochs
+            &epochs,
+            millis(self.config.lease_ttl),
+            self.now
         )
         .fetch_all(&self.pool)
         .await?;
@@ -694,17 +704,70 @@ impl Queue {
     }
 
     /// Ends runs whose lease expired or that reached their hard deadline (one batch).
-    #[instrument(name = "queue.reap", skip_all, err)]
     pub async fn reap(&self) -> Result<Vec<Reaped>, Error> {
-        let rows = sqlx::query_file!(
-            "src/queue/sql/reap.sql",
-            millis(self.config.backoff_base) as f64,
-            millis(self.config.backoff_cap) as f64,
-            i32::try_from(self.config.reap_batch).unwrap_or(i32::MAX),
-            self.now,
-        )
-        .fetch_all(&self.pool)
-        .await?;
+        self.reap_pass(true).await
+    }
+
+    /// [`Queue::reap`], ending expired leases only when `leases` (the reaper holds them
+    /// back for a lease TTL after a database outage; deadlines are always enforced).
+    ///
+    /// Also this replica's outage probe ([`Queue::outages`]): a failed pass, or one that
+    /// waited longer than [`Queue::stall_limit`] for a connection or for the statement to
+    /// run, marks the database down and ends no lease (whatever held the pass back held
+    /// the renewals back too); a prompt pass marks it reachable.
+    #[instrument(name = "queue.reap", skip_all, err)]
+    pub async fn reap_pass(&self, leases: bool) -> Result<Vec<Reaped>, Error> {
+        let started = Instant::now();
+        let conn = self.pool.acquire().await;
+        let mut conn = match conn {
+            Ok(conn) if started.elapsed() <= self.stall_limit() => conn,
+            Ok(_) => {
+                self.outages.failed();
+                return Ok(Vec::new());
+            }
+            Err(e) => {
+                self.outages.failed();
+                return Err(e.into());
+            }
+        };
+        // NB: a read of the clock touches no table, so no lock holds it back.
+        let issued = sqlx::query_scalar!(r#"select clock_timestamp() as "now!""#)
+            .fetch_one(&mut *conn)
+            .await;
+        let rows = match issued {
+            Ok(issued) => {
+                sqlx::query_file!(
+                    "src/queue/sql/reap.sql",
+                    millis(self.config.backoff_base) as f64,
+                    millis(self.config.backoff_cap) as f64,
+                    i32::try_from(self.config.reap_batch).unwrap_or(i32::MAX),
+                    self.now,
+                    leases,
+                    issued,
+                    millis(self.stall_limit()),
+                )
+                .fetch_all(&mut *conn)
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        let rows = match rows {
+            Ok(rows) if started.elapsed() <= self.stall_limit() => {
+                self.outages.reached();
+                rows
+            }
+            Ok(rows) => {
+                // NB: the statement itself ended no lease if it waited (see reap.sql); what
+                // it ended are deadlines.
+                self.outages.failed();
+                self.outages.reached();
+                rows
+            }
+            Err(e) => {
+                self.outages.failed();
+                return Err(e.into());
+            }
+        };
         Ok(rows
             .into_iter()
             .map(|r| Reaped {
@@ -713,6 +776,12 @@ impl Queue {
                 class: r.error_class,
             })
             .collect())
+    }
+
+    /// A database round trip slower than this counts as an outage: a quarter of the lease
+    /// TTL, which leaves a renewed lease (TTL at least five heartbeats) time to spare.
+    pub fn stall_limit(&self) -> Duration {
+        self.config.lease_ttl / 4
     }
 
     /// Cancels jobs: queued ones in place, running ones with their lease ended now. Returns

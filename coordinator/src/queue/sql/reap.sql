@@ -3,12 +3,23 @@
 -- the deadline decides the class). Each is a failed attempt: queued again after backoff
 -- while attempts are left, else dead. At most $3 jobs per call, skipping rows another
 -- reaper holds. $1 backoff base ms, $2 backoff cap ms, $4 now.
+-- Expired leases are only ended when $5 (the database has been reachable for a lease TTL:
+-- nodes could not renew while it was away) and when no more than $7 ms passed between $6
+-- (the database clock read just before this statement, on the same connection) and this
+-- statement's run: a lock or a stalled database that held it back held every renewal back
+-- too. (NB: not statement_timestamp(): a prepared statement waits for its locks at Bind,
+-- before the Execute message that statement_timestamp() is taken from.)
 with
-clock as materialized (select coalesce($4::timestamptz, clock_timestamp()) as now),
+clock as materialized (
+    select coalesce($4::timestamptz, clock_timestamp()) as now,
+           $5::bool and clock_timestamp() - $6::timestamptz
+                        < $7::bigint * interval '1 millisecond' as leases
+),
 victims as (
     select j.job_id
     from job j, clock
     where j.state = 'running' and j.lease_until <= clock.now
+      and (clock.leases or j.deadline_at <= clock.now)
     order by j.lease_until
     limit $3::int
     for update of j skip locked

@@ -1,0 +1,341 @@
+//! Database outages must not cost attempts (DESIGN §2 "Database outages"): real
+//! coordinators and real nodes (the scripted executor) over a database that goes away —
+//! every connection cut and new ones refused, or the job table locked — for longer than the
+//! lease TTL while 80 jobs run. Whatever happens in between, every job ends `done` on its
+//! first attempt with its own result, and no finished result is thrown away.
+
+use std::{
+    net::SocketAddr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use clap::Parser as _;
+use lps_coordinator::{
+    app::{self, Running},
+    config::Cli,
+    queue::{EnqueueContext, MallLimits},
+};
+use lps_crawler_node::{
+    config::Config as NodeConfig,
+    executor::ScriptedExecutor,
+    node::{Node, NodeError},
+};
+use lps_proto::model::{MallId, Priority, ProductSpec, SearchRequest};
+use sqlx::{
+    PgPool,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
+use tokio::{
+    io::copy_bidirectional,
+    net::{TcpListener, TcpStream},
+    sync::watch,
+    task::JoinHandle,
+};
+use tokio_util::sync::CancellationToken;
+
+mod common;
+
+use common::{CLIENT_TOKEN, NODE_TOKEN};
+
+const MALL: &str = "testmall-alpha";
+const JOBS: usize = 80;
+/// 5 heartbeats (1 s) + grace + a reaper pass, with room: see LPS_LEASE_TTL.
+const LEASE_TTL: Duration = Duration::from_secs(15);
+/// Longer than the lease TTL, as in the field (31 s against 30 s).
+const OUTAGE: Duration = Duration::from_secs(20);
+
+/// A TCP gate between the coordinator and PostgreSQL: `close` cuts every connection and
+/// refuses new ones (what a stopped server looks like), `open` lets them through again.
+struct DbGate {
+    port: u16,
+    open: watch::Sender<bool>,
+}
+
+impl DbGate {
+    async fn spawn(upstream: String) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (open, watch) = watch::channel(true);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if !*watch.borrow() {
+                    continue; // refused: dropped at once
+                }
+                let (upstream, mut watch) = (upstream.clone(), watch.clone());
+                tokio::spawn(async move {
+                    let Ok(mut server) = TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = copy_bidirectional(&mut inbound, &mut server) => {}
+                        _ = watch.wait_for(|open| !*open) => {}
+                    }
+                });
+            }
+        });
+        Self { port, open }
+    }
+
+    fn close(&self) {
+        self.open.send_replace(false);
+    }
+
+    fn open(&self) {
+        self.open.send_replace(true);
+    }
+}
+
+/// A coordinator whose pool goes through `gate` (as `db::connect` builds it: 5 s acquire
+/// timeout).
+async fn coordinator_via(gate: Option<&DbGate>, opts: &PgConnectOptions) -> Running {
+    let ttl = format!("{}ms", LEASE_TTL.as_millis());
+    let args = [
+        "coordinator",
+        "--database-url",
+        "postgres://unused",
+        "--grpc-addr",
+        "127.0.0.1:0",
+        "--http-addr",
+        "127.0.0.1:0",
+        "--client-tokens",
+        CLIENT_TOKEN,
+        "--node-tokens",
+        NODE_TOKEN,
+        "--heartbeat-interval",
+        "200ms",
+        "--lease-ttl",
+        &ttl,
+        "--node-grace",
+        "12s",
+        "--reap-interval",
+        "100ms",
+        "--claim-poll",
+        "500ms",
+        "--shutdown-timeout",
+        "5s",
+        "--malls",
+        MALL,
+    ];
+    let config = Cli::try_parse_from(args).unwrap().serve.validate().unwrap();
+    let opts = match gate {
+        Some(gate) => opts.clone().host("127.0.0.1").port(gate.port),
+        None => opts.clone(),
+    };
+    let pool = PgPoolOptions::new()
+        .max_connections(10)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(opts)
+        .await
+        .unwrap();
+    let running = app::start_with_pool(config, pool).await.unwrap();
+    running
+        .queue
+        .upsert_mall(&MallLimits::unlimited(MallId::new(MALL).unwrap()))
+        .await
+        .unwrap();
+    running
+}
+
+struct TestNode {
+    stop: CancellationToken,
+    task: JoinHandle<Result<(), NodeError>>,
+}
+
+fn start_node(addr: SocketAddr, id: &str, slots: u32) -> TestNode {
+    let mut config = NodeConfig::new(format!("http://{addr}"), NODE_TOKEN);
+    config.node_id = id.into();
+    config.slots = slots;
+    config.drain_timeout = Duration::from_secs(10);
+    config.reconnect_deadline = Duration::from_secs(120);
+    let node = Node::new(config, ScriptedExecutor::new());
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(node.run(stop.clone()));
+    TestNode { stop, task }
+}
+
+/// `JOBS` jobs that run 3 to 33 s: some finish while the database is away (their results
+/// wait on the node), the rest after it is back. Each has its own price.
+async fn enqueue(running: &Running) -> Vec<i64> {
+    let items = (0..JOBS)
+        .map(|i| {
+            let name = format!("sleep:{} ok:{}", 3_000 + (i % 16) * 2_000, 1_000 + i);
+            ProductSpec::new(None, &name).unwrap()
+        })
+        .collect();
+    let req = SearchRequest::new(
+        items,
+        vec![MallId::new(MALL).unwrap()],
+        Priority::INTERACTIVE,
+        None,
+        None,
+    )
+    .unwrap();
+    let accepted = running
+        .queue
+        .enqueue(&req, &EnqueueContext::default())
+        .await
+        .unwrap();
+    accepted.items.iter().map(|i| i.job_id).collect()
+}
+
+async fn scalar(pool: &PgPool, sql: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql.to_owned()))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+async fn wait_for(pool: &PgPool, sql: &str, want: i64, within: Duration) -> i64 {
+    let deadline = Instant::now() + within;
+    loop {
+        let n = scalar(pool, sql).await;
+        if n == want || Instant::now() > deadline {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every job ended `done` on its first lease with its own price; nothing was charged,
+/// reclaimed or thrown away as stale.
+async fn assert_nothing_charged(pool: &PgPool, what: &str) {
+    let done = wait_for(
+        pool,
+        "select count(*) from job where state = 'done'",
+        JOBS as i64,
+        Duration::from_secs(90),
+    )
+    .await;
+    let log: Vec<(i64, i64, String, Option<String>)> = sqlx::query_as(
+        "select job_id, lease_epoch, ended::text, error_class::text from job_attempt
+         where ended <> 'done' order by job_id, lease_epoch",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        done, JOBS as i64,
+        "{what}: not every job finished; attempts {log:?}"
+    );
+    assert!(
+        log.is_empty(),
+        "{what}: attempts that did not end done: {log:?}"
+    );
+    for (sql, label) in [
+        (
+            "select coalesce(sum(attempts), 0)::bigint from job",
+            "attempts charged",
+        ),
+        (
+            "select coalesce(sum(reclaims), 0)::bigint from job",
+            "reclaims",
+        ),
+        (
+            "select count(*) from job where lease_epoch <> 1",
+            "jobs leased twice",
+        ),
+        (
+            "select count(*) from stale_report",
+            "finished results discarded as stale",
+        ),
+    ] {
+        assert_eq!(scalar(pool, sql).await, 0, "{what}: {label}");
+    }
+    let wrong_price = scalar(
+        pool,
+        "select count(*) from job j join offer o using (job_id)
+         where o.price <> substring(j.product_name from 'ok:([0-9]+)')::bigint",
+    )
+    .await;
+    assert_eq!(wrong_price, 0, "{what}: a job holds another job's price");
+    assert_eq!(
+        scalar(pool, "select count(*) from offer").await,
+        JOBS as i64
+    );
+}
+
+async fn all_running(pool: &PgPool) {
+    let running = wait_for(
+        pool,
+        "select count(*) from job where state = 'running'",
+        JOBS as i64,
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(running, JOBS as i64, "the jobs did not all start");
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_database_outage_longer_than_the_lease_ttl_charges_no_attempt(
+    _: PgPoolOptions,
+    opts: PgConnectOptions,
+) {
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(opts.clone())
+        .await
+        .unwrap();
+    let gate = Arc::new(DbGate::spawn(format!("{}:{}", opts.get_host(), opts.get_port())).await);
+    let c = coordinator_via(Some(&gate), &opts).await;
+    let nodes = [
+        start_node(c.grpc_addr, "node-1", 40),
+        start_node(c.grpc_addr, "node-2", 40),
+    ];
+    enqueue(&c).await;
+    all_running(&pool).await;
+
+    gate.close();
+    tokio::time::sleep(OUTAGE).await;
+    assert!(
+        scalar(
+            &pool,
+            "select count(*) from job where state = 'running' and lease_until < now()"
+        )
+        .await
+            > 0,
+        "the outage did not outlast the leases: the test proves nothing"
+    );
+    gate.open();
+
+    assert_nothing_charged(&pool, "after a 20 s outage").await;
+    for n in nodes {
+        n.stop.cancel();
+        n.task.await.unwrap().unwrap();
+    }
+    c.shutdown().await;
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_job_table_locked_longer_than_the_lease_ttl_charges_no_attempt(
+    _: PgPoolOptions,
+    opts: PgConnectOptions,
+) {
+    let pool = PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(opts.clone())
+        .await
+        .unwrap();
+    let c = coordinator_via(None, &opts).await;
+    let nodes = [
+        start_node(c.grpc_addr, "node-1", 40),
+        start_node(c.grpc_addr, "node-2", 40),
+    ];
+    enqueue(&c).await;
+    all_running(&pool).await;
+
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("lock table job in access exclusive mode")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    tokio::time::sleep(OUTAGE).await;
+    lock.commit().await.unwrap();
+
+    assert_nothing_charged(&pool, "after a 20 s table lock").await;
+    for n in nodes {
+        n.stop.cancel();
+        n.task.await.unwrap().unwrap();
+    }
+    c.shutdown().await;
+}
