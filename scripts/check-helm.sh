@@ -288,6 +288,21 @@ class Checker:
             self.err(nodes[0], f"terminationGracePeriodSeconds {grace} must exceed LPS_DRAIN_TIMEOUT {drain:g}s")
         print(f"crawler-node: terminationGracePeriodSeconds {grace} > LPS_DRAIN_TIMEOUT {drain:g}s")
 
+    def lease(self):
+        """The coordinator refuses to start unless LPS_LEASE_TTL covers a silent node's way
+        out: 5 x LPS_HEARTBEAT_INTERVAL + LPS_NODE_GRACE + LPS_REAP_INTERVAL."""
+        for dep in self.component("Deployment", "coordinator"):
+            c = dep["spec"]["template"]["spec"]["containers"][0]
+            env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            hb = seconds(env.get("LPS_HEARTBEAT_INTERVAL") or "5s")
+            grace = seconds(env.get("LPS_NODE_GRACE") or "15s")
+            reap = seconds(env.get("LPS_REAP_INTERVAL") or "1s")
+            ttl = seconds(env.get("LPS_LEASE_TTL") or "45s")
+            need = 5 * hb + grace + reap
+            if ttl < need:
+                self.err(dep, f"LPS_LEASE_TTL {ttl:g}s must be at least 5 x heartbeat + grace + reaper = {need:g}s")
+            print(f"coordinator: LPS_LEASE_TTL {ttl:g}s >= {need:g}s")
+
     def contracts(self):
         vols = lambda pod: {v["name"]: v for v in pod.get("volumes", [])}
         for dep in self.component("Deployment", "crawler-node"):
@@ -401,6 +416,8 @@ def main():
         print(f"{n} CRD objects checked")
     elif cmd == "drain":
         ck.drain()
+    elif cmd == "lease":
+        ck.lease()
     elif cmd == "contracts":
         ck.contracts()
     elif cmd == "dashboard":
@@ -470,6 +487,7 @@ for s in "${scenarios[@]}"; do
   check "$name: CRD kinds (ScaledObject, TriggerAuthentication, ServiceMonitor)" \
     checks crds "$work/$name.yaml" "${K8S_VERSIONS[${#K8S_VERSIONS[@]}-1]}"
   check "$name: drain contract (node grace > LPS_DRAIN_TIMEOUT)" checks drain "$work/$name.yaml"
+  check "$name: lease contract (LPS_LEASE_TTL covers heartbeats + grace + reaper)" checks lease "$work/$name.yaml"
   check "$name: runtime contracts" checks contracts "$work/$name.yaml"
   check "$name: NOTES.txt renders" notes "${args[@]}"
 done
@@ -493,6 +511,8 @@ expect_failure "schema rejects a malformed duration" "drainTimeout" \
   render bad --set crawlerNode.drainTimeout=4min
 expect_failure "template fails when grace <= drain timeout" "must exceed crawlerNode.drainTimeout" \
   render bad --set crawlerNode.drainTimeout=5m --set crawlerNode.terminationGracePeriodSeconds=300
+expect_failure "template fails when the lease is shorter than heartbeats + grace" "coordinator.leaseTtl" \
+  render bad --set coordinator.nodeGrace=30s
 expect_failure "template fails on hpa with minReplicas 0" "minReplicas must be >= 1" \
   render bad --set autoscaling.mode=hpa --set autoscaling.minReplicas=0
 expect_failure "template fails on a trial Secret without DATABASE_URL" "secrets.values.databaseUrl is required" \

@@ -10,6 +10,13 @@ from the coordinator Deployment so every render runs them.
 {{- if le $grace $drain -}}
 {{- fail (printf "crawlerNode.terminationGracePeriodSeconds (%d) must exceed crawlerNode.drainTimeout (%s = %ds): a draining node would be killed mid-job. Leave a margin, e.g. drain 240s / grace 300." $grace $v.crawlerNode.drainTimeout $drain) -}}
 {{- end -}}
+{{- /* Lease contract: a silent node's jobs are reclaimed before their leases run out
+       (5 heartbeats of 5 s + the grace + a 1 s reaper pass), or the coordinator refuses to start. */ -}}
+{{- $nodeGrace := include "lps.durationSeconds" (dict "name" "coordinator.nodeGrace" "value" $v.coordinator.nodeGrace) | int -}}
+{{- $leaseTtl := include "lps.durationSeconds" (dict "name" "coordinator.leaseTtl" "value" $v.coordinator.leaseTtl) | int -}}
+{{- if lt $leaseTtl (add 26 $nodeGrace | int) -}}
+{{- fail (printf "coordinator.leaseTtl (%s) must be at least 5 heartbeats (25s) + coordinator.nodeGrace (%s) + 1s = %ds: a node that goes silent must have its jobs reclaimed before their leases run out." $v.coordinator.leaseTtl $v.coordinator.nodeGrace (add 26 $nodeGrace | int)) -}}
+{{- end -}}
 {{- /* The coordinator exits within 30 s of SIGTERM, after the preStop sleep. */ -}}
 {{- $cgrace := int $v.coordinator.terminationGracePeriodSeconds -}}
 {{- $cneed := add (int $v.coordinator.preStopSleepSeconds) 30 -}}
