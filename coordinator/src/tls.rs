@@ -317,6 +317,35 @@ fn is_connection_error(error: &io::Error) -> bool {
     )
 }
 
+/// Whether a node's verified client certificate names `node_id`: one of its subject
+/// alternative DNS names is the id, or a prefix of it ending where the id has a `-` (a
+/// certificate for host `edge-3` covers `edge-3-4711`, the default `<host>-<pid>` id; one
+/// for a Deployment's name covers its pods). With mTLS a node token alone cannot use
+/// another node's id. `PERMISSION_DENIED` names the id and the certificate's names.
+pub fn check_node_id(chain: &[CertificateDer<'_>], node_id: &str) -> Result<(), Status> {
+    let Some(leaf) = chain.first() else {
+        return Err(Status::unauthenticated("no client certificate"));
+    };
+    let cert = webpki::EndEntityCert::try_from(leaf)
+        .map_err(|e| Status::unauthenticated(format!("unreadable client certificate: {e}")))?;
+    let names: Vec<&str> = cert.valid_dns_names().collect();
+    if names.iter().any(|name| covers(name, node_id)) {
+        return Ok(());
+    }
+    Err(Status::permission_denied(format!(
+        "node id {node_id:?} is not named by the client certificate (DNS names {names:?}): with mTLS a node's id must be one of its certificate's names, or start with one followed by '-'"
+    )))
+}
+
+/// `name` (a certificate's DNS name, compared case-insensitively) covers node id `id`.
+fn covers(name: &str, id: &str) -> bool {
+    let (name, id) = (name.to_ascii_lowercase(), id.to_ascii_lowercase());
+    id == name
+        || id
+            .strip_prefix(&name)
+            .is_some_and(|rest| rest.starts_with('-'))
+}
+
 /// Refuses a request whose connection presented no client certificate. rustls verified
 /// any certificate that was presented during the handshake, so presence is enough here.
 pub fn require_client_cert<T>(request: &Request<T>) -> Result<(), Status> {
@@ -326,5 +355,23 @@ pub fn require_client_cert<T>(request: &Request<T>) -> Result<(), Status> {
             "this coordinator requires nodes to present a client certificate (mTLS); \
              set LPS_TLS_CERT and LPS_TLS_KEY on the node",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_certificate_name_covers_its_id_and_the_ids_it_prefixes() {
+        assert!(covers("node-1", "node-1"));
+        assert!(
+            covers("edge-3", "edge-3-4711"),
+            "the default <host>-<pid> id"
+        );
+        assert!(covers("LPS-Crawler-Node", "lps-crawler-node-7d9f-x2"));
+        assert!(!covers("edge-3", "edge-30"), "a prefix must end at a '-'");
+        assert!(!covers("edge-3", "edge"));
+        assert!(!covers("node-1", "node-2"));
     }
 }

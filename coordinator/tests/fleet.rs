@@ -582,3 +582,37 @@ async fn an_older_config_revision_does_not_overwrite_the_mall_settings(pool: PgP
     start("3", "testmall-beta").await.shutdown().await;
     assert!(!enabled("testmall-alpha").await && enabled("testmall-beta").await);
 }
+
+/// A run that ends for want of a proxy port (the scripted `defer`, as the browser executor
+/// ends one when no port frees in time) goes back to the queue until then: a hand-back, no
+/// attempt, through a real node's report path.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_run_without_a_proxy_port_is_handed_back_until_one_frees(pool: PgPool) {
+    let c = coordinator(&pool, "15s").await;
+    let node = start_node(c.grpc_addr, "node-p", 1, NODE_TOKEN);
+    let job = enqueue(&c, &["defer:30000".to_owned()]).await[0];
+    let handed_back = wait_for_count(
+        &pool,
+        "select count(*) from job_attempt where ended = 'handed_back'",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(handed_back, 1, "{}", attempt_log(&pool).await);
+    let (state, attempts, waits): (String, i16, f64) = sqlx::query_as(
+        "select state::text, attempts, extract(epoch from run_after - now())::float8
+         from job where job_id = $1",
+    )
+    .bind(job)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((state.as_str(), attempts), ("queued", 0));
+    assert!(
+        (20.0..=30.5).contains(&waits),
+        "runs again when the port frees: {waits}s"
+    );
+    node.stop.cancel();
+    node.task.await.unwrap().unwrap();
+    c.shutdown().await;
+}

@@ -677,6 +677,7 @@ async fn another_nodes_forged_reports_are_stale_and_the_real_result_kept(pool: P
             lease_epoch: assign.lease_epoch,
             reason: "forged".into(),
             metrics: None,
+            not_before: None,
         }))
         .await;
     for seq in 1..=3 {

@@ -9,6 +9,7 @@ use lps_proto::{
     pb::{
         self, coordinator_message::Body as Out, node_message::Body as In,
         node_service_client::NodeServiceClient, ops_service_client::OpsServiceClient,
+        search_service_client::SearchServiceClient,
     },
 };
 use sqlx::PgPool;
@@ -311,6 +312,165 @@ async fn a_job_that_burns_too_many_ips_fails_as_page_blocked(pool: PgPool) {
     assert_eq!(
         (state.as_str(), class.as_str(), burns),
         ("dead", "page_blocked", 4)
+    );
+    c.shutdown().await;
+}
+
+/// Waiting for a port costs no attempt: a node with more free slots than the ledger has
+/// ports is given only as many jobs as there are ports it could use (the rest stay queued),
+/// and a job it hands back for want of a port waits until the port it was told of frees.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_port_shortage_keeps_jobs_queued_and_charges_no_attempt(pool: PgPool) {
+    let c = coordinator(&pool, true).await;
+    // One of the 4 ports cools for this mall: 3 are usable.
+    sqlx::query(
+        "insert into proxy_port_cooldown (host, port, mall, cooldown_until)
+         values ('127.0.0.1', 30003, 'testmall-alpha', now() + interval '1 hour')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut search = SearchServiceClient::new(
+        Channel::from_shared(format!("http://{}", c.grpc_addr))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap(),
+    );
+    let products = (0..8)
+        .map(|i| pb::Product {
+            code: String::new(),
+            name: format!("삼다수 2L x {i}"),
+        })
+        .collect();
+    search
+        .search(with_token(
+            pb::SearchRequest {
+                products,
+                malls: vec!["testmall-alpha".into()],
+                ..Default::default()
+            },
+            CLIENT_TOKEN,
+        ))
+        .await
+        .unwrap();
+
+    let channel = Channel::from_shared(format!("http://{}", c.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let (tx, rx) = mpsc::channel(16);
+    let send = |body| {
+        let tx = tx.clone();
+        async move { tx.send(pb::NodeMessage { body: Some(body) }).await.unwrap() }
+    };
+    send(In::Hello(pb::Hello {
+        protocol_version: PROTOCOL_VERSION,
+        node_id: "n-many".into(),
+        slots: 8,
+        malls: vec!["testmall-alpha".into()],
+        ..Default::default()
+    }))
+    .await;
+    let mut inbound = NodeServiceClient::new(channel)
+        .connect(with_token(ReceiverStream::new(rx), NODE_TOKEN))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(Out::Welcome(_)) = inbound.message().await.unwrap().unwrap().body else {
+        panic!("expected welcome")
+    };
+    send(In::Credit(pb::Credit { free_slots: 8 })).await;
+    // NB: heartbeats keep the stream alive (200 ms heartbeats: silent for 600 ms is lost).
+    let mut assigned = Vec::new();
+    let until = tokio::time::Instant::now() + Duration::from_millis(1500);
+    // NB: timeout_at hands out a message that is ready even past the deadline.
+    while tokio::time::Instant::now() < until
+        && let Ok(Ok(Some(msg))) = tokio::time::timeout_at(until, inbound.message()).await
+    {
+        match msg.body {
+            Some(Out::Assign(a)) => assigned.push(a),
+            Some(Out::HeartbeatAck(_)) | None => {}
+            Some(other) => panic!("unexpected {other:?}"),
+        }
+        let running = assigned
+            .iter()
+            .map(|a| pb::JobProgress {
+                job_id: a.job_id,
+                lease_epoch: a.lease_epoch,
+                ..Default::default()
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        send(In::Heartbeat(pb::Heartbeat {
+            running,
+            free_slots: 8 - u32::try_from(assigned.len()).unwrap(),
+            ..Default::default()
+        }))
+        .await;
+    }
+    assert_eq!(
+        assigned.len(),
+        3,
+        "one job per usable port, not one per free slot"
+    );
+    let count = |sql: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(sql)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(
+        count("select count(*) from job where state = 'queued'").await,
+        5
+    );
+
+    // The node found no port for one after all: handed back until the ledger's next free
+    // port, no attempt spent.
+    let not_before = chrono::Utc::now() + chrono::Duration::seconds(30);
+    send(In::HandBack(pb::JobHandBack {
+        report_seq: 1,
+        job_id: assigned[0].job_id,
+        lease_epoch: assigned[0].lease_epoch,
+        reason: "no proxy port free within 60s".into(),
+        metrics: None,
+        not_before: Some(lps_proto::model::timestamp_to_pb(not_before)),
+    }))
+    .await;
+    loop {
+        match inbound.message().await.unwrap().unwrap().body {
+            Some(Out::Ack(ack)) => {
+                assert_eq!(ack.status, pb::AckStatus::Applied as i32, "{ack:?}");
+                break;
+            }
+            Some(_) => {}
+            None => panic!("empty message"),
+        }
+    }
+    let (state, attempts, waits): (String, i16, f64) = sqlx::query_as(
+        "select state::text, attempts, extract(epoch from run_after - now())::float8
+         from job where job_id = $1",
+    )
+    .bind(assigned[0].job_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((state.as_str(), attempts), ("queued", 0));
+    assert!(
+        (25.0..=31.0).contains(&waits),
+        "runs again when the port frees: {waits}s"
+    );
+    assert_eq!(
+        count("select coalesce(sum(attempts), 0)::bigint from job").await,
+        0
+    );
+    assert_eq!(
+        count("select count(*) from job_attempt where ended = 'handed_back'").await,
+        1
     );
     c.shutdown().await;
 }

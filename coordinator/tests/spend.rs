@@ -267,6 +267,7 @@ async fn every_attempt_s_bytes_and_cost_are_in_the_hourly_cost(pool: PgPool) {
             lease_epoch: epoch[&back],
             reason: "draining".into(),
             metrics: spent(2_000, back_usd),
+            not_before: None,
         })
     };
     assert_eq!(node.report(2, hand_back()).await, pb::AckStatus::Applied);

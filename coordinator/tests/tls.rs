@@ -161,6 +161,11 @@ async fn coordinator(pool: &PgPool, pki: &Pki, mtls: bool) -> Running {
 /// A node dialling `https://127.0.0.1:<port>`, trusting `ca.crt`, presenting `identity`
 /// (`"node"`, `"rogue"`) when given.
 fn node(running: &Running, pki: &Pki, identity: Option<&str>) -> Node {
+    Node::new(node_config(running, pki, identity), ScriptedExecutor::new())
+}
+
+/// The configuration of [`node`].
+fn node_config(running: &Running, pki: &Pki, identity: Option<&str>) -> NodeConfig {
     let mut config = NodeConfig::new(format!("https://{}", running.grpc_addr), NODE_TOKEN);
     config.node_id = "node-1".into();
     config.slots = 1;
@@ -172,7 +177,7 @@ fn node(running: &Running, pki: &Pki, identity: Option<&str>) -> Node {
         config.tls_cert = Some(pki.path(&format!("{name}.crt")));
         config.tls_key = Some(pki.path(&format!("{name}.key")));
     }
-    Node::new(config, ScriptedExecutor::new())
+    config
 }
 
 /// A SearchService client over TLS trusting `ca.crt`, without a client certificate.
@@ -304,6 +309,58 @@ async fn with_a_client_ca_a_node_without_a_certificate_is_refused(pool: PgPool) 
         1,
         "the refused node got work"
     );
+    c.shutdown().await;
+}
+
+/// With mTLS the certificate names the node: a good certificate for `node-1` used with
+/// another node id is refused with PERMISSION_DENIED naming both, and gets no work; an id
+/// the certificate's name prefixes (`node-1-<pid>`) is accepted.
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn with_mtls_a_node_id_its_certificate_does_not_name_is_refused(pool: PgPool) {
+    let pki = Pki::new("mtls-id");
+    let c = coordinator(&pool, &pki, true).await;
+    c.queue
+        .enqueue(
+            &lps_proto::model::SearchRequest::try_from(search_request(&["ok"])).unwrap(),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+
+    let mut other = node_config(&c, &pki, Some("node"));
+    other.node_id = "node-2".into();
+    let err = run_to_refusal(Node::new(other, ScriptedExecutor::new())).await;
+    match &err {
+        NodeError::Refused { code, message, .. } => {
+            assert_eq!(*code, Code::PermissionDenied, "{err}");
+            assert!(
+                message.contains("\"node-2\"") && message.contains("node-1"),
+                "{err}"
+            );
+        }
+        other => panic!("expected a refusal, got {other}"),
+    }
+    assert_eq!(
+        scalar(
+            &pool,
+            "select count(*) from job where state = 'queued' and lease_epoch = 0"
+        )
+        .await,
+        1,
+        "the refused node got work"
+    );
+
+    let mut covered = node_config(&c, &pki, Some("node"));
+    covered.node_id = "node-1-4711".into();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(Node::new(covered, ScriptedExecutor::new()).run(stop.clone()));
+    let done = wait_for_count(&pool, "select count(*) from job where state = 'done'", 1).await;
+    assert_eq!(
+        done, 1,
+        "a node id the certificate's name prefixes was refused"
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
     c.shutdown().await;
 }
 

@@ -206,6 +206,14 @@ pub enum Outcome {
         message: String,
         metrics: JobMetrics,
     },
+    /// The run could not go on for want of something the coordinator rations (a proxy
+    /// port): the job is handed back to run again at `not_before` (`None`: at once) and no
+    /// attempt is spent on the wait.
+    Deferred {
+        reason: String,
+        not_before: Option<chrono::DateTime<chrono::Utc>>,
+        metrics: JobMetrics,
+    },
 }
 
 /// Runs jobs. One call runs one job; calls for different jobs run concurrently (one per

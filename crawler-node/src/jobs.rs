@@ -427,6 +427,7 @@ fn outcome_name(outcome: &Outcome) -> &'static str {
         Outcome::Found { .. } => "found",
         Outcome::NotFound { .. } => "not_found",
         Outcome::Failed { class, .. } => class.as_str(),
+        Outcome::Deferred { .. } => "deferred",
     }
 }
 
@@ -480,6 +481,11 @@ fn report_outcome(lease: Lease, outcome: Outcome, elapsed: Duration) -> Report {
             failure.metrics = fill(metrics);
             Report::Failure(failure)
         }
+        Outcome::Deferred {
+            reason,
+            not_before,
+            metrics,
+        } => Report::HandBack(JobHandBack::new(lease, reason, fill(metrics)).until(not_before)),
     }
 }
 

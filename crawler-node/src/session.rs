@@ -207,7 +207,11 @@ mod tests {
         assert_eq!(session.heartbeat_interval, DEFAULT_HEARTBEAT_INTERVAL);
         assert_eq!(session.lease_ttl, DEFAULT_LEASE_TTL);
         assert_eq!(session.lost, [4]);
-        assert_eq!(session.silence_limit(), Duration::from_secs(30));
+        assert_eq!(
+            session.silence_limit(),
+            DEFAULT_LEASE_TTL,
+            "a silent coordinator is given up once a lease would have run out"
+        );
         assert!(profiles.get(&MallId::new("naver").unwrap()).is_some());
         assert!(profiles.get(&MallId::new("coupang").unwrap()).is_none());
 

@@ -222,8 +222,8 @@ async fn a_killed_browser_is_replaced() {
                 assert_eq!(class, ErrorClass::Browser);
                 assert!(class.is_retryable());
             }
-            other @ Outcome::NotFound { .. } => {
-                panic!("a killed browser is never not-found: {other:?}")
+            other @ (Outcome::NotFound { .. } | Outcome::Deferred { .. }) => {
+                panic!("a killed browser is neither not-found nor a wait for a port: {other:?}")
             }
         }
         mall.set_slow(Duration::ZERO);
@@ -479,8 +479,10 @@ impl lps_crawler_node::proxy::ProxySource for NoPorts {
     }
 }
 
+/// Waiting for a port is not a failed attempt: the job is handed back until the ledger's
+/// next free port, without waiting past what the job can spend on it.
 #[tokio::test]
-async fn no_free_proxy_port_is_a_proxy_failure_not_a_wait_past_the_deadline() {
+async fn no_free_proxy_port_hands_the_job_back_until_one_frees_without_failing_it() {
     let _serial = common::serial().await;
     let stack = Stack::start(StackConfig::new(1)).await.unwrap();
     let harness = Harness::build("noports", |settings| {
@@ -492,11 +494,18 @@ async fn no_free_proxy_port_is_a_proxy_failure_not_a_wait_past_the_deadline() {
     let check = async {
         let started = std::time::Instant::now();
         match run(&exec, job).await {
-            Outcome::Failed { class, message, .. } => {
-                assert_eq!(class, ErrorClass::Proxy, "{message}");
-                assert!(class.is_retryable());
+            Outcome::Deferred {
+                reason, not_before, ..
+            } => {
+                assert!(reason.contains("no proxy port free"), "{reason}");
+                let at = not_before.expect("the ledger said when a port frees");
+                let left = (at - chrono::Utc::now()).num_seconds();
+                assert!(
+                    (30..=45).contains(&left),
+                    "not before the ledger's next free port: {left}s"
+                );
             }
-            other => panic!("want a proxy failure, got {other:?}"),
+            other => panic!("want the job handed back until a port frees, got {other:?}"),
         }
         assert!(
             started.elapsed() < Duration::from_secs(15),

@@ -61,6 +61,7 @@ impl NodeService for NodeApi {
         }
         self.tokens.check(request.metadata(), Role::Node)?;
         let metadata = &request.metadata().clone();
+        let certs = request.peer_certs();
         if self.dispatcher.shutdown.is_cancelled() {
             return Err(Status::unavailable(
                 "coordinator is shutting down; connect to another replica",
@@ -84,6 +85,11 @@ impl NodeService for NodeApi {
         }
         let hello = Hello::try_from(hello).map_err(|e| super::invalid(e.under("hello")))?;
         self.tokens.check_node_id(metadata, &hello.node_id)?;
+        if self.require_client_cert
+            && let Some(certs) = &certs
+        {
+            crate::tls::check_node_id(certs, &hello.node_id)?;
+        }
         let (tx, rx) = mpsc::channel(256);
         let session_id = Uuid::new_v4();
         let span = tracing::info_span!("node.stream", node.id = %hello.node_id);

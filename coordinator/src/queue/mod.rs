@@ -598,14 +598,27 @@ impl Queue {
 
     /// Hands a lease back (a draining node will not finish it): queued again at once, no
     /// attempt or reclaim counted.
-    #[instrument(name = "queue.hand_back", skip_all, fields(job.id = lease.job_id, node.id = %node), err(level = "info"))]
     pub async fn hand_back_if_leased(&self, node: &str, lease: Lease) -> Result<(), Error> {
+        self.hand_back_until(node, lease, None).await
+    }
+
+    /// [`Queue::hand_back_if_leased`], the job to run again at `not_before` (at most 5
+    /// minutes away): a node that could not get a proxy port gives the job back until the
+    /// ledger expects one to be free, and no attempt is spent on waiting.
+    #[instrument(name = "queue.hand_back", skip_all, fields(job.id = lease.job_id, node.id = %node), err(level = "info"))]
+    pub async fn hand_back_until(
+        &self,
+        node: &str,
+        lease: Lease,
+        not_before: Option<DateTime<Utc>>,
+    ) -> Result<(), Error> {
         sqlx::query_file!(
             "src/queue/sql/hand_back.sql",
             lease.job_id,
             lease.epoch,
             node,
-            self.now
+            self.now,
+            not_before,
         )
         .fetch_optional(&self.pool)
         .await?

@@ -127,7 +127,7 @@ impl Queue {
     /// hand-back is stale ([`Error::LeaseLost`]).
     #[instrument(name = "queue.hand_back_reported", skip_all, fields(job.id = h.lease.job_id, node.id = %node), err(level = "info"))]
     pub async fn hand_back_reported(&self, node: &str, h: &JobHandBack) -> Result<(), Error> {
-        let back = self.hand_back_if_leased(node, h.lease).await;
+        let back = self.hand_back_until(node, h.lease, h.not_before).await;
         if matches!(back, Ok(()) | Err(Error::LeaseLost(_))) {
             self.record_spend(node, h.lease, &h.metrics).await?;
         }

@@ -11,6 +11,7 @@
 //! | `ok`             | end: `Found` with one offer at ₩10,000                         |
 //! | `ok:<price>`     | end: `Found` with one offer at `<price>` (shipping 0)          |
 //! | `notfound`       | end: `NotFound`                                                |
+//! | `defer:<ms>`     | end: `Deferred` (handed back, as when no proxy port is free) to run again in `<ms>` milliseconds |
 //! | `fail:<class>`   | end: `Failed` with that [`ErrorClass`] (`network`, `blocked`, `page_blocked`, `proxy`, `browser`, `parse`, `deadline`, `lease_expired`, `poison`, `permanent`, `internal`) |
 //! | `hang`           | end: never finishes until cancelled                            |
 //! | `panic`          | end: the run panics (tests the node's panic handling)          |
@@ -54,7 +55,7 @@ const PROGRESS_STEP: Duration = Duration::from_millis(20);
 const PROGRESS_BYTES_PER_PAGE: u64 = 10_000;
 
 const KEYWORDS: &[&str] = &[
-    "ok", "notfound", "fail", "hang", "panic", "sleep", "progress",
+    "ok", "notfound", "fail", "defer", "hang", "panic", "sleep", "progress",
 ];
 
 /// The test executor: the product name is the script (see the module docs). Cloning shares
@@ -120,6 +121,7 @@ enum End {
     Found { price: i64 },
     NotFound,
     Fail(ErrorClass),
+    Defer(Duration),
     Hang,
     Panic,
 }
@@ -170,6 +172,11 @@ fn parse(name: &str) -> Result<Option<Script>, String> {
             ("fail", Some(class)) => End::Fail(
                 parse_class(class).ok_or_else(|| format!("fail:{class}: unknown error class"))?,
             ),
+            ("defer", Some(ms)) => {
+                End::Defer(Duration::from_millis(ms.parse().map_err(|_| {
+                    format!("defer:{ms}: not a number of milliseconds")
+                })?))
+            }
             ("hang", None) => End::Hang,
             ("panic", None) => End::Panic,
             _ => return Err(format!("{word:?} is not a step")),
@@ -281,6 +288,13 @@ async fn run_script(
         End::Fail(class) => Outcome::Failed {
             class,
             message: format!("scripted failure: {}", class.as_str()),
+            metrics: metrics(job, progress, started),
+        },
+        End::Defer(after) => Outcome::Deferred {
+            reason: "scripted: no proxy port free".to_owned(),
+            not_before: chrono::TimeDelta::from_std(after)
+                .ok()
+                .map(|after| chrono::Utc::now() + after),
             metrics: metrics(job, progress, started),
         },
         End::Hang => {

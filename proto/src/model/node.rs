@@ -1,8 +1,12 @@
 //! Validated node-protocol types: what a crawler node reports and what the queue stores.
 
+use chrono::{DateTime, Utc};
 use std::{collections::BTreeMap, time::Duration};
 
-use super::{ErrorClass, FieldError, MallId, Outcome, check_len, duration_from_pb};
+use super::{
+    ErrorClass, FieldError, MallId, Outcome, check_len, duration_from_pb, timestamp_from_pb,
+    timestamp_to_pb,
+};
 use crate::pb;
 
 /// Longest offer title, in characters.
@@ -540,13 +544,15 @@ impl TryFrom<pb::JobFailure> for JobFailure {
     }
 }
 
-/// A lease the node gives back unfinished (`JobHandBack`): the job is queued again at once,
-/// no attempt counted; `metrics` is what the run spent until then.
+/// A lease the node gives back unfinished (`JobHandBack`): the job is queued again (at
+/// once, or at `not_before`), no attempt counted; `metrics` is what the run spent until then.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobHandBack {
     pub lease: Lease,
     pub reason: String,
     pub metrics: JobMetrics,
+    /// When the job may run again (no proxy port was free until then); `None`: at once.
+    pub not_before: Option<DateTime<Utc>>,
 }
 
 impl JobHandBack {
@@ -555,6 +561,16 @@ impl JobHandBack {
             lease,
             reason: reason.into().chars().take(MAX_ERROR_CHARS).collect(),
             metrics,
+            not_before: None,
+        }
+    }
+
+    /// The same hand-back, the job to run again no earlier than `at`.
+    #[must_use]
+    pub fn until(self, at: Option<DateTime<Utc>>) -> Self {
+        Self {
+            not_before: at,
+            ..self
         }
     }
 
@@ -566,6 +582,7 @@ impl JobHandBack {
             lease_epoch: self.lease.epoch,
             reason: self.reason.clone(),
             metrics: Some(pb::JobMetrics::from(&self.metrics)),
+            not_before: self.not_before.map(timestamp_to_pb),
         }
     }
 }
@@ -575,7 +592,11 @@ impl TryFrom<pb::JobHandBack> for JobHandBack {
 
     fn try_from(h: pb::JobHandBack) -> Result<Self, FieldError> {
         let lease = lease(h.job_id, h.lease_epoch)?;
-        Ok(Self::new(lease, h.reason, reported_metrics(h.metrics)?))
+        let not_before = h
+            .not_before
+            .map(|t| timestamp_from_pb("not_before", t))
+            .transpose()?;
+        Ok(Self::new(lease, h.reason, reported_metrics(h.metrics)?).until(not_before))
     }
 }
 
@@ -745,10 +766,26 @@ mod tests {
             lease_epoch: 2,
             reason: "draining".into(),
             metrics: Some(spent),
+            not_before: None,
         })
         .unwrap();
         assert_eq!((h.metrics.bytes(), h.metrics.cost_usd), (2_500, 0.02));
         assert_eq!(JobHandBack::try_from(h.to_pb(3)).unwrap(), h);
+        assert_eq!(h.not_before, None, "a drain's hand-back runs again at once");
+        // A job handed back for want of a proxy port names when it may run again.
+        let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let deferred = h.clone().until(Some(at));
+        assert_eq!(JobHandBack::try_from(deferred.to_pb(3)).unwrap(), deferred);
+        let bad = pb::JobHandBack {
+            job_id: 7,
+            lease_epoch: 2,
+            not_before: Some(prost_types::Timestamp {
+                seconds: 0,
+                nanos: -1,
+            }),
+            ..Default::default()
+        };
+        assert_eq!(JobHandBack::try_from(bad).unwrap_err().field, "not_before");
         // An older node sends no metrics: nothing was spent.
         let old = JobHandBack::try_from(pb::JobHandBack {
             job_id: 7,

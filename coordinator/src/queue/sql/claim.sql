@@ -9,6 +9,8 @@
 -- * cap: a capped mall's running jobs each hold one mall_slot row. A free slot is taken
 --   FOR UPDATE SKIP LOCKED, so the cap holds across any number of claimers and replicas;
 -- * order: priority, then run_after, then id: the order of index job_claim_order.
+-- * ports: no more running jobs for a mall (and in all) than proxy ports it can use (see
+--   port_room);
 -- * spend: no job at all while the deployment's spend over the last hour has reached $6 (USD;
 --   null: no cap), and none of a mall whose own spend has reached its
 --   spend_cap_hourly_usd. Spend is read from spend_minute (at most 60 buckets a mall), so
@@ -33,6 +35,30 @@ budget as materialized (
     select $6::float8 is null
            or coalesce((select sum(s.cost_usd) from spend_minute s, clock
                         where s.minute > clock.now - interval '1 hour'), 0) < $6::float8 as open
+),
+-- Proxy ports (DESIGN §4): with a ledger (any enabled port), a mall runs at most as many
+-- jobs as it has ports not cooling for it, and the deployment at most as many as it has
+-- ports not cooling at all: a running job holds one port at a time, so a job beyond that
+-- would only sit on a node slot waiting for one. Replicas claiming at the same moment can
+-- overshoot by a claim; such a job waits or is handed back, never charged.
+port_room as materialized (
+    select m.mall_id,
+           (select count(*) from proxy_port p
+             where p.enabled
+               and (p.cooldown_until is null or p.cooldown_until <= clock.now)
+               and not exists (select 1 from proxy_port_cooldown c
+                               where c.host = p.host and c.port = p.port and c.mall = m.mall_id
+                                 and c.cooldown_until > clock.now))
+           - (select count(*) from job r where r.state = 'running' and r.mall = m.mall_id) as room
+    from mall m, clock
+    where exists (select 1 from proxy_port p where p.enabled)
+),
+total_room as materialized (
+    select case when not exists (select 1 from proxy_port p where p.enabled) then null
+           else (select count(*) from proxy_port p, clock
+                  where p.enabled and (p.cooldown_until is null or p.cooldown_until <= clock.now))
+                - (select count(*) from job r where r.state = 'running')
+           end as room
 ),
 -- Malls under their own spend cap (the cap's sum is read only for a capped mall).
 unspent as materialized (
@@ -73,7 +99,10 @@ cand as materialized (
         from job j
         where j.state = 'queued' and j.mall = e.mall_id and j.run_after <= clock.now
         order by j.priority, j.run_after, j.job_id
-        limit case when e.gapped then 1 else (select count(*) from wanted) end
+        limit greatest(0, least(
+            case when e.gapped then 1 else (select count(*) from wanted) end,
+            coalesce((select r.room from port_room r where r.mall_id = e.mall_id),
+                     (select count(*) from wanted))))
         for update of j skip locked
     ) c
 ),
@@ -101,7 +130,8 @@ picked as materialized (
     left join slots s on s.mall_id = c.mall and s.rn = c.rn
     where e.max_running is null or s.slot_no is not null
     order by c.priority, c.run_after, c.job_id
-    limit (select count(*) from wanted)
+    limit greatest(0, least((select count(*) from wanted),
+                            coalesce((select room from total_room), (select count(*) from wanted))))
 ),
 took_slots as (
     update mall_slot ms set job_id = p.job_id

@@ -5,7 +5,7 @@
 -- the caller believed, so this statement can never break a limit; Queue uses claim.sql
 -- whenever a mall it claims for may have one. Same requests, order, fencing, lease and
 -- returned columns as claim.sql, and the same spend caps ($6 the deployment's, USD per hour;
--- null: none; and each mall's spend_cap_hourly_usd).
+-- null: none; and each mall's spend_cap_hourly_usd), and the same proxy-port room.
 --
 -- $2 malls the nodes serve (null: all), $4 lease TTL in ms, $5 now.
 with
@@ -20,6 +20,30 @@ budget as materialized (
            or coalesce((select sum(s.cost_usd) from spend_minute s, clock
                         where s.minute > clock.now - interval '1 hour'), 0) < $6::float8 as open
 ),
+-- Proxy ports (DESIGN §4): with a ledger (any enabled port), a mall runs at most as many
+-- jobs as it has ports not cooling for it, and the deployment at most as many as it has
+-- ports not cooling at all: a running job holds one port at a time, so a job beyond that
+-- would only sit on a node slot waiting for one. Replicas claiming at the same moment can
+-- overshoot by a claim; such a job waits or is handed back, never charged.
+port_room as materialized (
+    select m.mall_id,
+           (select count(*) from proxy_port p
+             where p.enabled
+               and (p.cooldown_until is null or p.cooldown_until <= clock.now)
+               and not exists (select 1 from proxy_port_cooldown c
+                               where c.host = p.host and c.port = p.port and c.mall = m.mall_id
+                                 and c.cooldown_until > clock.now))
+           - (select count(*) from job r where r.state = 'running' and r.mall = m.mall_id) as room
+    from mall m, clock
+    where exists (select 1 from proxy_port p where p.enabled)
+),
+total_room as materialized (
+    select case when not exists (select 1 from proxy_port p where p.enabled) then null
+           else (select count(*) from proxy_port p, clock
+                  where p.enabled and (p.cooldown_until is null or p.cooldown_until <= clock.now))
+                - (select count(*) from job r where r.state = 'running')
+           end as room
+),
 picked as materialized (
     select c.job_id, row_number() over (order by c.priority, c.run_after, c.job_id) as slot
     from mall m, clock
@@ -28,7 +52,9 @@ picked as materialized (
         from job j
         where j.state = 'queued' and j.mall = m.mall_id and j.run_after <= clock.now
         order by j.priority, j.run_after, j.job_id
-        limit (select count(*) from wanted)
+        limit greatest(0, least((select count(*) from wanted),
+                                coalesce((select r.room from port_room r where r.mall_id = m.mall_id),
+                                         (select count(*) from wanted))))
         for update of j skip locked
     ) c
     where m.enabled
@@ -41,7 +67,8 @@ picked as materialized (
                         where s.mall = m.mall_id and s.minute > clock.now - interval '1 hour'), 0)
               < m.spend_cap_hourly_usd)
     order by c.priority, c.run_after, c.job_id
-    limit (select count(*) from wanted)
+    limit greatest(0, least((select count(*) from wanted),
+                            coalesce((select room from total_room), (select count(*) from wanted))))
 )
 update job j set
     state = 'running',

@@ -1,12 +1,17 @@
--- A node hands back lease ($1, $2) it will not finish (it is draining): the job is queued
--- again at once, no attempt and no reclaim counted. $3 node_id, $4 now. What the run spent is
+-- A node hands back lease ($1, $2) it will not finish (it is draining, or no proxy port was
+-- free for it): the job is queued again, no attempt and no reclaim counted, to run at $5 (the
+-- ledger's next free port; null: at once), never later than 5 minutes from now. $3 node_id,
+-- $4 now. What the run spent is
 -- recorded on the handed-back attempt by spend.sql next.
 -- `(j.state = 'running') is true` means `j.state = 'running'`; the form makes the planner look
 -- the job up by its key (see complete.sql).
 with
 clock as materialized (select coalesce($4::timestamptz, clock_timestamp()) as now),
 back as (
-    update job j set state = 'queued', run_after = clock.now, node_id = null, lease_until = null
+    update job j set
+        state = 'queued', node_id = null, lease_until = null,
+        run_after = greatest(clock.now,
+                             least(coalesce($5::timestamptz, clock.now), clock.now + interval '5 minutes'))
     from clock
     where j.job_id = $1::bigint and (j.state = 'running') is true and j.lease_epoch = $2::bigint
       and j.node_id = $3::text

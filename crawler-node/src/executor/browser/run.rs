@@ -78,6 +78,9 @@ pub(super) enum Stop {
 pub(super) struct JobError {
     class: ErrorClass,
     message: String,
+    /// Not a failure of the attempt but a wait for a proxy port: the job is handed back to
+    /// run again then (`Some(None)`: at once), no attempt spent.
+    deferred: Option<Option<chrono::DateTime<chrono::Utc>>>,
 }
 
 impl JobError {
@@ -85,6 +88,19 @@ impl JobError {
         Self {
             class,
             message: message.into(),
+            deferred: None,
+        }
+    }
+
+    /// No proxy port is free for the job: give it back until `not_before` (the ledger's
+    /// next free port, when it knows one).
+    fn no_port(
+        message: impl Into<String>,
+        not_before: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Self {
+        Self {
+            deferred: Some(not_before),
+            ..Self::new(ErrorClass::Proxy, message)
         }
     }
 }
@@ -894,17 +910,20 @@ impl<'a> Run<'a> {
                         .and_then(|at| (at - chrono::Utc::now()).to_std().ok())
                         .unwrap_or(PROXY_RETRY)
                         .clamp(Duration::from_millis(100), Duration::from_secs(30));
+                    // NB: waiting for a port is not a failed attempt: past what the job can
+                    // spend on it, the job goes back to the queue until the ledger expects
+                    // a free port (the claim keeps jobs beyond the ports queued anyway).
                     let needed = wait + crate::browser::page::wait_timeout(self.profile);
                     if self.deadline.saturating_duration_since(Instant::now()) < needed {
-                        return Err(JobError::new(
-                            ErrorClass::Proxy,
+                        return Err(JobError::no_port(
                             "no proxy port free before the job's deadline",
+                            retry_at,
                         ));
                     }
                     if self.proxy_waited + wait > MAX_PROXY_WAIT {
-                        return Err(JobError::new(
-                            ErrorClass::Proxy,
+                        return Err(JobError::no_port(
                             format!("no proxy port free within {MAX_PROXY_WAIT:?}"),
+                            retry_at,
                         ));
                     }
                     debug!(?wait, "no proxy port free; waiting");
@@ -935,6 +954,18 @@ impl<'a> Run<'a> {
                         metrics,
                     },
                     Found::Nothing => Outcome::NotFound { rounds, metrics },
+                }
+            }
+            Err(Stop::Failed(JobError {
+                message,
+                deferred: Some(not_before),
+                ..
+            })) => {
+                info!(reason = %message, ?not_before, "handing the job back until a proxy port is free");
+                Outcome::Deferred {
+                    reason: message,
+                    not_before,
+                    metrics,
                 }
             }
             Err(Stop::Failed(err)) => {
