@@ -916,3 +916,80 @@ async fn a_drain_is_repeated_until_the_node_has_it_and_survives_a_reconnect(pool
         other => panic!("a new process was told {other:?}"),
     }
 }
+
+/// The same clash through two replicas: the second replica's registry does not know the
+/// first's stream, the node_session row does. Refused, and nothing of the live process's
+/// is touched.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_second_process_with_the_node_id_on_another_replica_is_refused(
+    _: sqlx::postgres::PgPoolOptions,
+    opts: sqlx::postgres::PgConnectOptions,
+) {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(10)
+        .connect_with(opts.clone())
+        .await
+        .unwrap();
+    let pool_b = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(10)
+        .connect_with(opts)
+        .await
+        .unwrap();
+    // NB: replicas in one test process would share the default id (host-pid).
+    let replica = |pool: PgPool, id: &'static str| async move {
+        let flags = [
+            "--heartbeat-interval",
+            "200ms",
+            "--lease-ttl",
+            "18s",
+            "--coordinator-id",
+            id,
+        ];
+        common::start_with_mall(&pool, MALL, &flags).await
+    };
+    let a = replica(pool.clone(), "coord-a").await;
+    let b = replica(pool_b.clone(), "coord-b").await;
+    let mut first = open(a.grpc_addr, NODE_TOKEN, hello_of("host-a", "111-aaa"))
+        .await
+        .unwrap();
+    let Out::Welcome(_) = first.next().await else {
+        panic!("expected welcome")
+    };
+    first.send(In::Credit(pb::Credit { free_slots: 1 })).await;
+    let job_id = enqueue(&a, "제주 삼다수 2L x 12").await;
+    let Out::Assign(_) = first.next_event().await else {
+        panic!("expected assign")
+    };
+
+    let mut second = open(b.grpc_addr, NODE_TOKEN, hello_of("host-a", "222-bbb"))
+        .await
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), second.rx.message())
+        .await
+        .expect("an answer")
+        .expect_err("refused");
+    assert_eq!(status.code(), tonic::Code::AlreadyExists, "{status:?}");
+    assert!(
+        status.message().contains("\"host-a\"") && status.message().contains("111-aaa"),
+        "{status:?}"
+    );
+    let (state, attempts, reclaims, ended): (String, i32, i32, i64) = sqlx::query_as(
+        "select j.state::text, j.attempts::int, j.reclaims::int,
+                (select count(*) from job_attempt a where a.job_id = j.job_id)
+         from job j where j.job_id = $1",
+    )
+    .bind(job_id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (state.as_str(), attempts, reclaims, ended),
+        ("running", 0, 0, 0)
+    );
+    let owner: String =
+        sqlx::query_scalar("select instance from node_session where node_id = 'host-a'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(owner, "111-aaa", "the refused process took the row over");
+}

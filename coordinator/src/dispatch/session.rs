@@ -228,6 +228,13 @@ impl Session {
                  malls = excluded.malls, connected_at = now(), last_seen_at = now(),
                  draining = coalesce(node_session.draining and node_session.instance = excluded.instance, false),
                  instance = excluded.instance, disconnected_at = null
+             -- NB: another replica's live stream of another node process under this id is
+             -- not taken over (this replica's own streams are the registry's business).
+             where node_session.disconnected_at is not null
+                or node_session.coordinator_id = excluded.coordinator_id
+                or node_session.last_seen_at <= now() - interval '90 seconds'
+                or node_session.instance is null or excluded.instance is null
+                or node_session.instance = excluded.instance
              returning draining",
             self.node_id,
             self.session_id,
@@ -237,9 +244,26 @@ impl Session {
             &malls,
             hello.instance.as_deref(),
         )
-        .fetch_one(d.pool())
+        .fetch_optional(d.pool())
         .await
         .map_err(|e| crate::grpc::status(e.into()))?;
+        let Some(drain_requested) = drain_requested else {
+            let live = sqlx::query!(
+                "select coordinator_id, instance from node_session where node_id = $1",
+                self.node_id
+            )
+            .fetch_optional(d.pool())
+            .await
+            .map_err(|e| crate::grpc::status(e.into()))?;
+            let (coordinator, instance) = live
+                .map(|r| (r.coordinator_id, r.instance.unwrap_or_default()))
+                .unwrap_or_default();
+            warn!(live.coordinator = %coordinator, live.instance = %instance, "a second node process uses this node id (connected to another replica); refused");
+            return Err(Status::already_exists(format!(
+                "node id {:?} is already connected from another node process (instance {instance}, through coordinator {coordinator}); every node needs its own LPS_NODE_ID",
+                self.node_id
+            )));
+        };
 
         let reattached = d
             .queue
