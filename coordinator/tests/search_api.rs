@@ -288,6 +288,30 @@ async fn bad_input_is_rejected_naming_the_field_and_nothing_is_stored(pool: PgPo
             search_req(&[WATER, long.as_str()], &[ALPHA]),
             "products[1].name",
         ),
+        // Names of invisible characters only (zero-width space, joiner + BOM, direction
+        // marks): nothing to search for, so never a job that goes dead.
+        (
+            search_req(&[WATER, "\u{200b}"], &[ALPHA]),
+            "products[1].name",
+        ),
+        (
+            search_req(&["\u{200d}\u{feff}"], &[ALPHA]),
+            "products[0].name",
+        ),
+        (
+            search_req(&["\u{200f}\u{202e}"], &[ALPHA]),
+            "products[0].name",
+        ),
+        (
+            pb::SearchRequest {
+                max_age: Some(prost_types::Duration {
+                    seconds: 1,
+                    nanos: 1_000_000_000,
+                }),
+                ..search_req(&[WATER], &[ALPHA])
+            },
+            "max_age",
+        ),
         (search_req(&[WATER], &[ALPHA, "nosuchmall"]), "malls[1]"),
         (search_req(&[WATER], &["Bad Mall"]), "malls[0]"),
         (
@@ -554,6 +578,24 @@ async fn search_shows_queued_then_offers_and_the_lowest_effective_price(pool: Pg
         cached.products[0].lowest.as_ref().unwrap().effective_price,
         14_000
     );
+    // Any age beyond the documented maximum (10,000 years, the largest Duration) is "any
+    // stored answer", not a database range error.
+    for seconds in [10_000 * 366 * 24 * 3600, i64::MAX] {
+        let again = h
+            .search
+            .search(client(pb::SearchRequest {
+                max_age: Some(prost_types::Duration { seconds, nanos: 0 }),
+                ..search_req(&[WATER], &[ALPHA])
+            }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            again.items[0].disposition,
+            pb::Disposition::CachedResult as i32,
+            "max_age {seconds}s"
+        );
+    }
 }
 
 #[sqlx::test(migrator = "MIGRATOR")]

@@ -29,6 +29,9 @@ pub const MAX_PRODUCT_CODE_CHARS: usize = 64;
 pub const MAX_MALL_ID_CHARS: usize = 64;
 /// Longest idempotency key, in characters.
 pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 128;
+/// The longest `max_age` that means anything: older than this, every stored answer is
+/// "fresh enough" already, so a longer age (up to `i64::MAX` seconds) is read as this.
+pub const MAX_MAX_AGE: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
 /// Highest (least urgent) numeric priority.
 pub const MAX_PRIORITY: u8 = 99;
 
@@ -121,6 +124,14 @@ impl ProductSpec {
             return Err(FieldError::new(
                 "name",
                 "must not contain control characters",
+            ));
+        }
+        // NB: zero-width spaces, joiners, BOMs and direction marks are not white space to
+        // `trim`, and a name of them (or of punctuation alone) leaves nothing to search for.
+        if !name.chars().any(char::is_alphanumeric) {
+            return Err(FieldError::new(
+                "name",
+                "must contain a letter or a digit (it holds only spaces, invisible characters or punctuation)",
             ));
         }
         let code = match code.map(str::trim) {
@@ -428,7 +439,9 @@ impl SearchRequest {
             products,
             malls,
             priority,
-            max_age: max_age.filter(|age| !age.is_zero()),
+            max_age: max_age
+                .filter(|age| !age.is_zero())
+                .map(|age| age.min(MAX_MAX_AGE)),
             idempotency_key,
         })
     }
@@ -485,6 +498,12 @@ pub fn duration_from_pb(field: &str, d: prost_types::Duration) -> Result<Duratio
     if d.seconds < 0 || d.nanos < 0 {
         return Err(FieldError::new(field, "must not be negative"));
     }
+    if d.nanos >= 1_000_000_000 {
+        return Err(FieldError::new(
+            field,
+            format!("nanos must be below 1,000,000,000, got {}", d.nanos),
+        ));
+    }
     let secs = u64::try_from(d.seconds).map_err(|_| FieldError::new(field, "out of range"))?;
     let nanos = u32::try_from(d.nanos).map_err(|_| FieldError::new(field, "out of range"))?;
     Ok(Duration::new(secs, nanos))
@@ -538,6 +557,21 @@ mod tests {
     }
 
     #[test]
+    fn an_age_beyond_ten_years_means_any_stored_answer() {
+        for seconds in [10_000 * 366 * 24 * 3600, i64::MAX] {
+            let req = SearchRequest::try_from(pb::SearchRequest {
+                products: vec![product("삼다수 2L")],
+                max_age: Some(prost_types::Duration { seconds, nanos: 0 }),
+                ..Default::default()
+            })
+            .unwrap();
+            assert_eq!(req.max_age, Some(MAX_MAX_AGE), "{seconds}");
+        }
+        // A name with a letter among invisible characters is a name.
+        assert!(ProductSpec::new(None, "\u{200b}삼다수").is_ok());
+    }
+
+    #[test]
     fn bad_fields_are_named() {
         let long = "가".repeat(MAX_PRODUCT_NAME_CHARS + 1);
         let cases: Vec<(pb::SearchRequest, &str)> = vec![
@@ -555,6 +589,45 @@ mod tests {
                     ..Default::default()
                 },
                 "products[0].name",
+            ),
+            (
+                pb::SearchRequest {
+                    products: vec![product("ok"), product("\u{200b}")],
+                    ..Default::default()
+                },
+                "products[1].name",
+            ),
+            (
+                pb::SearchRequest {
+                    products: vec![product("\u{200d}\u{feff}")],
+                    ..Default::default()
+                },
+                "products[0].name",
+            ),
+            (
+                pb::SearchRequest {
+                    products: vec![product(" \u{200f}\u{202e} ")],
+                    ..Default::default()
+                },
+                "products[0].name",
+            ),
+            (
+                pb::SearchRequest {
+                    products: vec![product("?!…")],
+                    ..Default::default()
+                },
+                "products[0].name",
+            ),
+            (
+                pb::SearchRequest {
+                    products: vec![product("x")],
+                    max_age: Some(prost_types::Duration {
+                        seconds: 60,
+                        nanos: 1_000_000_000,
+                    }),
+                    ..Default::default()
+                },
+                "max_age",
             ),
             (
                 pb::SearchRequest {

@@ -40,25 +40,32 @@ budget as materialized (
 -- jobs as it has ports not cooling for it, and the deployment at most as many as it has
 -- ports not cooling at all: a running job holds one port at a time, so a job beyond that
 -- would only sit on a node slot waiting for one. Replicas claiming at the same moment can
--- overshoot by a claim; such a job waits or is handed back, never charged.
+-- overshoot by a claim; such a job waits or is handed back, never charged. (The ports are
+-- read once a claim; a mall's own cooldowns are the few rows it has in proxy_port_cooldown.)
+ports as materialized (
+    select count(*) as enabled,
+           count(*) filter (where p.cooldown_until is null or p.cooldown_until <= clock.now) as usable
+    from proxy_port p, clock
+    where p.enabled
+),
+running as materialized (
+    select r.mall, count(*) as n from job r where r.state = 'running' group by r.mall
+),
 port_room as materialized (
     select m.mall_id,
-           (select count(*) from proxy_port p
-             where p.enabled
-               and (p.cooldown_until is null or p.cooldown_until <= clock.now)
-               and not exists (select 1 from proxy_port_cooldown c
-                               where c.host = p.host and c.port = p.port and c.mall = m.mall_id
-                                 and c.cooldown_until > clock.now))
-           - (select count(*) from job r where r.state = 'running' and r.mall = m.mall_id) as room
-    from mall m, clock
-    where exists (select 1 from proxy_port p where p.enabled)
+           ports.usable
+           - (select count(*) from proxy_port_cooldown c
+               join proxy_port p on p.host = c.host and p.port = c.port
+              where c.mall = m.mall_id and c.cooldown_until > clock.now and p.enabled
+                and (p.cooldown_until is null or p.cooldown_until <= clock.now))
+           - coalesce((select n from running where running.mall = m.mall_id), 0) as room
+    from mall m, clock, ports
+    where ports.enabled > 0
 ),
 total_room as materialized (
-    select case when not exists (select 1 from proxy_port p where p.enabled) then null
-           else (select count(*) from proxy_port p, clock
-                  where p.enabled and (p.cooldown_until is null or p.cooldown_until <= clock.now))
-                - (select count(*) from job r where r.state = 'running')
-           end as room
+    select case when ports.enabled = 0 then null
+                else ports.usable - coalesce((select sum(n) from running), 0) end as room
+    from ports
 ),
 -- Malls under their own spend cap (the cap's sum is read only for a capped mall).
 unspent as materialized (
