@@ -436,6 +436,7 @@ mod tests {
                 block_ended_sessions_6h: 0,
                 malls: vec![],
             },
+            alerts: vec![],
         }
     }
 

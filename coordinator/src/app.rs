@@ -259,6 +259,8 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     }
     let router = server
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
+        // NB: a deadline that passes on the server is DEADLINE_EXCEEDED, not tonic's CANCELLED.
+        .layer(grpc::deadline::DeadlineLayer)
         .add_service(health_service)
         .add_service(reflection)
         .add_service(search_api.into_service())

@@ -99,6 +99,39 @@ async fn health_metrics_ops_and_alerts_once_per_transition(
     assert_eq!(status, 200);
     let ops: serde_json::Value = serde_json::from_str(&ops).unwrap();
     assert_eq!(ops["queue"]["queued"], 1, "{ops}");
+    // The firing rule is in the snapshot, on HTTP and on GetOps, from either replica.
+    let firing = ops["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["rule"] == "oldest_queued_seconds")
+        .cloned();
+    assert_eq!(
+        firing.map(|a| a["firing"].clone()),
+        Some(true.into()),
+        "{ops}"
+    );
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", b.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = lps_proto::pb::ops_service_client::OpsServiceClient::new(channel);
+    let snapshot = grpc
+        .get_ops(common::with_token(
+            lps_proto::pb::GetOpsRequest {},
+            common::CLIENT_TOKEN,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let rule = snapshot
+        .alerts
+        .iter()
+        .find(|a| a.rule == "oldest_queued_seconds")
+        .expect("GetOps lists the rule");
+    assert!(rule.firing && rule.value > rule.threshold, "{rule:?}");
+    assert!(rule.since.is_some());
 
     // The job goes away: the rule resolves, announced once.
     a.queue.cancel(&[job]).await.unwrap();

@@ -306,7 +306,13 @@ async fn blocking_images_in_the_browser_cuts_bytes() {
     let gw = stack.gateway.stats();
     let (on, off) = (gw[0].bytes_to_client, gw[1].bytes_to_client);
     let three_images = 3 * u64::try_from(IMAGE_BYTES).expect("fits");
-    assert!(on > off + three_images, "images on: {on} B, off: {off} B");
+    // NB: the rest of the two page loads differs by a few hundred bytes from run to run
+    // (headers, a favicon request); the images are 150 KiB each.
+    let slack = 4 * 1024;
+    assert!(
+        on + slack > off + three_images,
+        "images on: {on} B, off: {off} B"
+    );
     assert!(stack.alpha.stats().image_requests >= 3);
     stack.shutdown().await.expect("shutdown");
 }

@@ -2,6 +2,7 @@
 //! dispatch APIs. Validation happens in `lps_proto::model` conversions; every error
 //! becomes a status in exactly one place, [`status`].
 
+pub mod deadline;
 pub mod node;
 pub mod ops;
 pub mod search;

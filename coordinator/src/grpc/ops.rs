@@ -177,7 +177,7 @@ fn check_node_id(id: &str) -> Result<(), FieldError> {
     Ok(())
 }
 
-/// The ops snapshot on the wire. `alerts` is left empty: alert state is owned elsewhere.
+/// The ops snapshot on the wire.
 pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
     let q = &s.queue;
     let f = &s.fleet;
@@ -229,7 +229,17 @@ pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
         nodes_connected: f.nodes_connected,
         free_slots: f.free_slots,
         malls,
-        alerts: Vec::new(),
+        alerts: s
+            .alerts
+            .iter()
+            .map(|a| pb::AlertState {
+                rule: a.rule.clone(),
+                firing: a.firing,
+                value: a.value,
+                threshold: a.threshold,
+                since: Some(timestamp_to_pb(a.since)),
+            })
+            .collect(),
         spend_cap_hourly_usd: q.spend_cap_hourly_usd.unwrap_or(0.0),
         spend_capped: q.spend_capped,
     }

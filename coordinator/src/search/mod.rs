@@ -415,10 +415,17 @@ impl Searches {
     pub async fn ops(&self) -> Result<OpsSnapshot, Error> {
         let queue = self.queue.ops().await?;
         let fleet = self.fleet_ops().await?;
+        let alerts = sqlx::query_as!(
+            AlertInfo,
+            "select rule, firing, value, threshold, since from alert_state order by rule"
+        )
+        .fetch_all(self.queue.pool())
+        .await?;
         Ok(OpsSnapshot {
             at: self.now.unwrap_or_else(Utc::now),
             queue,
             fleet,
+            alerts,
         })
     }
 }

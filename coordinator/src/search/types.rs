@@ -330,12 +330,26 @@ pub struct MallFleetOps {
     pub ports_cooling: i64,
 }
 
-/// The whole ops snapshot: the queue's figures and the fleet's.
+/// One alert rule's state as the evaluators last recorded it (`alert_state`, shared by the
+/// replicas).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AlertInfo {
+    pub rule: String,
+    pub firing: bool,
+    pub value: f64,
+    pub threshold: f64,
+    /// When it last changed between firing and resolved.
+    pub since: DateTime<Utc>,
+}
+
+/// The whole ops snapshot: the queue's figures, the fleet's and the alert rules' state.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct OpsSnapshot {
     pub at: DateTime<Utc>,
     pub queue: QueueOps,
     pub fleet: FleetOps,
+    /// Every rule evaluated so far, firing or not.
+    pub alerts: Vec<AlertInfo>,
 }
 
 #[cfg(test)]
