@@ -236,6 +236,11 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         .register_encoded_file_descriptor_set(lps_proto::FILE_DESCRIPTOR_SET)
         .build_v1()
         .context("building gRPC reflection")?;
+    // NB: grpcurl and the official Python reflection client still speak only v1alpha.
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(lps_proto::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
+        .context("building gRPC reflection (v1alpha)")?;
     let grpc_listener = TcpListener::bind(config.grpc_addr)
         .await
         .with_context(|| format!("binding LPS_GRPC_ADDR {}", config.grpc_addr))?;
@@ -263,6 +268,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         .layer(grpc::deadline::DeadlineLayer)
         .add_service(health_service)
         .add_service(reflection)
+        .add_service(reflection_v1alpha)
         .add_service(search_api.into_service())
         .add_service(ops_api.into_service())
         .add_service(pb::node_service_server::NodeServiceServer::new(node_api));

@@ -69,3 +69,72 @@ async fn a_deadline_that_passes_on_the_server_is_deadline_exceeded(pool: PgPool)
     );
     c.shutdown().await;
 }
+
+/// Reflection answers in both versions: v1, and v1alpha that grpcurl and the official Python
+/// reflection client still speak.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn reflection_lists_the_services_in_v1_and_v1alpha(pool: PgPool) {
+    use tonic_reflection::pb::{v1, v1alpha};
+    let c = common::start_with_mall(&pool, MALL, &["--malls", MALL]).await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", c.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let want = [
+        "lps.v1.SearchService",
+        "lps.v1.OpsService",
+        "lps.v1.NodeService",
+    ];
+
+    let mut alpha = v1alpha::server_reflection_client::ServerReflectionClient::new(channel.clone());
+    let request = v1alpha::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(
+            v1alpha::server_reflection_request::MessageRequest::ListServices(String::new()),
+        ),
+    };
+    let mut answers = alpha
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .expect("v1alpha reflection is served")
+        .into_inner();
+    let answer = answers.message().await.unwrap().unwrap();
+    let Some(v1alpha::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        answer.message_response
+    else {
+        panic!("expected a service list, got {answer:?}")
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for name in want {
+        assert!(
+            names.iter().any(|n| n == name),
+            "v1alpha: {name} missing from {names:?}"
+        );
+    }
+
+    let mut v1 = v1::server_reflection_client::ServerReflectionClient::new(channel);
+    let request = v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
+            String::new(),
+        )),
+    };
+    let mut answers = v1
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .expect("v1 reflection is served")
+        .into_inner();
+    let answer = answers.message().await.unwrap().unwrap();
+    let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(list)) =
+        answer.message_response
+    else {
+        panic!("expected a service list, got {answer:?}")
+    };
+    assert!(
+        list.service
+            .iter()
+            .any(|s| s.name == "lps.v1.SearchService")
+    );
+    c.shutdown().await;
+}
