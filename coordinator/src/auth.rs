@@ -7,7 +7,9 @@
 use std::fmt;
 
 use subtle::ConstantTimeEq as _;
-use tonic::{Status, metadata::MetadataMap};
+use tonic::{Code, Status, metadata::MetadataMap};
+
+use crate::grpc::refused;
 
 /// Who a call must come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,9 +53,7 @@ pub struct Tokens {
 impl Tokens {
     /// Checks the `authorization: Bearer <token>` metadata for `role`.
     pub fn check(&self, metadata: &MetadataMap, role: Role) -> Result<(), Status> {
-        let presented = bearer(metadata).ok_or_else(|| {
-            Status::unauthenticated("missing `authorization: Bearer <token>` metadata")
-        })?;
+        let presented = bearer(metadata).ok_or_else(missing_token)?;
         let any = |set: &[Token]| {
             // NB: compare against every token so timing does not reveal which one matched.
             set.iter()
@@ -67,9 +67,17 @@ impl Tokens {
         if ok {
             Ok(())
         } else if role == Role::Admin && any(&self.client) {
-            Err(Status::permission_denied("this call needs an admin token"))
+            Err(refused(
+                Code::PermissionDenied,
+                "ADMIN_TOKEN_REQUIRED",
+                "this call needs an admin token",
+            ))
         } else {
-            Err(Status::unauthenticated("unknown bearer token"))
+            Err(refused(
+                Code::Unauthenticated,
+                "UNKNOWN_TOKEN",
+                "unknown bearer token",
+            ))
         }
     }
 }
@@ -80,9 +88,7 @@ impl Tokens {
     /// Patterns are node ids, or a prefix ending in `*` (`crawler-node-*`).
     pub fn check_node_id(&self, metadata: &MetadataMap, node_id: &str) -> Result<(), Status> {
         let Some(presented) = bearer(metadata) else {
-            return Err(Status::unauthenticated(
-                "missing `authorization: Bearer <token>` metadata",
-            ));
+            return Err(missing_token());
         };
         let allowed = self
             .node
@@ -99,11 +105,21 @@ impl Tokens {
         if allowed {
             Ok(())
         } else {
-            Err(Status::permission_denied(format!(
-                "this node token may not use node id {node_id:?} (LPS_NODE_TOKEN_NODES)"
-            )))
+            Err(refused(
+                Code::PermissionDenied,
+                "NODE_ID_NOT_ALLOWED",
+                format!("this node token may not use node id {node_id:?} (LPS_NODE_TOKEN_NODES)"),
+            ))
         }
     }
+}
+
+fn missing_token() -> Status {
+    refused(
+        Code::Unauthenticated,
+        "MISSING_TOKEN",
+        "missing `authorization: Bearer <token>` metadata",
+    )
 }
 
 fn bearer(metadata: &MetadataMap) -> Option<&str> {

@@ -324,17 +324,30 @@ fn is_connection_error(error: &io::Error) -> bool {
 /// another node's id. `PERMISSION_DENIED` names the id and the certificate's names.
 pub fn check_node_id(chain: &[CertificateDer<'_>], node_id: &str) -> Result<(), Status> {
     let Some(leaf) = chain.first() else {
-        return Err(Status::unauthenticated("no client certificate"));
+        return Err(crate::grpc::refused(
+            tonic::Code::Unauthenticated,
+            "CLIENT_CERTIFICATE_REQUIRED",
+            "no client certificate",
+        ));
     };
-    let cert = webpki::EndEntityCert::try_from(leaf)
-        .map_err(|e| Status::unauthenticated(format!("unreadable client certificate: {e}")))?;
+    let cert = webpki::EndEntityCert::try_from(leaf).map_err(|e| {
+        crate::grpc::refused(
+            tonic::Code::Unauthenticated,
+            "CLIENT_CERTIFICATE_UNREADABLE",
+            format!("unreadable client certificate: {e}"),
+        )
+    })?;
     let names: Vec<&str> = cert.valid_dns_names().collect();
     if names.iter().any(|name| covers(name, node_id)) {
         return Ok(());
     }
-    Err(Status::permission_denied(format!(
-        "node id {node_id:?} is not named by the client certificate (DNS names {names:?}): with mTLS a node's id must be one of its certificate's names, or start with one followed by '-'"
-    )))
+    Err(crate::grpc::refused(
+        tonic::Code::PermissionDenied,
+        "NODE_ID_NOT_IN_CERTIFICATE",
+        format!(
+            "node id {node_id:?} is not named by the client certificate (DNS names {names:?}): with mTLS a node's id must be one of its certificate's names, or start with one followed by '-'"
+        ),
+    ))
 }
 
 /// `name` (a certificate's DNS name, compared case-insensitively) covers node id `id`.
@@ -351,7 +364,9 @@ fn covers(name: &str, id: &str) -> bool {
 pub fn require_client_cert<T>(request: &Request<T>) -> Result<(), Status> {
     match request.peer_certs() {
         Some(chain) if !chain.is_empty() => Ok(()),
-        _ => Err(Status::unauthenticated(
+        _ => Err(crate::grpc::refused(
+            tonic::Code::Unauthenticated,
+            "CLIENT_CERTIFICATE_REQUIRED",
             "this coordinator requires nodes to present a client certificate (mTLS); \
              set LPS_TLS_CERT and LPS_TLS_KEY on the node",
         )),

@@ -397,3 +397,46 @@ async fn a_job_table_locked_longer_than_the_lease_ttl_charges_no_attempt(
     }
     c.shutdown().await;
 }
+
+/// While the database is away a Search is UNAVAILABLE with a RetryInfo (when to try again),
+/// and goes through once it is back.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_search_during_an_outage_is_unavailable_with_retry_info(
+    _: PgPoolOptions,
+    opts: PgConnectOptions,
+) {
+    use lps_proto::pb::{self, search_service_client::SearchServiceClient};
+    use tonic_types::StatusExt as _;
+    let gate = DbGate::spawn(format!("{}:{}", opts.get_host(), opts.get_port())).await;
+    let c = coordinator_via(Some(&gate), &opts, &SCALED).await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", c.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = SearchServiceClient::new(channel);
+    let search = || {
+        common::with_token(
+            pb::SearchRequest {
+                products: vec![pb::Product {
+                    code: String::new(),
+                    name: "제주 삼다수 2L x 12".into(),
+                }],
+                malls: vec![MALL.into()],
+                ..Default::default()
+            },
+            CLIENT_TOKEN,
+        )
+    };
+    gate.close();
+    let status = client.search(search()).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    let retry = status.get_error_details().retry_info().cloned();
+    assert!(
+        retry.is_some_and(|r| r.retry_delay.is_some_and(|d| !d.is_zero())),
+        "{status:?}"
+    );
+    gate.open();
+    client.search(search()).await.unwrap();
+    c.shutdown().await;
+}

@@ -196,6 +196,18 @@ fn field_of(status: &Status) -> &str {
     status.message().split(':').next().unwrap_or_default()
 }
 
+/// The `ErrorInfo.reason` of a refusal (domain `lps.v1`).
+fn reason_of(status: &Status) -> String {
+    use tonic_types::StatusExt as _;
+    let info = status
+        .get_error_details()
+        .error_info()
+        .cloned()
+        .unwrap_or_else(|| panic!("no ErrorInfo in {status:?}"));
+    assert_eq!(info.domain, "lps.v1");
+    info.reason
+}
+
 async fn next_status(stream: &mut Streaming<pb::SearchStatus>) -> Option<pb::SearchStatus> {
     tokio::time::timeout(Duration::from_secs(10), stream.message())
         .await
@@ -213,12 +225,14 @@ async fn calls_without_a_valid_token_are_rejected(pool: PgPool) {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::Unauthenticated);
+    assert_eq!(reason_of(&err), "MISSING_TOKEN");
     let err = h
         .search
         .search(authed(search_req(&[WATER], &[ALPHA]), "not-a-token"))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::Unauthenticated);
+    assert_eq!(reason_of(&err), "UNKNOWN_TOKEN");
     assert!(!err.message().contains("not-a-token"));
     let err = h
         .search
@@ -259,6 +273,7 @@ async fn calls_without_a_valid_token_are_rejected(pool: PgPool) {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::PermissionDenied);
+    assert_eq!(reason_of(&err), "ADMIN_TOKEN_REQUIRED");
     let err = h
         .ops
         .retry_dead(client(pb::RetryDeadRequest::default()))
@@ -326,6 +341,19 @@ async fn bad_input_is_rejected_naming_the_field_and_nothing_is_stored(pool: PgPo
         let err = h.search.search(client(req)).await.unwrap_err();
         assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
         assert_eq!(field_of(&err), field, "{}", err.message());
+        // The same, as google.rpc.BadRequest for other languages' tooling.
+        use tonic_types::StatusExt as _;
+        let violations = err
+            .get_error_details()
+            .bad_request()
+            .map(|b| b.field_violations.clone())
+            .unwrap_or_default();
+        assert_eq!(violations.len(), 1, "{err:?}");
+        assert_eq!(violations[0].field, field);
+        assert!(
+            err.message().ends_with(&violations[0].description),
+            "{err:?}"
+        );
     }
     for table in ["search_request", "search_item", "job"] {
         assert_eq!(

@@ -371,8 +371,9 @@ impl Session {
                 // restart the fleet cold): they reconnect and keep their running jobs. Only
                 // an operator's drain stops a node.
                 () = self.d.shutdown.cancelled() => {
-                    let _ = self.out.send(Err(Status::unavailable(
+                    let _ = self.out.send(Err(crate::grpc::unavailable(
                         "coordinator shutting down; reconnect to another replica",
+                        Duration::from_millis(200),
                     ))).await;
                     return End::Shutdown;
                 }
@@ -556,7 +557,10 @@ impl Session {
     /// Applies one frame. `Ok(Some(end))` ends the session.
     async fn handle(&mut self, msg: pb::NodeMessage) -> Result<Option<End>, Status> {
         let Some(body) = msg.body else {
-            return Err(Status::invalid_argument("empty node message"));
+            return Err(crate::grpc::invalid(model::FieldError::new(
+                "body",
+                "empty node message",
+            )));
         };
         match body {
             In::Hello(_) => return Err(Status::failed_precondition("hello sent twice")),

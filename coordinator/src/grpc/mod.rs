@@ -1,14 +1,22 @@
 //! gRPC adapters: thin translations between `pb::` messages and the queue, ledger and
 //! dispatch APIs. Validation happens in `lps_proto::model` conversions; every error
 //! becomes a status in exactly one place, [`status`].
+//!
+//! Statuses carry the rich error model (`google.rpc.Status` details) that other languages'
+//! gRPC tooling decodes: INVALID_ARGUMENT a `BadRequest` with the field violation,
+//! UNAVAILABLE a `RetryInfo`, UNAUTHENTICATED and PERMISSION_DENIED an `ErrorInfo` (reason,
+//! domain [`ERROR_DOMAIN`]), each beside the same message as before.
 
 pub mod deadline;
 pub mod node;
 pub mod ops;
 pub mod search;
 
+use std::time::Duration;
+
 use lps_proto::model::FieldError;
-use tonic::Status;
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt as _};
 use tracing::error;
 
 use crate::queue;
@@ -25,7 +33,7 @@ pub fn status(e: queue::Error) -> Status {
         queue::Error::NotFound(what, id) => Status::not_found(format!("{what} {id} not found")),
         queue::Error::Unavailable(cause) => {
             error!(error = %cause, "database unavailable");
-            Status::unavailable("database unavailable; retry")
+            unavailable("database unavailable; retry", Duration::from_secs(1))
         }
         queue::Error::Database(cause) => {
             error!(error = %cause, "database error");
@@ -49,7 +57,32 @@ pub fn ledger_status(e: crate::ledger::Error) -> Status {
     })
 }
 
-/// `InvalidArgument` naming the field: `products[3].name: longer than 200 characters`.
+/// The `ErrorInfo.domain` of LPS's errors.
+pub const ERROR_DOMAIN: &str = "lps.v1";
+
+/// `InvalidArgument` naming the field: `products[3].name: longer than 200 characters`, with
+/// a `BadRequest` field violation (`products[3].name`, `longer than 200 characters`).
 pub fn invalid(f: FieldError) -> Status {
-    Status::invalid_argument(f.to_string())
+    let details = ErrorDetails::with_bad_request_violation(f.field.clone(), f.reason.clone());
+    Status::with_error_details(Code::InvalidArgument, f.to_string(), details)
+}
+
+/// `Unavailable` with a `RetryInfo` saying when to try again.
+pub fn unavailable(message: impl Into<String>, retry_after: Duration) -> Status {
+    Status::with_error_details(
+        Code::Unavailable,
+        message,
+        ErrorDetails::with_retry_info(Some(retry_after)),
+    )
+}
+
+/// An auth refusal (`Unauthenticated`, `PermissionDenied`) with an `ErrorInfo`: `reason` is
+/// a stable UPPER_SNAKE_CASE code a client can branch on.
+pub fn refused(code: Code, reason: &str, message: impl Into<String>) -> Status {
+    let details = ErrorDetails::with_error_info(
+        reason,
+        ERROR_DOMAIN,
+        std::collections::HashMap::<String, String>::new(),
+    );
+    Status::with_error_details(code, message, details)
 }

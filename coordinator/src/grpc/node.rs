@@ -63,8 +63,9 @@ impl NodeService for NodeApi {
         let metadata = &request.metadata().clone();
         let certs = request.peer_certs();
         if self.dispatcher.shutdown.is_cancelled() {
-            return Err(Status::unavailable(
+            return Err(super::unavailable(
                 "coordinator is shutting down; connect to another replica",
+                Duration::from_millis(200),
             ));
         }
         let mut inbound = request.into_inner();

@@ -290,8 +290,9 @@ impl Watcher {
                 () = self.shutdown.cancelled() => {
                     let _ = self
                         .tx
-                        .send(Err(Status::unavailable(
+                        .send(Err(super::unavailable(
                             "coordinator shutting down; watch again with after_version",
+                            std::time::Duration::from_secs(1),
                         )))
                         .await;
                     return false;
