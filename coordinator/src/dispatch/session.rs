@@ -1011,22 +1011,13 @@ impl Session {
 
         // NB: liveness is the stream itself; the row is for ListNodes and the ops figures,
         // so it is written when the free slots change or every 30 s, not on every heartbeat.
-        // It also says whether an operator asked for a drain (read on every heartbeat: a
-        // drain whose message reached no stream is not lost).
-        let drain_requested = if hb.free_slots == self.recorded_free
-            && self.recorded_at.elapsed() < NODE_ROW_REFRESH
-        {
-            sqlx::query_scalar!(
-                "select draining from node_session where node_id = $1 and session_id = $2",
-                self.node_id,
-                self.session_id,
-            )
-            .fetch_optional(self.d.pool())
-            .await
-        } else {
+        // The write also reads whether an operator asked for a drain: one whose control
+        // message reached no session here still arrives within that refresh.
+        let mut drain_requested = false;
+        if hb.free_slots != self.recorded_free || self.recorded_at.elapsed() >= NODE_ROW_REFRESH {
             self.recorded_free = hb.free_slots;
             self.recorded_at = Instant::now();
-            sqlx::query_scalar!(
+            drain_requested = sqlx::query_scalar!(
                 "update node_session set last_seen_at = now(), free_slots = $3
                  where node_id = $1 and session_id = $2
                  returning draining",
@@ -1036,9 +1027,9 @@ impl Session {
             )
             .fetch_optional(self.d.pool())
             .await
+            .map_err(|e| crate::grpc::status(e.into()))?
+            .unwrap_or(false);
         }
-        .map_err(|e| crate::grpc::status(e.into()))?
-        .unwrap_or(false);
         self.send(Out::HeartbeatAck(ack)).await?;
         if self.draining {
             self.send(Out::Drain(self.drain_message())).await
