@@ -38,6 +38,10 @@ struct Args {
     /// not given).
     #[arg(long)]
     batches_in_flight: Option<usize>,
+    /// Disable the price-history statement trigger on `job` (migration 0013), to measure
+    /// what it costs the claim and completion statements.
+    #[arg(long)]
+    without_history_trigger: bool,
     #[arg(long, env = "DATABASE_URL")]
     database_url: String,
 }
@@ -53,6 +57,10 @@ async fn main() -> anyhow::Result<()> {
     let url = lps_bench::fresh_database(&args.database_url, "lps_bench").await?;
     let pool = db::connect(&url, 40).await?;
     db::migrate(&pool).await?;
+    if args.without_history_trigger {
+        pool.execute("alter table job disable trigger job_price_history")
+            .await?;
+    }
     let defaults = QueueConfig::default();
     let queue = Queue::new(
         pool.clone(),

@@ -437,6 +437,7 @@ mod tests {
                 malls: vec![],
             },
             alerts: vec![],
+            clients: Vec::new(),
         }
     }
 

@@ -252,8 +252,11 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
                 .as_ref()
                 .is_some_and(|t| t.requires_client_cert()),
         );
-    let search_api =
-        grpc::search::SearchApi::new(queue.clone(), tokens.clone()).with_shutdown(shutdown.clone());
+    let search_api = grpc::search::SearchApi::new(queue.clone(), tokens.clone())
+        .with_limits(grpc::limits::ClientLimits::new(
+            config.client_limits.clone(),
+        ))
+        .with_shutdown(shutdown.clone());
     let ops_api = grpc::ops::OpsApi::new(queue.clone(), tokens.clone()).with_ledger(ledger.clone());
     let mut server = tonic::transport::Server::builder();
     if let Some(tls) = &config.tls {

@@ -3,9 +3,16 @@
 //! Three token sets, from secrets: clients (SearchService, OpsService reads), admins
 //! (OpsService writes; also accepted wherever a client token is) and nodes
 //! (NodeService). Tokens are compared in constant time and never logged or echoed.
+//!
+//! Client and admin tokens have names (`name=token` in the setting): a search belongs to
+//! the client that made it ([`Caller`]), its idempotency key is scoped to that client, and a
+//! client sees only its own searches while an admin sees all. An unnamed token is named
+//! after a fingerprint of itself (`client-3f2a9c1e`), stable across restarts and useless for
+//! guessing the token.
 
-use std::fmt;
+use std::{fmt, sync::Arc};
 
+use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 use tonic::{Code, Status, metadata::MetadataMap};
 
@@ -19,23 +26,80 @@ pub enum Role {
     Node,
 }
 
-/// A secret token. `Debug` does not show it.
+/// A secret token and, for client and admin tokens, the name of whoever holds it. `Debug`
+/// shows the name, never the secret.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Token(String);
+pub struct Token {
+    secret: String,
+    name: Option<Arc<str>>,
+}
 
 impl Token {
+    /// An unnamed token: [`Token::name`] derives a name from it.
     pub fn new(token: impl Into<String>) -> Self {
-        Self(token.into())
+        Self {
+            secret: token.into(),
+            name: None,
+        }
+    }
+
+    /// A token held by `name` (a client or admin name, see [`valid_name`]).
+    pub fn named(name: &str, token: impl Into<String>) -> Self {
+        Self {
+            secret: token.into(),
+            name: Some(name.into()),
+        }
+    }
+
+    /// The holder's name: the configured one, else `{prefix}-` and the first 8 hex digits
+    /// of the token's SHA-256.
+    pub fn name(&self, prefix: &str) -> Arc<str> {
+        match &self.name {
+            Some(name) => name.clone(),
+            None => {
+                let digest = Sha256::digest(self.secret.as_bytes());
+                let hex: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+                format!("{prefix}-{hex}").into()
+            }
+        }
     }
 
     fn matches(&self, presented: &[u8]) -> bool {
-        self.0.as_bytes().ct_eq(presented).into()
+        self.secret.as_bytes().ct_eq(presented).into()
     }
 }
 
 impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Token(***)")
+        match &self.name {
+            Some(name) => write!(f, "Token({name}: ***)"),
+            None => f.write_str("Token(***)"),
+        }
+    }
+}
+
+/// Whether `name` may name a client or admin: 1..=64 ASCII letters, digits, `.`, `_`, `-`,
+/// starting with a letter or digit.
+pub fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// Who is calling SearchService: the name of the client (or admin) token presented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub name: Arc<str>,
+    /// An admin token: sees and cancels every client's searches.
+    pub admin: bool,
+}
+
+impl Caller {
+    /// The client whose searches this caller may see: `None` for an admin (all of them).
+    pub fn scope(&self) -> Option<&str> {
+        (!self.admin).then_some(&*self.name)
     }
 }
 
@@ -51,6 +115,30 @@ pub struct Tokens {
 }
 
 impl Tokens {
+    /// The SearchService caller the `authorization: Bearer <token>` metadata names: a
+    /// client or an admin token (an admin token is accepted wherever a client's is).
+    pub fn caller(&self, metadata: &MetadataMap) -> Result<Caller, Status> {
+        let presented = bearer(metadata).ok_or_else(missing_token)?;
+        // NB: compare against every token so timing does not reveal which one matched.
+        let find = |set: &[Token], prefix: &str| {
+            set.iter().fold(None, |found: Option<Arc<str>>, t| {
+                let hit = t.matches(presented.as_bytes());
+                found.or_else(|| hit.then(|| t.name(prefix)))
+            })
+        };
+        let admin = find(&self.admin, "admin");
+        let client = find(&self.client, "client");
+        match (admin, client) {
+            (Some(name), _) => Ok(Caller { name, admin: true }),
+            (None, Some(name)) => Ok(Caller { name, admin: false }),
+            (None, None) => Err(refused(
+                Code::Unauthenticated,
+                "UNKNOWN_TOKEN",
+                "unknown bearer token",
+            )),
+        }
+    }
+
     /// Checks the `authorization: Bearer <token>` metadata for `role`.
     pub fn check(&self, metadata: &MetadataMap, role: Role) -> Result<(), Status> {
         let presented = bearer(metadata).ok_or_else(missing_token)?;
@@ -171,6 +259,35 @@ mod tests {
             tonic::Code::Unauthenticated
         );
         assert!(!format!("{:?}", tokens).contains("c1"));
+    }
+
+    #[test]
+    fn a_caller_is_named_by_its_token() {
+        let tokens = Tokens {
+            client: vec![
+                Token::named("team-a", "secret-a"),
+                Token::new("secret-unnamed"),
+            ],
+            admin: vec![Token::named("ops", "secret-ops")],
+            ..Tokens::default()
+        };
+        let a = tokens.caller(&md("Bearer secret-a")).unwrap();
+        assert_eq!(
+            (&*a.name, a.admin, a.scope()),
+            ("team-a", false, Some("team-a"))
+        );
+        let ops = tokens.caller(&md("Bearer secret-ops")).unwrap();
+        assert_eq!((&*ops.name, ops.admin, ops.scope()), ("ops", true, None));
+        let unnamed = tokens.caller(&md("Bearer secret-unnamed")).unwrap();
+        assert!(unnamed.name.starts_with("client-"), "{unnamed:?}");
+        assert_eq!(unnamed.name.len(), "client-".len() + 8);
+        assert!(!unnamed.name.contains("secret"));
+        assert_eq!(
+            tokens.caller(&md("Bearer nope")).unwrap_err().code(),
+            tonic::Code::Unauthenticated
+        );
+        assert!(!format!("{tokens:?}").contains("secret"));
+        assert!(valid_name("team-a.v2_x") && !valid_name("-x") && !valid_name("a b"));
     }
 
     #[test]

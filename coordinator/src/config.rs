@@ -61,7 +61,9 @@ pub struct ServeArgs {
     /// Off by default: kubelet probes and Prometheus scrape it in plaintext.
     #[arg(long, env = "LPS_HTTP_TLS", default_value_t = false, action = clap::ArgAction::Set)]
     pub http_tls: bool,
-    /// Comma-separated bearer tokens of SearchService/OpsService callers.
+    /// Comma-separated bearer tokens of SearchService/OpsService callers, each `NAME=TOKEN`
+    /// (NAME: 1-64 letters, digits, '.', '_', '-'; the client's name on its searches; its
+    /// idempotency keys are its own) or a bare TOKEN (named `client-` + a fingerprint).
     #[arg(
         long,
         env = "LPS_CLIENT_TOKENS",
@@ -69,7 +71,8 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub client_tokens: Vec<String>,
-    /// Comma-separated bearer tokens of operators (OpsService writes).
+    /// Comma-separated bearer tokens of operators (OpsService writes; see every client's
+    /// searches), `NAME=TOKEN` or a bare TOKEN like LPS_CLIENT_TOKENS.
     #[arg(
         long,
         env = "LPS_ADMIN_TOKENS",
@@ -90,6 +93,15 @@ pub struct ServeArgs {
     /// (`1=crawler-node-*`). A token without an entry may use any node id.
     #[arg(long, env = "LPS_NODE_TOKEN_NODES", value_delimiter = ',')]
     pub node_token_nodes: Vec<String>,
+    /// Per-client call rates on SearchService: comma-separated `NAME=N/s` (or `N/min`,
+    /// `N/h`), NAME a client or admin name or `*` for every caller without its own entry.
+    /// Over it: RESOURCE_EXHAUSTED with a RetryInfo. Default: none.
+    #[arg(long, env = "LPS_CLIENT_RATE_LIMITS", value_delimiter = ',')]
+    pub client_rate_limits: Vec<String>,
+    /// Per-client SearchService calls in progress at once (a WatchSearch counts while it
+    /// streams): comma-separated `NAME=N`, NAME as in LPS_CLIENT_RATE_LIMITS. Default: none.
+    #[arg(long, env = "LPS_CLIENT_CONCURRENCY_LIMITS", value_delimiter = ',')]
+    pub client_concurrency_limits: Vec<String>,
     /// Names this replica in node_session (default: hostname-pid).
     #[arg(long, env = "LPS_COORDINATOR_ID")]
     pub coordinator_id: Option<String>,
@@ -206,6 +218,7 @@ pub struct Config {
     /// TLS on the HTTP port as well (only with `tls`).
     pub http_tls: bool,
     pub tokens: Tokens,
+    pub client_limits: crate::grpc::limits::LimitConfig,
     pub coordinator_id: String,
     pub config_revision: u32,
     pub heartbeat_interval: Duration,
@@ -329,6 +342,102 @@ fn node_token_nodes(raw: &[String], count: usize) -> Result<Vec<Option<Vec<Strin
     Ok(out)
 }
 
+/// Client or admin tokens: `NAME=TOKEN` where the part before the first `=` is a valid
+/// name and the rest a token, else the whole entry is a token (base64 padding stays part
+/// of a bare token).
+fn named_tokens(setting: &'static str, raw: &[String]) -> Result<Vec<Token>, ConfigError> {
+    let mut names = std::collections::HashSet::new();
+    raw.iter()
+        .map(|t| t.trim())
+        .filter(|t| !t.is_empty())
+        .map(|entry| {
+            let token = match entry.split_once('=') {
+                Some((name, secret))
+                    if crate::auth::valid_name(name) && secret.trim().len() >= 16 =>
+                {
+                    Token::named(name, secret.trim())
+                }
+                _ if entry.len() >= 16 => Token::new(entry),
+                _ => return Err(bad(setting, "every token must be at least 16 characters")),
+            };
+            let name = token.name(if setting == "LPS_ADMIN_TOKENS" {
+                "admin"
+            } else {
+                "client"
+            });
+            if !names.insert(name.clone()) {
+                return Err(bad(
+                    setting,
+                    format!("the name {name:?} is given to two tokens"),
+                ));
+            }
+            Ok(token)
+        })
+        .collect()
+}
+
+/// `LPS_CLIENT_RATE_LIMITS` and `LPS_CLIENT_CONCURRENCY_LIMITS` (formats on the settings),
+/// every name one of `tokens`' or `*`.
+fn client_limits(
+    rates: &[String],
+    concurrency: &[String],
+    tokens: &Tokens,
+) -> Result<crate::grpc::limits::LimitConfig, ConfigError> {
+    use crate::grpc::limits::{ANY_CLIENT, LimitConfig, Rate};
+    let known: std::collections::HashSet<String> = tokens
+        .client
+        .iter()
+        .map(|t| t.name("client").to_string())
+        .chain(tokens.admin.iter().map(|t| t.name("admin").to_string()))
+        .collect();
+    let mut config = LimitConfig::default();
+    let entries =
+        |setting: &'static str, raw: &[String]| -> Result<Vec<(String, String)>, ConfigError> {
+            raw.iter()
+                .map(|e| e.trim())
+                .filter(|e| !e.is_empty())
+                .map(|e| {
+                    let (name, value) = e
+                        .split_once('=')
+                        .ok_or_else(|| bad(setting, format!("{e:?}: expected NAME=VALUE")))?;
+                    let name = name.trim();
+                    if name != ANY_CLIENT && !known.contains(name) {
+                        return Err(bad(
+                            setting,
+                            format!("{e:?}: {name:?} is not the name of a client or admin token"),
+                        ));
+                    }
+                    Ok((name.to_owned(), value.trim().to_owned()))
+                })
+                .collect()
+        };
+    const RATES: &str = "LPS_CLIENT_RATE_LIMITS";
+    for (name, value) in entries(RATES, rates)? {
+        let rate = Rate::parse(&value).ok_or_else(|| {
+            bad(
+                RATES,
+                format!("{name}={value}: expected N/s, N/min or N/h with N >= 1"),
+            )
+        })?;
+        config.by_client.entry(name).or_default().rate = Some(rate);
+    }
+    const CONCURRENCY: &str = "LPS_CLIENT_CONCURRENCY_LIMITS";
+    for (name, value) in entries(CONCURRENCY, concurrency)? {
+        let n = value
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=100_000).contains(n))
+            .ok_or_else(|| {
+                bad(
+                    CONCURRENCY,
+                    format!("{name}={value}: expected 1..=100000 calls"),
+                )
+            })?;
+        config.by_client.entry(name).or_default().concurrent = Some(n);
+    }
+    Ok(config)
+}
+
 fn tokens(setting: &'static str, raw: &[String]) -> Result<Vec<Token>, ConfigError> {
     raw.iter()
         .map(|t| t.trim())
@@ -350,8 +459,8 @@ impl ServeArgs {
             .filter(|u| !u.is_empty())
             .ok_or_else(|| bad("DATABASE_URL", "is required"))?;
         let tokens = Tokens {
-            client: tokens("LPS_CLIENT_TOKENS", &self.client_tokens)?,
-            admin: tokens("LPS_ADMIN_TOKENS", &self.admin_tokens)?,
+            client: named_tokens("LPS_CLIENT_TOKENS", &self.client_tokens)?,
+            admin: named_tokens("LPS_ADMIN_TOKENS", &self.admin_tokens)?,
             node: tokens("LPS_NODE_TOKENS", &self.node_tokens)?,
             node_ids: Vec::new(),
         };
@@ -369,6 +478,22 @@ impl ServeArgs {
                 "at least one node token is required",
             ));
         }
+        if let Some(name) = tokens
+            .client
+            .iter()
+            .map(|t| t.name("client"))
+            .find(|c| tokens.admin.iter().any(|a| a.name("admin") == *c))
+        {
+            return Err(bad(
+                "LPS_ADMIN_TOKENS",
+                format!("the name {name:?} is also a client token's (LPS_CLIENT_TOKENS)"),
+            ));
+        }
+        let client_limits = client_limits(
+            &self.client_rate_limits,
+            &self.client_concurrency_limits,
+            &tokens,
+        )?;
         if !(MIN_DB_CONNECTIONS..=500).contains(&self.db_max_connections) {
             return Err(bad(
                 "LPS_DB_MAX_CONNECTIONS",
@@ -504,6 +629,7 @@ impl ServeArgs {
             tls,
             http_tls: self.http_tls,
             tokens,
+            client_limits,
             coordinator_id,
             config_revision: self.config_revision,
             heartbeat_interval: self.heartbeat_interval,
@@ -573,6 +699,64 @@ mod tests {
             let e = node_token_nodes(&[bad_entry.into()], 2).unwrap_err();
             assert_eq!(e.setting, "LPS_NODE_TOKEN_NODES", "{bad_entry}");
         }
+    }
+
+    #[test]
+    fn client_tokens_have_names_and_limits_name_clients() {
+        let c = args(&[
+            "--client-tokens",
+            "team-a=secret-team-a-0001,dGhpcyBpcyBhIGJhc2U2NA==",
+            "--admin-tokens",
+            "ops=secret-ops-000000001",
+            "--client-rate-limits",
+            "team-a=20/s,*=100/min",
+            "--client-concurrency-limits",
+            "ops=4",
+        ])
+        .validate()
+        .unwrap();
+        let names: Vec<String> = c
+            .tokens
+            .client
+            .iter()
+            .map(|t| t.name("client").to_string())
+            .collect();
+        assert_eq!(names[1], "team-a");
+        // Base64 padding is part of a bare token, not a name separator.
+        assert!(names[2].starts_with("client-"), "{names:?}");
+        assert_eq!(c.client_limits.by_client.len(), 3);
+        assert_eq!(c.client_limits.by_client["ops"].concurrent, Some(4));
+        let bad = |extra: &[&str], setting: &str| {
+            let e = args(extra).validate().unwrap_err();
+            assert_eq!(e.setting, setting, "{extra:?}: {e}");
+            e.reason
+        };
+        bad(
+            &["--client-tokens", "a=secret-a-00000001,a=secret-a-00000002"],
+            "LPS_CLIENT_TOKENS",
+        );
+        bad(
+            &[
+                "--client-tokens",
+                "x=secret-x-00000001",
+                "--admin-tokens",
+                "x=secret-x-00000002",
+            ],
+            "LPS_ADMIN_TOKENS",
+        );
+        let reason = bad(
+            &["--client-rate-limits", "nobody=5/s"],
+            "LPS_CLIENT_RATE_LIMITS",
+        );
+        assert!(reason.contains("\"nobody\""), "{reason}");
+        bad(
+            &["--client-rate-limits", "*=5/day"],
+            "LPS_CLIENT_RATE_LIMITS",
+        );
+        bad(
+            &["--client-concurrency-limits", "*=0"],
+            "LPS_CLIENT_CONCURRENCY_LIMITS",
+        );
     }
 
     #[test]

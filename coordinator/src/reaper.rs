@@ -1,7 +1,7 @@
 //! The reaper loop: ends runs whose lease expired or whose hard deadline passed, so a hung
-//! browser on a live node still ends (DESIGN §2), and sweeps finished products into the
-//! price history. Safe to run on every replica at once: the reap statement skips rows
-//! another reaper holds, and a product's history entry is written at most once.
+//! browser on a live node still ends (DESIGN §2). Safe to run on every replica at once: the
+//! reap statement skips rows another reaper holds. (Price history needs no sweep: the
+//! statement that finishes a product's last job writes its entry, see migrations/0013.)
 //!
 //! It is also this replica's judge of database outages ([`crate::queue::Outages`]): a pass
 //! that fails or stalls marks the database down, the next prompt one marks it back, and
@@ -17,9 +17,6 @@ use crate::queue::Queue;
 
 /// Reaps every `interval` until cancelled. A failed pass is logged and retried next tick.
 pub async fn run(queue: Queue, interval: Duration, cancel: CancellationToken) {
-    // Overlap the history watermark: a job's finish time is taken before its commit.
-    const OVERLAP: chrono::TimeDelta = chrono::TimeDelta::seconds(30);
-    let mut swept_from = chrono::Utc::now() - chrono::TimeDelta::hours(1);
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -63,15 +60,6 @@ pub async fn run(queue: Queue, interval: Duration, cancel: CancellationToken) {
                     break;
                 }
             }
-        }
-        let sweep_started = chrono::Utc::now();
-        match queue.record_price_history(swept_from).await {
-            Ok(0) => swept_from = sweep_started - OVERLAP,
-            Ok(n) => {
-                info!(entries = n, "price history recorded");
-                swept_from = sweep_started - OVERLAP;
-            }
-            Err(e) => warn!(error = %e, "price history sweep failed"),
         }
     }
 }

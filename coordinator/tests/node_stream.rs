@@ -125,13 +125,11 @@ async fn enqueue(running: &Running, name: &str) -> i64 {
         None,
     )
     .unwrap();
-    running
-        .queue
-        .enqueue(&req, &EnqueueContext::default())
-        .await
-        .unwrap()
-        .items[0]
-        .job_id
+    let ctx = EnqueueContext {
+        client: common::CLIENT_NAME.into(),
+        ..EnqueueContext::default()
+    };
+    running.queue.enqueue(&req, &ctx).await.unwrap().items[0].job_id
 }
 
 fn not_found(seq: u64, job_id: i64, lease_epoch: i64) -> In {
@@ -355,6 +353,7 @@ fn wire_offer(price: i64, fee: i64, shipping: pb::ShippingStatus) -> pb::Offer {
         shipping: shipping as i32,
         list_price: 0,
         flags: vec![],
+        currency: "KRW".into(),
     }
 }
 

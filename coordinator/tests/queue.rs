@@ -1338,7 +1338,6 @@ async fn a_product_gets_one_price_history_entry_when_its_last_mall_finishes(pool
     assert_eq!(jobs.len(), 4);
     let mut beta_offer = offer(11_500, 3_000);
     beta_offer.mall = mall("testmall-beta");
-    let since = db_now(&pool).await;
     for (i, job) in jobs.iter().enumerate() {
         let result = match (job.product_name.as_str(), job.mall.as_str()) {
             ("삼다수 2L x 12", MALL) => {
@@ -1350,22 +1349,23 @@ async fn a_product_gets_one_price_history_entry_when_its_last_mall_finishes(pool
             _ => JobResult::not_found(job.lease),
         };
         queue.complete_if_leased("node", &result).await.unwrap();
-        if i == 0 {
-            assert_eq!(
-                queue.record_price_history(since).await.unwrap(),
-                0,
-                "recorded before the product was final"
-            );
-        }
+        let entries = count(&pool, "select count(*) from price_history").await;
+        let samdasu_final = jobs[..=i]
+            .iter()
+            .filter(|j| j.product_name == "삼다수 2L x 12")
+            .count()
+            == 2;
+        assert_eq!(
+            entries,
+            i64::from(samdasu_final),
+            "after {} completions: the entry comes with the product's last result",
+            i + 1
+        );
     }
-    assert_eq!(queue.record_price_history(since).await.unwrap(), 1);
-    assert_eq!(
-        queue.record_price_history(since).await.unwrap(),
-        0,
-        "a product is recorded once"
-    );
     let row = sqlx::query!(
-        "select product_key, search_id, lowest_effective_price, lowest_mall, malls from price_history"
+        "select product_key, search_id, lowest_effective_price, lowest_mall, malls,
+                covered_malls, complete, observed_at, recorded_at
+         from price_history"
     )
     .fetch_one(&pool)
     .await
@@ -1378,6 +1378,12 @@ async fn a_product_gets_one_price_history_entry_when_its_last_mall_finishes(pool
     let malls = row.malls.as_array().unwrap();
     assert_eq!(malls.len(), 2, "{}", row.malls);
     assert_eq!(malls[1]["effective_price"], 14_500);
+    assert_eq!(
+        row.covered_malls,
+        vec![MALL.to_owned(), "testmall-beta".to_owned()]
+    );
+    assert!(row.complete);
+    assert!(row.observed_at <= row.recorded_at);
     assert_eq!(
         count(&pool, "select count(*) from price_history").await,
         1,
@@ -1793,7 +1799,6 @@ async fn price_history_takes_only_offers_of_known_shipping(pool: PgPool) {
         )
         .await
         .unwrap();
-    let since = db_now(&pool).await;
     let jobs = queue.claim("node", None, 10).await.unwrap();
     assert_eq!(jobs.len(), 4);
     for job in &jobs {
@@ -1815,8 +1820,8 @@ async fn price_history_takes_only_offers_of_known_shipping(pool: PgPool) {
         .unwrap();
         queue.complete_if_leased("node", &result).await.unwrap();
     }
-    assert_eq!(queue.record_price_history(since).await.unwrap(), 1);
-    let (key, search_id, lowest, lowest_mall, malls): (
+    assert_eq!(count(&pool, "select count(*) from price_history").await, 1);
+    let (key, search_id, lowest, lowest_mall, mut malls): (
         String,
         Option<i64>,
         i64,
@@ -1831,17 +1836,21 @@ async fn price_history_takes_only_offers_of_known_shipping(pool: PgPool) {
     assert_eq!(key, "name:삼다수 2l x 12");
     assert_eq!(search_id, Some(accepted.search_id));
     assert_eq!((lowest, lowest_mall.as_str()), (12_000, MALL));
+    for m in malls.as_array_mut().unwrap() {
+        let observed = m.as_object_mut().unwrap().remove("observed_at");
+        assert!(observed.is_some_and(|t| t.is_string()), "{m}");
+    }
     assert_eq!(
         malls,
         serde_json::json!([
             {"mall": MALL, "price": 11_000, "shipping_fee": 1_000, "shipping": "paid",
-             "effective_price": 12_000, "url": "http://127.0.0.1/p/1", "title": "제주 삼다수 2L x 12"},
+             "effective_price": 12_000, "url": "http://127.0.0.1/p/1", "title": "제주 삼다수 2L x 12",
+             "cached": false},
             {"mall": "testmall-beta", "price": 12_500, "shipping_fee": 0, "shipping": "free",
-             "effective_price": 12_500, "url": "http://127.0.0.1/p/1", "title": "제주 삼다수 2L x 12"},
+             "effective_price": 12_500, "url": "http://127.0.0.1/p/1", "title": "제주 삼다수 2L x 12",
+             "cached": false},
         ])
     );
-    // A sweep again records nothing more: the unknown-only product stays without an entry.
-    assert_eq!(queue.record_price_history(since).await.unwrap(), 0);
 }
 
 #[sqlx::test(migrator = "MIGRATOR")]

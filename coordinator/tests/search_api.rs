@@ -391,14 +391,14 @@ async fn bad_input_is_rejected_naming_the_field_and_nothing_is_stored(pool: PgPo
         .search
         .get_price_history(client(pb::GetPriceHistoryRequest {
             product: Some(product(WATER)),
-            limit: 1001,
+            page_token: "bm90IGEgdG9rZW4".into(),
             ..Default::default()
         }))
         .await
         .unwrap_err();
     assert_eq!(
         (err.code(), field_of(&err)),
-        (Code::InvalidArgument, "limit")
+        (Code::InvalidArgument, "page_token")
     );
     let err = h
         .search
@@ -879,8 +879,10 @@ async fn cancel_racing_a_join_never_strands_the_joining_search(pool: PgPool) {
             .unwrap();
         let again = request(&name);
         let ctx = EnqueueContext::default();
-        let (cancelled, b) =
-            tokio::join!(searches.cancel(a.search_id), h.queue.enqueue(&again, &ctx),);
+        let (cancelled, b) = tokio::join!(
+            searches.cancel(a.search_id, None),
+            h.queue.enqueue(&again, &ctx),
+        );
         let (cancelled, b) = (cancelled.unwrap(), b.unwrap());
         let b_job = b.items[0].job_id;
         assert_eq!(
@@ -963,7 +965,10 @@ async fn get_job_shows_state_offers_and_rounds(pool: PgPool) {
     assert_eq!(done.mall, ALPHA);
     assert_eq!(done.state, pb::JobState::Done as i32);
     assert_eq!(done.outcome, pb::Outcome::Found as i32);
-    assert!(done.node_id.is_empty());
+    assert_eq!(
+        done.node_id, "node-1",
+        "the node of its last attempt stays on it"
+    );
     assert!(done.finished_at.is_some());
     let effective: Vec<i64> = done.offers.iter().map(|o| o.effective_price).collect();
     assert_eq!(effective, [10_000, 11_500]);
@@ -1025,22 +1030,25 @@ async fn status_caps_offers_per_mall_but_get_job_shows_all(pool: PgPool) {
 }
 
 #[sqlx::test(migrator = "MIGRATOR")]
-async fn price_history_is_newest_first_within_since_and_limit(pool: PgPool) {
+async fn price_history_is_newest_first_within_since_and_pages(pool: PgPool) {
     let mut h = start(pool).await;
-    let insert = "insert into price_history (product_key, recorded_at, lowest_effective_price, lowest_mall, malls)
-                  values ($1, now() - $2::int * interval '1 day', $3, $4, $5)";
+    let insert = "insert into price_history (product_key, recorded_at, observed_at, lowest_effective_price,
+                                             lowest_mall, malls, covered_malls, complete)
+                  values ($1, now() - $2::int * interval '1 day', now() - $2::int * interval '1 day', $3, $4, $5,
+                          array[$4], $6)";
     let malls = serde_json::json!([
         {"mall": ALPHA, "price": 12000, "shipping_fee": 0, "effective_price": 12000,
          "url": "http://a", "title": "water"},
         {"mall": BETA, "price": 11000, "shipping_fee": 2500, "effective_price": 13500,
          "url": "http://b", "title": "water"}
     ]);
-    for (key, days, price) in [
-        ("name:제주 삼다수 2l x 12", 1, 12_000),
-        ("name:제주 삼다수 2l x 12", 3, 12_500),
-        ("name:제주 삼다수 2l x 12", 40, 13_000),
-        ("name:something else", 1, 1),
-        ("code:SKU-9", 2, 777),
+    for (key, days, price, complete) in [
+        ("name:제주 삼다수 2l x 12", 1, 12_000, true),
+        ("name:제주 삼다수 2l x 12", 2, 9_000, false),
+        ("name:제주 삼다수 2l x 12", 3, 12_500, true),
+        ("name:제주 삼다수 2l x 12", 40, 13_000, true),
+        ("name:something else", 1, 1, true),
+        ("code:SKU-9", 2, 777, true),
     ] {
         sqlx::query(insert)
             .bind(key)
@@ -1048,15 +1056,17 @@ async fn price_history_is_newest_first_within_since_and_limit(pool: PgPool) {
             .bind(price)
             .bind(ALPHA)
             .bind(&malls)
+            .bind(complete)
             .execute(&h.pool)
             .await
             .unwrap();
     }
-    let history = |product: pb::Product, limit, since| {
+    let history = |product: pb::Product, page_size, since| {
         client(pb::GetPriceHistoryRequest {
             product: Some(product),
             since,
-            limit,
+            page_size,
+            ..Default::default()
         })
     };
     // Spelling and case do not matter: the product's identity is normalised.
@@ -1071,19 +1081,94 @@ async fn price_history_is_newest_first_within_since_and_limit(pool: PgPool) {
         .iter()
         .map(|e| e.lowest_effective_price)
         .collect();
-    assert_eq!(prices, [12_000, 12_500], "newest first, 30 days by default");
+    assert_eq!(
+        prices,
+        [12_000, 12_500],
+        "newest first, 30 days by default, complete entries only"
+    );
+    assert!(h30.next_page_token.is_empty(), "one page");
+    assert!(
+        h30.entries
+            .iter()
+            .all(|e| e.complete && e.currency == "KRW")
+    );
     assert_eq!(h30.entries[0].lowest_mall, ALPHA);
     assert_eq!(h30.entries[0].malls.len(), 2);
     assert_eq!(h30.entries[0].malls[1].effective_price, 13_500);
     assert!(h30.entries[0].at.unwrap().seconds > h30.entries[1].at.unwrap().seconds);
 
-    let one = h
+    // Pages of one: each page's token leads to the next, the last has none.
+    let mut req = pb::GetPriceHistoryRequest {
+        product: Some(product(WATER)),
+        page_size: 1,
+        include_incomplete: true,
+        ..Default::default()
+    };
+    let mut paged = Vec::new();
+    loop {
+        let page = h
+            .search
+            .get_price_history(client(req.clone()))
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(page.entries.len() <= 1);
+        paged.extend(
+            page.entries
+                .iter()
+                .map(|e| (e.lowest_effective_price, e.complete)),
+        );
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        req.page_token = page.next_page_token;
+        assert!(paged.len() <= 3, "the pages end");
+    }
+    assert_eq!(paged, [(12_000, true), (9_000, false), (12_500, true)]);
+    // A token belongs to its request: with other filters it is refused.
+    let first = h
         .search
         .get_price_history(history(product(WATER), 1, None))
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(one.entries.len(), 1);
+    assert_eq!(first.entries.len(), 1);
+    let err = h
+        .search
+        .get_price_history(client(pb::GetPriceHistoryRequest {
+            product: Some(product(WATER)),
+            page_size: 1,
+            include_incomplete: true,
+            page_token: first.next_page_token.clone(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), field_of(&err)),
+        (Code::InvalidArgument, "page_token")
+    );
+    // An older client's `limit` still sets the page size; a size above the largest is
+    // the largest (AIP-158), not an error.
+    #[allow(deprecated)]
+    let old = h
+        .search
+        .get_price_history(client(pb::GetPriceHistoryRequest {
+            product: Some(product(WATER)),
+            limit: 1,
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(old.entries.len(), 1);
+    let big = h
+        .search
+        .get_price_history(history(product(WATER), 5_000, None))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(big.entries.len(), 2);
     let since = prost_types::Timestamp {
         seconds: chrono::Utc::now().timestamp() - 50 * 86_400,
         nanos: 0,
@@ -1143,7 +1228,7 @@ async fn list_nodes_shows_connected_nodes_and_their_jobs(pool: PgPool) {
 
     let nodes = h
         .ops
-        .list_nodes(client(pb::ListNodesRequest {}))
+        .list_nodes(client(pb::ListNodesRequest::default()))
         .await
         .unwrap()
         .into_inner()
@@ -1162,6 +1247,33 @@ async fn list_nodes_shows_connected_nodes_and_their_jobs(pool: PgPool) {
     assert_eq!(n1.version, "0.1.0");
     assert!(!n1.session_id.is_empty() && n1.connected_at.is_some());
     assert!(nodes[1].draining && nodes[1].running_jobs.is_empty());
+    let first = h
+        .ops
+        .list_nodes(client(pb::ListNodesRequest {
+            page_size: 1,
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.nodes.len(), 1);
+    let second = h
+        .ops
+        .list_nodes(client(pb::ListNodesRequest {
+            page_size: 1,
+            page_token: first.next_page_token,
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (
+            second.nodes[0].node_id.as_str(),
+            second.next_page_token.as_str()
+        ),
+        ("node-2", ""),
+        "the second page is the last"
+    );
 
     let drained = h
         .ops
@@ -1357,12 +1469,14 @@ async fn ops_snapshot_and_proxy_ports(pool: PgPool) {
 
     let ports = h
         .ops
-        .list_proxy_ports(client(pb::ListProxyPortsRequest {}))
+        .list_proxy_ports(client(pb::ListProxyPortsRequest::default()))
         .await
         .unwrap()
         .into_inner()
         .ports;
+    #[allow(deprecated)]
     let states: Vec<(u32, &str)> = ports.iter().map(|p| (p.port, p.state.as_str())).collect();
+    let enum_states: Vec<(u32, i32)> = ports.iter().map(|p| (p.port, p.port_state)).collect();
     assert_eq!(
         states,
         [
@@ -1373,6 +1487,37 @@ async fn ops_snapshot_and_proxy_ports(pool: PgPool) {
             (10005, "available"),
         ]
     );
+    use pb::PortState as P;
+    assert_eq!(
+        enum_states,
+        [
+            (10001, P::Available as i32),
+            (10002, P::Leased as i32),
+            (10003, P::Resting as i32),
+            (10004, P::Cooling as i32),
+            (10005, P::Available as i32),
+        ]
+    );
+    // Pages of two, in the list's order, the last without a token.
+    let mut req = pb::ListProxyPortsRequest {
+        page_size: 2,
+        ..Default::default()
+    };
+    let mut paged = Vec::new();
+    loop {
+        let page = h
+            .ops
+            .list_proxy_ports(client(req.clone()))
+            .await
+            .unwrap()
+            .into_inner();
+        paged.extend(page.ports.iter().map(|p| p.port));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        req.page_token = page.next_page_token;
+    }
+    assert_eq!(paged, [10001, 10002, 10003, 10004, 10005]);
     assert_eq!(ports[0].cooling_malls, [BETA]);
     assert!(
         ports[4].cooling_malls.is_empty(),
@@ -1628,8 +1773,6 @@ async fn lowest_is_over_known_shipping_and_a_cheaper_unknown_is_possibly_lower(p
     );
 
     // Price history: the answer over known shipping only; none for the unread product.
-    let since = chrono::Utc::now() - chrono::Duration::minutes(5);
-    assert_eq!(h.queue.record_price_history(since).await.unwrap(), 1);
     let history = |name: &str| pb::GetPriceHistoryRequest {
         product: Some(product(name)),
         ..Default::default()

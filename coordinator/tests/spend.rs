@@ -273,10 +273,10 @@ async fn every_attempt_s_bytes_and_cost_are_in_the_hourly_cost(pool: PgPool) {
     assert_eq!(node.report(2, hand_back()).await, pb::AckStatus::Applied);
     // Queued again; cancelled, so that the slot a later report frees stays empty.
     let searches = Searches::new(queue.clone());
-    searches.cancel(back_search).await.unwrap();
+    searches.cancel(back_search, None).await.unwrap();
 
     // Cancelled: the coordinator tells the node to stop, the node reports what it spent.
-    searches.cancel(cancelled_search).await.unwrap();
+    searches.cancel(cancelled_search, None).await.unwrap();
     match node.next().await {
         Out::Cancel(c) => assert_eq!((c.job_id, c.lease_epoch), (stopped, epoch[&stopped])),
         other => panic!("expected the cancel, got {other:?}"),
@@ -385,7 +385,7 @@ async fn a_real_node_reports_what_killed_and_cancelled_runs_spent(pool: PgPool) 
     assert_eq!(running_jobs().await, 2);
     tokio::time::sleep(Duration::from_millis(500)).await;
     Searches::new(running.queue.clone())
-        .cancel(cancelled_search)
+        .cancel(cancelled_search, None)
         .await
         .unwrap();
 

@@ -469,7 +469,7 @@ async fn the_llm_finds_what_the_rules_cannot_and_a_broken_one_changes_nothing() 
         let rounds: Vec<(&str, &str, u32, u32)> = found
             .rounds
             .iter()
-            .map(|r| (r.kind.as_str(), r.query.as_str(), r.cards_seen, r.matches))
+            .map(|r| (kind_name(r), r.query.as_str(), r.cards_seen, r.matches))
             .collect();
         assert_eq!(
             rounds,
@@ -529,7 +529,10 @@ async fn the_llm_is_not_asked_when_the_rules_find_the_product_or_time_is_short()
         let found = result_of(&coord, 1).await;
         assert_eq!(found.outcome, pb::Outcome::Found as i32, "{found:?}");
         assert_eq!(found.offers[0].price, 12_900);
-        assert!(found.rounds.iter().all(|r| r.kind != "llm"), "{found:?}");
+        assert!(
+            found.rounds.iter().all(|r| kind_name(r) != "llm"),
+            "{found:?}"
+        );
         let metrics = found.metrics.unwrap();
         assert_eq!(metrics.llm_calls, 0);
         assert!(metrics.cost_usd.abs() < 1e-12, "{metrics:?}");
@@ -549,4 +552,19 @@ async fn the_llm_is_not_asked_when_the_rules_find_the_product_or_time_is_short()
     })
     .await;
     stack.shutdown().await.unwrap();
+}
+
+/// A round's kind as the enum on the wire says it, checked against the older string field.
+fn kind_name(r: &pb::RoundReport) -> &'static str {
+    let name = match pb::RoundKind::try_from(r.round_kind) {
+        Ok(pb::RoundKind::Original) => "original",
+        Ok(pb::RoundKind::Precise) => "precise",
+        Ok(pb::RoundKind::Broad) => "broad",
+        Ok(pb::RoundKind::Llm) => "llm",
+        _ => "unspecified",
+    };
+    #[allow(deprecated)]
+    let old = r.kind.as_str();
+    assert_eq!(old, name, "the deprecated string says the same");
+    name
 }

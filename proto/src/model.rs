@@ -19,6 +19,8 @@ pub use proxy::*;
 
 /// At most this many products in one search request.
 pub const MAX_PRODUCTS_PER_SEARCH: usize = 200;
+/// ISO 4217 code of every price LPS reads: the malls it has profiles for sell in won.
+pub const CURRENCY: &str = "KRW";
 /// At most this many malls in one search request.
 pub const MAX_MALLS_PER_SEARCH: usize = 20;
 /// Longest product name, in characters.

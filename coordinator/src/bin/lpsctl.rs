@@ -136,8 +136,21 @@ enum Command {
         /// How far back, e.g. `7d`; default 30 days.
         #[arg(long, value_parser = humantime::parse_duration)]
         since: Option<Duration>,
-        /// At most this many entries (1..=1000).
+        /// At most this many entries, newest first.
         #[arg(long, default_value_t = 100)]
+        limit: u32,
+        /// Also entries where not every mall answered (one died, or the search was
+        /// cancelled).
+        #[arg(long)]
+        include_incomplete: bool,
+    },
+    /// Your searches, newest first (an admin token: every client's).
+    Searches {
+        /// Only this client's (an admin's filter).
+        #[arg(long)]
+        client: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
         limit: u32,
     },
     /// The ops snapshot: queue, nodes, proxies, alerts.
@@ -468,23 +481,36 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             code,
             since,
             limit,
+            include_incomplete,
         } => {
             if name.is_none() && code.is_none() {
                 bail!("name the product, or give --code");
             }
-            let req = pb::GetPriceHistoryRequest {
+            let mut req = pb::GetPriceHistoryRequest {
                 product: Some(pb::Product {
                     code: code.unwrap_or_default(),
                     name: name.unwrap_or_default(),
                 }),
                 since: since.map(ago).transpose()?,
-                limit,
+                page_size: limit.min(1000),
+                include_incomplete,
+                ..Default::default()
             };
-            let h = client
-                .search
-                .get_price_history(client.unary(req))
-                .await?
-                .into_inner();
+            let mut h = pb::PriceHistory::default();
+            loop {
+                let page = client
+                    .search
+                    .get_price_history(client.unary(req.clone()))
+                    .await?
+                    .into_inner();
+                h.product = page.product;
+                h.entries.extend(page.entries);
+                if page.next_page_token.is_empty() || h.entries.len() >= limit as usize {
+                    break;
+                }
+                req.page_token = page.next_page_token;
+            }
+            h.entries.truncate(limit as usize);
             if as_json {
                 print_json(&json::price_history(&h))?;
             } else {
@@ -503,12 +529,47 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 print!("{}", text::ops(&s));
             }
         }
+        Command::Searches { client: of, limit } => {
+            let mut req = pb::ListSearchesRequest {
+                client: of.unwrap_or_default(),
+                page_size: limit.min(500),
+                ..Default::default()
+            };
+            let mut all = Vec::new();
+            loop {
+                let page = client
+                    .search
+                    .list_searches(client.unary(req.clone()))
+                    .await?
+                    .into_inner();
+                all.extend(page.searches);
+                if page.next_page_token.is_empty() || all.len() >= limit as usize {
+                    break;
+                }
+                req.page_token = page.next_page_token;
+            }
+            all.truncate(limit as usize);
+            if as_json {
+                print_json(&json::searches(&all))?;
+            } else {
+                print!("{}", text::searches(&all));
+            }
+        }
         Command::Nodes => {
-            let r = client
-                .ops
-                .list_nodes(client.unary(pb::ListNodesRequest {}))
-                .await?
-                .into_inner();
+            let mut r = pb::ListNodesResponse::default();
+            let mut req = pb::ListNodesRequest::default();
+            loop {
+                let page = client
+                    .ops
+                    .list_nodes(client.unary(req.clone()))
+                    .await?
+                    .into_inner();
+                r.nodes.extend(page.nodes);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                req.page_token = page.next_page_token;
+            }
             if as_json {
                 print_json(&json::nodes(&r))?;
             } else {
@@ -530,11 +591,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Ports { action: None } => {
-            let r = client
-                .ops
-                .list_proxy_ports(client.unary(pb::ListProxyPortsRequest {}))
-                .await?
-                .into_inner();
+            let mut r = pb::ListProxyPortsResponse::default();
+            let mut req = pb::ListProxyPortsRequest::default();
+            loop {
+                let page = client
+                    .ops
+                    .list_proxy_ports(client.unary(req.clone()))
+                    .await?
+                    .into_inner();
+                r.ports.extend(page.ports);
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                req.page_token = page.next_page_token;
+            }
             if as_json {
                 print_json(&json::ports(&r))?;
             } else {

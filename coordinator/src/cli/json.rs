@@ -117,7 +117,7 @@ pub fn job(j: &pb::Job) -> Value {
         "error_class": non_empty(&error_class(j.error_class)),
         "last_error": non_empty(&j.last_error),
         "rounds": j.rounds.iter().map(|r| json!({
-            "kind": r.kind,
+            "kind": super::round_kind(r),
             "query": r.query,
             "cards_seen": r.cards_seen,
             "matches": r.matches,
@@ -135,7 +135,11 @@ pub fn price_history(h: &pb::PriceHistory) -> Value {
     json!({
         "product": product(h.product.as_ref()),
         "entries": h.entries.iter().map(|e| json!({
-            "at": timestamp(e.at.as_ref()),
+            "observed_at": timestamp(e.observed_at.as_ref().or(e.at.as_ref())),
+            "search_id": (e.search_id > 0).then_some(e.search_id),
+            "complete": e.complete,
+            "covered_malls": e.covered_malls,
+            "currency": non_empty(&e.currency),
             "lowest_effective_price": e.lowest_effective_price,
             "lowest_mall": e.lowest_mall,
             "malls": e.malls.iter().map(|m| json!({
@@ -145,6 +149,8 @@ pub fn price_history(h: &pb::PriceHistory) -> Value {
                 "effective_price": m.effective_price,
                 "url": m.url,
                 "title": m.title,
+                "observed_at": timestamp(m.observed_at.as_ref()),
+                "cached": m.cached,
             })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
@@ -188,6 +194,11 @@ pub fn ops(s: &pb::OpsSnapshot) -> Value {
             "spend_cap_hourly_usd": m.spend_cap_hourly_usd,
             "spend_capped": m.spend_capped,
         })).collect::<Vec<_>>(),
+        "clients": s.clients.iter().map(|c| json!({
+            "client": c.client,
+            "searches_last_hour": c.searches_last_hour,
+            "active_searches": c.active_searches,
+        })).collect::<Vec<_>>(),
         "alerts": s.alerts.iter().map(|a| json!({
             "rule": a.rule,
             "firing": a.firing,
@@ -196,6 +207,27 @@ pub fn ops(s: &pb::OpsSnapshot) -> Value {
             "since": timestamp(a.since.as_ref()),
         })).collect::<Vec<_>>(),
     })
+}
+
+pub fn searches(list: &[pb::SearchSummary]) -> Value {
+    Value::Array(
+        list.iter()
+            .map(|s| {
+                json!({
+                    "search_id": s.search_id,
+                    "client": s.client,
+                    "caller": non_empty(&s.caller),
+                    "created_at": timestamp(s.created_at.as_ref()),
+                    "products": s.products,
+                    "items": s.items,
+                    "final_items": s.final_items,
+                    "final": s.r#final,
+                    "cancelled": s.cancelled,
+                    "version": s.version,
+                })
+            })
+            .collect(),
+    )
 }
 
 pub fn nodes(r: &pb::ListNodesResponse) -> Value {
@@ -229,7 +261,7 @@ pub fn ports(r: &pb::ListProxyPortsResponse) -> Value {
                 json!({
                     "host": p.host,
                     "port": p.port,
-                    "state": p.state,
+                    "state": super::port_state(p),
                     "holder_node": non_empty(&p.holder_node),
                     "leased_until": timestamp(p.leased_until.as_ref()),
                     "rest_until": timestamp(p.rest_until.as_ref()),
@@ -307,7 +339,7 @@ mod tests {
         assert_eq!(v["products"][0]["lowest"], Value::Null);
         let j = pb::Job {
             rounds: vec![pb::RoundReport {
-                kind: "original".into(),
+                round_kind: pb::RoundKind::Original as i32,
                 source: "embedded_json".into(),
                 excluded: [("ad".to_owned(), 3), ("placeholder".to_owned(), 1)].into(),
                 pages: 2,

@@ -56,6 +56,36 @@ pub fn disposition(v: i32) -> String {
     )
 }
 
+/// A round's kind name; from a coordinator that sends only the older string, that.
+#[allow(deprecated)]
+pub fn round_kind(r: &pb::RoundReport) -> String {
+    match enum_name(
+        pb::RoundKind::try_from(r.round_kind)
+            .ok()
+            .map(|e| e.as_str_name()),
+        "ROUND_KIND_",
+        r.round_kind,
+    ) {
+        name if name.is_empty() => r.kind.clone(),
+        name => name,
+    }
+}
+
+/// A proxy port's state name; from a coordinator that sends only the older string, that.
+#[allow(deprecated)]
+pub fn port_state(p: &pb::ProxyPortInfo) -> String {
+    match enum_name(
+        pb::PortState::try_from(p.port_state)
+            .ok()
+            .map(|e| e.as_str_name()),
+        "PORT_STATE_",
+        p.port_state,
+    ) {
+        name if name.is_empty() => p.state.clone(),
+        name => name,
+    }
+}
+
 /// How an offer's shipping was read. An offer from a coordinator before protocol
 /// version 2 (UNSPECIFIED) reads as the model reads it off the wire: paid with a fee, else
 /// unknown.

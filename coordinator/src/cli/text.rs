@@ -297,7 +297,7 @@ pub fn job(j: &pb::Job) -> String {
         ]);
         for r in &j.rounds {
             t.row(vec![
-                r.kind.clone(),
+                super::round_kind(r),
                 truncate(&r.query, TITLE_COLUMNS),
                 or_dash(Some(r.source.clone())),
                 r.pages.to_string(),
@@ -317,17 +317,26 @@ pub fn price_history(h: &pb::PriceHistory) -> String {
         "price history of {}\n",
         clean(&product_label(h.product.as_ref()))
     );
-    let mut t = Table::new(&["AT", "LOWEST", "MALL", "MALLS"]);
+    let mut t = Table::new(&["OBSERVED", "LOWEST", "MALL", "SEARCH", "COMPLETE", "MALLS"]);
     for e in &h.entries {
         let malls: Vec<String> = e
             .malls
             .iter()
-            .map(|m| format!("{} {}", m.mall, money(m.effective_price)))
+            .map(|m| {
+                let cached = if m.cached { " (stored)" } else { "" };
+                format!("{} {}{cached}", m.mall, money(m.effective_price))
+            })
             .collect();
         t.row(vec![
-            or_dash(timestamp(e.at.as_ref())),
+            or_dash(timestamp(e.observed_at.as_ref().or(e.at.as_ref()))),
             money(e.lowest_effective_price),
             e.lowest_mall.clone(),
+            or_dash((e.search_id > 0).then(|| e.search_id.to_string())),
+            if e.complete {
+                "yes".to_owned()
+            } else {
+                format!("no (answered: {})", e.covered_malls.join(","))
+            },
             malls.join(", "),
         ]);
     }
@@ -453,6 +462,18 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
         }
         out.push_str(&t.render());
     }
+    if !s.clients.is_empty() {
+        out.push('\n');
+        let mut t = Table::new(&["CLIENT", "SEARCHES 1H", "ACTIVE"]);
+        for c in &s.clients {
+            t.row(vec![
+                or_dash(Some(c.client.clone())),
+                c.searches_last_hour.to_string(),
+                c.active_searches.to_string(),
+            ]);
+        }
+        out.push_str(&t.render());
+    }
     if !s.alerts.is_empty() {
         out.push('\n');
         let mut t = Table::new(&["ALERT", "STATE", "VALUE", "THRESHOLD", "SINCE"]);
@@ -468,6 +489,34 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
         out.push_str(&t.render());
     }
     out
+}
+
+/// Searches, newest first: who made them and how far they got.
+pub fn searches(list: &[pb::SearchSummary]) -> String {
+    let mut t = Table::new(&[
+        "SEARCH", "CLIENT", "CALLER", "CREATED", "PRODUCTS", "FINAL", "STATE",
+    ]);
+    for s in list {
+        let state = match (s.r#final, s.cancelled) {
+            (_, true) => "cancelled",
+            (true, false) => "final",
+            (false, false) => "running",
+        };
+        t.row(vec![
+            s.search_id.to_string(),
+            or_dash(Some(s.client.clone())),
+            or_dash(Some(s.caller.clone())),
+            or_dash(timestamp(s.created_at.as_ref())),
+            s.products.to_string(),
+            format!("{}/{}", s.final_items, s.items),
+            state.to_owned(),
+        ]);
+    }
+    if t.is_empty() {
+        "no searches\n".to_owned()
+    } else {
+        t.render()
+    }
 }
 
 /// ` (cap N USD/h)`, `reached` when capped; nothing without a cap (0).
@@ -527,7 +576,8 @@ pub fn ports(r: &pb::ListProxyPortsResponse) -> String {
         "LAST REASON",
     ]);
     for p in &r.ports {
-        let until = match p.state.as_str() {
+        let state = super::port_state(p);
+        let until = match state.as_str() {
             "leased" => timestamp(p.leased_until.as_ref()),
             "cooling" => timestamp(p.cooldown_until.as_ref()),
             "resting" => timestamp(p.rest_until.as_ref()),
@@ -535,7 +585,7 @@ pub fn ports(r: &pb::ListProxyPortsResponse) -> String {
         };
         t.row(vec![
             format!("{}:{}", p.host, p.port),
-            p.state.clone(),
+            state,
             or_dash(Some(p.holder_node.clone())),
             or_dash(until),
             or_dash(Some(p.cooling_malls.join(","))),
@@ -604,6 +654,7 @@ mod tests {
             url: "http://127.0.0.1/p/1".into(),
             seller: "s".into(),
             match_score: 0.9,
+            currency: "KRW".into(),
             shipping: if shipping > 0 {
                 pb::ShippingStatus::Paid
             } else {
@@ -723,7 +774,7 @@ mod tests {
                 ..unknown("alpha", 9_000)
             }],
             rounds: vec![pb::RoundReport {
-                kind: "original".into(),
+                round_kind: pb::RoundKind::Original as i32,
                 query: "삼다수".into(),
                 cards_seen: 12,
                 matches: 2,

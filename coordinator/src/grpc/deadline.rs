@@ -16,8 +16,16 @@ use std::{
 use axum::http::{HeaderMap, Request, Response};
 use tonic::Status;
 
-/// How much earlier than tonic's timer this layer ends a call, so it answers first.
-const MARGIN: Duration = Duration::from_millis(5);
+/// How much earlier than the deadline this layer ends a call: a tenth of the call's time,
+/// within these bounds, so the answer reaches the client before tonic's timer on either
+/// side fires (a tonic client enforces the same `grpc-timeout` itself and reports its own
+/// expiry as CANCELLED), also on a loaded machine.
+const MIN_MARGIN: Duration = Duration::from_millis(5);
+const MAX_MARGIN: Duration = Duration::from_millis(100);
+
+fn margin(timeout: Duration) -> Duration {
+    (timeout / 10).clamp(MIN_MARGIN, MAX_MARGIN)
+}
 
 /// The layer for `Server::builder().layer(..)`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -57,7 +65,7 @@ where
             let Some(timeout) = timeout else {
                 return call.await;
             };
-            match tokio::time::timeout(timeout.saturating_sub(MARGIN), call).await {
+            match tokio::time::timeout(timeout.saturating_sub(margin(timeout)), call).await {
                 Ok(response) => response,
                 Err(_) => Ok(
                     Status::deadline_exceeded("the call's deadline passed on the server")
@@ -91,6 +99,16 @@ fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_margin_is_a_tenth_within_bounds() {
+        assert_eq!(margin(Duration::from_millis(20)), MIN_MARGIN);
+        assert_eq!(
+            margin(Duration::from_millis(300)),
+            Duration::from_millis(30)
+        );
+        assert_eq!(margin(Duration::from_secs(60)), MAX_MARGIN);
+    }
 
     #[test]
     fn grpc_timeouts_are_read_in_every_unit() {

@@ -8,8 +8,10 @@
 //! domain [`ERROR_DOMAIN`]), each beside the same message as before.
 
 pub mod deadline;
+pub mod limits;
 pub mod node;
 pub mod ops;
+pub mod paging;
 pub mod search;
 
 use std::time::Duration;
@@ -31,6 +33,21 @@ pub fn status(e: queue::Error) -> Status {
             lease.job_id, lease.epoch
         )),
         queue::Error::NotFound(what, id) => Status::not_found(format!("{what} {id} not found")),
+        queue::Error::KeyReused { key, search_id } => {
+            let message = format!(
+                "idempotency_key {key:?} was used for search {search_id} with a different request; \
+                 use a new key for a new request"
+            );
+            let details = ErrorDetails::with_error_info(
+                "IDEMPOTENCY_KEY_REUSED",
+                ERROR_DOMAIN,
+                std::collections::HashMap::from([
+                    ("idempotency_key".to_owned(), key),
+                    ("search_id".to_owned(), search_id.to_string()),
+                ]),
+            );
+            Status::with_error_details(Code::AlreadyExists, message, details)
+        }
         queue::Error::Unavailable(cause) => {
             error!(error = %cause, "database unavailable");
             unavailable("database unavailable; retry", Duration::from_secs(1))

@@ -11,7 +11,7 @@ use lps_proto::{
 use tonic::{Request, Response, Status};
 use tracing::info;
 
-use super::{invalid, status};
+use super::{invalid, paging, status};
 use crate::{
     auth::{Role, Tokens},
     control,
@@ -64,9 +64,20 @@ impl pb::ops_service_server::OpsService for OpsApi {
         request: Request<pb::ListNodesRequest>,
     ) -> Result<Response<pb::ListNodesResponse>, Status> {
         self.tokens.check(request.metadata(), Role::Client)?;
-        let nodes = self.searches.nodes().await.map_err(status)?;
+        let req = request.into_inner();
+        let after = paging::decode(&req.page_token, "nodes", "").map_err(invalid)?;
+        let mut nodes = self.searches.nodes().await.map_err(status)?;
+        nodes.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+        let (page, next_page_token) = page_of(
+            &nodes,
+            |n| n.node_id.clone(),
+            after.as_deref(),
+            req.page_size,
+            "nodes",
+        );
         Ok(Response::new(pb::ListNodesResponse {
-            nodes: nodes.iter().map(node_to_pb).collect(),
+            nodes: page.iter().map(node_to_pb).collect(),
+            next_page_token,
         }))
     }
 
@@ -110,9 +121,17 @@ impl pb::ops_service_server::OpsService for OpsApi {
         request: Request<pb::ListProxyPortsRequest>,
     ) -> Result<Response<pb::ListProxyPortsResponse>, Status> {
         self.tokens.check(request.metadata(), Role::Client)?;
-        let ports = self.searches.proxy_ports().await.map_err(status)?;
+        let req = request.into_inner();
+        let after = paging::decode(&req.page_token, "proxy_ports", "").map_err(invalid)?;
+        let mut ports = self.searches.proxy_ports().await.map_err(status)?;
+        // NB: the position is the host and the zero-padded port, so it sorts like the list.
+        let key = |p: &ProxyPortInfo| format!("{}|{:05}", p.host, p.port);
+        ports.sort_by_key(key);
+        let (page, next_page_token) =
+            page_of(&ports, key, after.as_deref(), req.page_size, "proxy_ports");
         Ok(Response::new(pb::ListProxyPortsResponse {
-            ports: ports.iter().map(port_to_pb).collect(),
+            ports: page.iter().map(port_to_pb).collect(),
+            next_page_token,
         }))
     }
 
@@ -242,7 +261,42 @@ pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
             .collect(),
         spend_cap_hourly_usd: q.spend_cap_hourly_usd.unwrap_or(0.0),
         spend_capped: q.spend_capped,
+        clients: s
+            .clients
+            .iter()
+            .map(|c| pb::ClientOps {
+                client: c.client.clone(),
+                searches_last_hour: c.searches_last_hour,
+                active_searches: c.active_searches,
+            })
+            .collect(),
     }
+}
+
+/// Default and largest page of the fleet lists.
+const DEFAULT_FLEET_PAGE: u32 = 100;
+const MAX_FLEET_PAGE: u32 = 1000;
+
+/// One page of `items` (sorted by `key`): those after `after`, and the token of the next
+/// page (empty when this one is the last).
+fn page_of<'a, T>(
+    items: &'a [T],
+    key: impl Fn(&T) -> String,
+    after: Option<&str>,
+    page_size: u32,
+    list: &str,
+) -> (&'a [T], String) {
+    let size = paging::page_size(page_size, DEFAULT_FLEET_PAGE, MAX_FLEET_PAGE) as usize;
+    let start = after.map_or(0, |after| {
+        items.partition_point(|i| key(i).as_str() <= after)
+    });
+    let end = (start + size).min(items.len());
+    let page = &items[start..end];
+    let next = match page.last() {
+        Some(last) if end < items.len() => paging::encode(list, "", &key(last)),
+        _ => String::new(),
+    };
+    (page, next)
 }
 
 fn node_to_pb(n: &NodeInfo) -> pb::NodeInfo {
@@ -261,11 +315,23 @@ fn node_to_pb(n: &NodeInfo) -> pb::NodeInfo {
     }
 }
 
+fn port_state_to_pb(s: crate::search::PortState) -> pb::PortState {
+    use crate::search::PortState as S;
+    match s {
+        S::Available => pb::PortState::Available,
+        S::Leased => pb::PortState::Leased,
+        S::Resting => pb::PortState::Resting,
+        S::Cooling => pb::PortState::Cooling,
+    }
+}
+
+#[allow(deprecated)] // `state`: for older clients
 fn port_to_pb(p: &ProxyPortInfo) -> pb::ProxyPortInfo {
     pb::ProxyPortInfo {
         host: p.host.clone(),
         port: u32::from(p.port),
         state: p.state.as_str().to_owned(),
+        port_state: port_state_to_pb(p.state) as i32,
         holder_node: p.holder_node.clone().unwrap_or_default(),
         leased_until: p.leased_until.map(timestamp_to_pb),
         rest_until: p.rest_until.map(timestamp_to_pb),

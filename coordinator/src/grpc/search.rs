@@ -18,16 +18,27 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, metadata::MetadataMap};
 use tracing::{Instrument as _, info, info_span, warn};
 
-use super::{invalid, status};
+use super::{
+    invalid,
+    limits::{Admitted, ClientLimits},
+    paging, refused, status,
+};
 use crate::{
-    auth::{Role, Tokens},
+    auth::{Caller, Tokens},
     queue::{Disposition, EnqueueContext, Queue},
-    search::{self, JobInfo, MallStatus, PriceHistoryEntry, ProductStatus, SearchStatus, Searches},
+    search::{
+        self, HistoryCursor, HistoryQuery, JobInfo, MallStatus, PriceHistoryEntry, ProductStatus,
+        SearchStatus, SearchSummary, Searches,
+    },
 };
 
 /// Metadata a caller may set to name itself in the search record (not a secret; at most
 /// 64 printable ASCII characters are kept). Without it the peer's IP address is recorded.
 pub const CALLER_HEADER: &str = "x-lps-caller";
+
+/// ListSearches page size when the caller gives none, and the most it may ask for.
+const DEFAULT_LIST_PAGE: u32 = 50;
+const MAX_LIST_PAGE: u32 = 500;
 
 /// How often a watcher looks for a new version by default.
 pub const DEFAULT_WATCH_POLL: Duration = Duration::from_millis(200);
@@ -42,6 +53,7 @@ pub struct SearchApi {
     queue: Queue,
     searches: Searches,
     tokens: Arc<Tokens>,
+    limits: ClientLimits,
     watch_poll: Duration,
     shutdown: CancellationToken,
 }
@@ -52,8 +64,35 @@ impl SearchApi {
             searches: Searches::new(queue.clone()),
             queue,
             tokens,
+            limits: ClientLimits::default(),
             watch_poll: DEFAULT_WATCH_POLL,
             shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// Per-client rate and concurrency limits (default: none).
+    #[must_use]
+    pub fn with_limits(mut self, limits: ClientLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The caller of a call, admitted under its limits.
+    fn admit<T>(&self, request: &Request<T>) -> Result<(Caller, Admitted), Status> {
+        let caller = self.tokens.caller(request.metadata())?;
+        let admitted = self.limits.admit(&caller.name)?;
+        Ok((caller, admitted))
+    }
+
+    /// A search's status for `caller`: another client's search is NOT_FOUND to it, as if
+    /// there were none.
+    async fn status_for(&self, caller: &Caller, id: i64) -> Result<SearchStatus, Status> {
+        let s = self.searches.status(id).await.map_err(status)?;
+        match caller.scope() {
+            Some(client) if s.client != client => {
+                Err(status(crate::queue::Error::NotFound("search", id)))
+            }
+            _ => Ok(s),
         }
     }
 
@@ -83,13 +122,15 @@ impl pb::search_service_server::SearchService for SearchApi {
         &self,
         request: Request<pb::SearchRequest>,
     ) -> Result<Response<pb::SearchResponse>, Status> {
-        self.tokens.check(request.metadata(), Role::Client)?;
+        let (caller, _admitted) = self.admit(&request)?;
         let mut ctx = enqueue_context(&request);
+        ctx.client = caller.name.to_string();
         let req = SearchRequest::try_from(request.into_inner()).map_err(invalid)?;
         let span = info_span!(
             "grpc.search",
             products = req.products.len(),
             search.id = tracing::field::Empty,
+            client = %caller.name,
             otel.status_code = tracing::field::Empty,
             grpc.code = tracing::field::Empty,
         );
@@ -146,9 +187,9 @@ impl pb::search_service_server::SearchService for SearchApi {
         &self,
         request: Request<pb::GetSearchRequest>,
     ) -> Result<Response<pb::SearchStatus>, Status> {
-        self.tokens.check(request.metadata(), Role::Client)?;
+        let (caller, _admitted) = self.admit(&request)?;
         let id = positive("search_id", request.into_inner().search_id)?;
-        let status = self.searches.status(id).await.map_err(status)?;
+        let status = self.status_for(&caller, id).await?;
         Ok(Response::new(status_to_pb(&status)))
     }
 
@@ -158,14 +199,15 @@ impl pb::search_service_server::SearchService for SearchApi {
         &self,
         request: Request<pb::WatchSearchRequest>,
     ) -> Result<Response<Self::WatchSearchStream>, Status> {
-        self.tokens.check(request.metadata(), Role::Client)?;
+        let (caller, admitted) = self.admit(&request)?;
         let req = request.into_inner();
         let id = positive("search_id", req.search_id)?;
         // NB: read the first status here, so an unknown search is a plain NOT_FOUND status
         // rather than a stream that fails.
-        let first = self.searches.status(id).await.map_err(status)?;
+        let first = self.status_for(&caller, id).await?;
         let (tx, rx) = mpsc::channel(4);
         let watcher = Watcher {
+            _admitted: admitted,
             searches: self.searches.clone(),
             search_id: id,
             poll: self.watch_poll,
@@ -184,9 +226,13 @@ impl pb::search_service_server::SearchService for SearchApi {
         &self,
         request: Request<pb::CancelSearchRequest>,
     ) -> Result<Response<pb::CancelSearchResponse>, Status> {
-        self.tokens.check(request.metadata(), Role::Client)?;
+        let (caller, _admitted) = self.admit(&request)?;
         let id = positive("search_id", request.into_inner().search_id)?;
-        let report = self.searches.cancel(id).await.map_err(status)?;
+        let report = self
+            .searches
+            .cancel(id, caller.scope())
+            .await
+            .map_err(status)?;
         info!(
             search.id = id,
             cancelled_queued = report.cancelled_queued,
@@ -205,9 +251,13 @@ impl pb::search_service_server::SearchService for SearchApi {
         &self,
         request: Request<pb::GetJobRequest>,
     ) -> Result<Response<pb::Job>, Status> {
-        self.tokens.check(request.metadata(), Role::Client)?;
+        let (caller, _admitted) = self.admit(&request)?;
         let id = positive("job_id", request.into_inner().job_id)?;
-        let job = self.searches.job(id).await.map_err(status)?;
+        let job = self
+            .searches
+            .job(id, caller.scope())
+            .await
+            .map_err(status)?;
         Ok(Response::new(job_to_pb(&job)))
     }
 
@@ -215,7 +265,8 @@ impl pb::search_service_server::SearchService for SearchApi {
         &self,
         request: Request<pb::GetPriceHistoryRequest>,
     ) -> Result<Response<pb::PriceHistory>, Status> {
-        self.tokens.check(request.metadata(), Role::Client)?;
+        let (_caller, _admitted) = self.admit(&request)?;
+        #[allow(deprecated)] // `limit`: older clients' page size
         let req = request.into_inner();
         let product = history_product(req.product).map_err(invalid)?;
         let since = req
@@ -223,27 +274,141 @@ impl pb::search_service_server::SearchService for SearchApi {
             .map(|t| timestamp_from_pb("since", t))
             .transpose()
             .map_err(invalid)?;
-        let limit = match req.limit {
-            0 => search::DEFAULT_HISTORY_LIMIT,
-            n => n,
+        #[allow(deprecated)]
+        let requested = if req.page_size == 0 {
+            req.limit
+        } else {
+            req.page_size
         };
-        let entries = self
+        let limit = paging::page_size(
+            requested,
+            search::DEFAULT_HISTORY_LIMIT,
+            search::MAX_HISTORY_LIMIT,
+        );
+        let filter = format!(
+            "{}|{}|{}",
+            product.identity(),
+            since.map(|t| t.timestamp_micros()).unwrap_or_default(),
+            req.include_incomplete
+        );
+        let after = paging::decode(&req.page_token, "price_history", &filter)
+            .and_then(|p| p.map(|p| history_cursor(&p)).transpose())
+            .map_err(invalid)?;
+        let page = self
             .searches
-            .price_history(&product, since, limit)
+            .price_history(
+                &product,
+                &HistoryQuery {
+                    since,
+                    limit,
+                    include_incomplete: req.include_incomplete,
+                    after,
+                },
+            )
             .await
             .map_err(status)?;
+        let entries = page.items;
+        let next_page_token = match entries.last() {
+            Some(last) if page.more => paging::encode(
+                "price_history",
+                &filter,
+                &format!("{}:{}", last.observed_at.timestamp_micros(), last.id),
+            ),
+            _ => String::new(),
+        };
         Ok(Response::new(pb::PriceHistory {
             product: Some(pb::Product {
                 code: product.code().unwrap_or_default().to_owned(),
                 name: product.name().to_owned(),
             }),
             entries: entries.iter().map(history_entry_to_pb).collect(),
+            next_page_token,
         }))
+    }
+
+    async fn list_searches(
+        &self,
+        request: Request<pb::ListSearchesRequest>,
+    ) -> Result<Response<pb::ListSearchesResponse>, Status> {
+        let (caller, _admitted) = self.admit(&request)?;
+        let req = request.into_inner();
+        let client = req.client.trim();
+        let client = match (caller.scope(), client) {
+            (None, "") => None,
+            (None, named) => Some(named),
+            (Some(own), "") => Some(own),
+            (Some(own), named) if named == own => Some(own),
+            (Some(_), named) => {
+                return Err(refused(
+                    tonic::Code::PermissionDenied,
+                    "ADMIN_TOKEN_REQUIRED",
+                    format!("only an admin token lists another client's searches ({named:?})"),
+                ));
+            }
+        };
+        let limit = paging::page_size(req.page_size, DEFAULT_LIST_PAGE, MAX_LIST_PAGE);
+        let filter = client.unwrap_or("*");
+        let before = paging::decode(&req.page_token, "searches", filter)
+            .and_then(|p| {
+                p.map(|p| {
+                    p.parse::<i64>().map_err(|_| {
+                        FieldError::new("page_token", "is not a token this list gave out")
+                    })
+                })
+                .transpose()
+            })
+            .map_err(invalid)?;
+        let page = self
+            .searches
+            .list(client, before, limit)
+            .await
+            .map_err(status)?;
+        let searches = page.items;
+        let next_page_token = match searches.last() {
+            Some(last) if page.more => {
+                paging::encode("searches", filter, &last.search_id.to_string())
+            }
+            _ => String::new(),
+        };
+        Ok(Response::new(pb::ListSearchesResponse {
+            searches: searches.iter().map(summary_to_pb).collect(),
+            next_page_token,
+        }))
+    }
+}
+
+/// A price-history page position: `observed_at` in µs since the epoch, `:`, the entry id.
+fn history_cursor(position: &str) -> Result<HistoryCursor, FieldError> {
+    let refused = || FieldError::new("page_token", "is not a token this list gave out");
+    let (micros, id) = position.split_once(':').ok_or_else(refused)?;
+    let observed_at = micros
+        .parse::<i64>()
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_micros)
+        .ok_or_else(refused)?;
+    let id = id.parse::<i64>().map_err(|_| refused())?;
+    Ok(HistoryCursor { observed_at, id })
+}
+
+fn summary_to_pb(s: &SearchSummary) -> pb::SearchSummary {
+    pb::SearchSummary {
+        search_id: s.search_id,
+        client: s.client.clone(),
+        caller: s.caller.clone().unwrap_or_default(),
+        created_at: Some(timestamp_to_pb(s.created_at)),
+        products: s.products,
+        items: s.items,
+        final_items: s.final_items,
+        r#final: s.is_final(),
+        cancelled: s.cancelled_at.is_some(),
+        version: s.version,
     }
 }
 
 /// One WatchSearch call.
 struct Watcher {
+    /// The call's place among its client's calls in progress, held while it streams.
+    _admitted: Admitted,
     searches: Searches,
     search_id: i64,
     poll: Duration,
@@ -370,6 +535,7 @@ fn enqueue_context<T>(request: &Request<T>) -> EnqueueContext {
         .filter(|s| !s.is_empty() && s.len() <= 512 && s.bytes().all(|b| (0x20..0x7f).contains(&b)))
         .map(str::to_owned);
     EnqueueContext {
+        client: String::new(),
         caller,
         traceparent,
         tracestate,
@@ -425,6 +591,8 @@ pub fn status_to_pb(s: &SearchStatus) -> pb::SearchStatus {
         products: s.products.iter().map(product_to_pb).collect(),
         r#final: s.is_final(),
         cancelled: s.is_cancelled(),
+        client: s.client.clone(),
+        caller: s.caller.clone().unwrap_or_default(),
     }
 }
 
@@ -488,7 +656,7 @@ pub fn job_to_pb(j: &JobInfo) -> pb::Job {
 
 fn history_entry_to_pb(e: &PriceHistoryEntry) -> pb::PriceHistoryEntry {
     pb::PriceHistoryEntry {
-        at: Some(timestamp_to_pb(e.at)),
+        at: Some(timestamp_to_pb(e.observed_at)),
         lowest_effective_price: e.lowest_effective_price,
         lowest_mall: e.lowest_mall.clone(),
         malls: e
@@ -501,8 +669,24 @@ fn history_entry_to_pb(e: &PriceHistoryEntry) -> pb::PriceHistoryEntry {
                 effective_price: m.effective_price,
                 url: m.url.clone(),
                 title: m.title.clone(),
+                // NB: entries from before the status was kept have none: UNSPECIFIED.
+                shipping: if m.shipping.is_empty() {
+                    0
+                } else {
+                    pb::ShippingStatus::from(lps_proto::model::ShippingStatus::from_name(
+                        &m.shipping,
+                    )) as i32
+                },
+                observed_at: m.observed_at.map(timestamp_to_pb),
+                cached: m.cached,
+                currency: lps_proto::model::CURRENCY.to_owned(),
             })
             .collect(),
+        search_id: e.search_id.unwrap_or_default(),
+        observed_at: Some(timestamp_to_pb(e.observed_at)),
+        covered_malls: e.covered_malls.clone(),
+        complete: e.complete,
+        currency: lps_proto::model::CURRENCY.to_owned(),
     }
 }
 

@@ -18,6 +18,9 @@ pub enum Error {
     LeaseLost(Lease),
     #[error("{0} {1} not found")]
     NotFound(&'static str, i64),
+    /// The client's idempotency key names an earlier search with a different request.
+    #[error("idempotency key {key:?} was used for search {search_id} with a different request")]
+    KeyReused { key: String, search_id: i64 },
     /// PostgreSQL cannot be reached; safe to retry.
     #[error("database unavailable")]
     Unavailable(#[source] Arc<sqlx::Error>),

@@ -124,6 +124,27 @@ struct LimitedMalls(Mutex<Option<(Instant, Arc<HashSet<String>>)>>);
 /// How long a read of the limited malls is trusted (another replica may change a limit).
 const LIMITS_TTL: Duration = Duration::from_secs(1);
 
+/// SHA-256 (hex) of what a search asks for: products (code, name) in order, malls as a
+/// set (empty: every enabled mall), priority and `max_age`. Two requests with one digest
+/// are the same request; the idempotency key itself is not part of it.
+pub fn request_digest(req: &SearchRequest) -> String {
+    use sha2::{Digest as _, Sha256};
+    let mut malls: Vec<&str> = req.malls.iter().map(MallId::as_str).collect();
+    malls.sort_unstable();
+    let products: Vec<(Option<&str>, &str)> =
+        req.products.iter().map(|p| (p.code(), p.name())).collect();
+    let canonical = serde_json::json!({
+        "products": products,
+        "malls": malls,
+        "priority": req.priority.get(),
+        "max_age_ms": req.max_age.map(millis),
+    });
+    Sha256::digest(canonical.to_string().as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
@@ -222,26 +243,42 @@ impl Queue {
                 key.push(identity.clone());
             }
         }
-        let row = sqlx::query_file!(
-            "src/queue/sql/enqueue.sql",
-            i16::from(req.priority.get()),
-            req.max_age.map(millis),
-            req.idempotency_key.as_deref(),
-            ctx.caller.as_deref(),
-            ctx.traceparent.as_deref(),
-            ctx.tracestate.as_deref(),
-            &product_index,
-            &mall,
-            &code as &[Option<String>],
-            &name,
-            &key,
-            i32::try_from(self.config.run_timeout.as_millis()).unwrap_or(i32::MAX),
-            i16::try_from(self.config.max_attempts).unwrap_or(i16::MAX),
-            self.now,
-        )
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| Error::from_db(e, "idempotency_key"))?;
+        let digest = request_digest(req);
+        // NB: two calls with one new key race to insert it; the loser's statement fails on
+        // the unique index and a second one finds the winner's search to replay.
+        let mut tries = 0;
+        let row = loop {
+            tries += 1;
+            let result = sqlx::query_file!(
+                "src/queue/sql/enqueue.sql",
+                i16::from(req.priority.get()),
+                req.max_age.map(millis),
+                req.idempotency_key.as_deref(),
+                ctx.caller.as_deref(),
+                ctx.traceparent.as_deref(),
+                ctx.tracestate.as_deref(),
+                &product_index,
+                &mall,
+                &code as &[Option<String>],
+                &name,
+                &key,
+                i32::try_from(self.config.run_timeout.as_millis()).unwrap_or(i32::MAX),
+                i16::try_from(self.config.max_attempts).unwrap_or(i16::MAX),
+                self.now,
+                ctx.client.as_str(),
+                digest.as_str(),
+            )
+            .fetch_one(&self.pool)
+            .await;
+            match result {
+                Ok(row) => break row,
+                Err(sqlx::Error::Database(db))
+                    if tries < 3
+                        && db.is_unique_violation()
+                        && db.constraint() == Some("search_request_client_key") => {}
+                Err(e) => return Err(Error::from_db(e, "idempotency_key")),
+            }
+        };
 
         if let Some(unknown) = row.unknown_malls {
             let first = unknown.first().cloned().unwrap_or_default();
@@ -254,6 +291,13 @@ impl Queue {
             );
         }
         if let Some(search_id) = row.replay_of {
+            // NB: a search stored before requests had digests replays whatever is asked.
+            if row.replay_digest.is_some_and(|d| d != digest) {
+                return Err(Error::KeyReused {
+                    key: req.idempotency_key.clone().unwrap_or_default(),
+                    search_id,
+                });
+            }
             let mut accepted = self.accepted_items(search_id).await?;
             accepted.replayed = true;
             return Ok(accepted);
@@ -669,25 +713,6 @@ impl Queue {
                 state: r.state,
             })
             .collect())
-    }
-
-    /// Records a price-history entry for every product of a search that became final
-    /// through a job finished since `since` (its last mall finished): the lowest over the
-    /// offers whose shipping is known. A product with only offers of unknown shipping gets
-    /// no entry. Idempotent: a product already recorded is skipped. Returns how many
-    /// entries were written.
-    ///
-    /// NB: a sweep, not a per-completion step: two jobs of one product finishing together
-    /// would each see the other still running within their own statements, and locking the
-    /// search per completion serialises every completion of a large search. The reaper
-    /// sweeps with an overlapping watermark instead.
-    #[instrument(name = "queue.record_price_history", skip_all, err)]
-    pub async fn record_price_history(&self, since: DateTime<Utc>) -> Result<usize, Error> {
-        let written = sqlx::query_file!("src/queue/sql/record_price_history.sql", since)
-            .fetch_all(&self.pool)
-            .await?
-            .len();
-        Ok(written)
     }
 
     /// Of `leases` (listed by a reconnecting node), the ones `node` still holds, each

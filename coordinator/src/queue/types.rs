@@ -8,6 +8,9 @@ use lps_proto::model::{ErrorClass, FieldError, JobState, Lease, MallId};
 /// Who asked, and the trace the jobs belong to.
 #[derive(Debug, Clone, Default)]
 pub struct EnqueueContext {
+    /// The client the search belongs to (its token's name); scopes the idempotency key.
+    pub client: String,
+    /// The calling service's own label (`x-lps-caller`, else its address).
     pub caller: Option<String>,
     pub traceparent: Option<String>,
     pub tracestate: Option<String>,

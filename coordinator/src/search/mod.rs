@@ -101,6 +101,8 @@ impl Searches {
             version: 0,
             created_at: first.created_at,
             cancelled_at: first.cancelled_at,
+            client: first.client.clone(),
+            caller: first.caller.clone(),
             products: Vec::new(),
         };
         for r in rows {
@@ -145,10 +147,11 @@ impl Searches {
             .version)
     }
 
-    /// One job; [`Error::NotFound`] for an unknown id.
+    /// One job; [`Error::NotFound`] for an unknown id, or for a job none of `client`'s
+    /// searches uses (`None`: any client's, an admin).
     #[instrument(name = "search.job", skip_all, fields(job.id = job_id), err(level = "info"))]
-    pub async fn job(&self, job_id: i64) -> Result<JobInfo, Error> {
-        let r = sqlx::query_file!("src/search/sql/job.sql", job_id)
+    pub async fn job(&self, job_id: i64, client: Option<&str>) -> Result<JobInfo, Error> {
+        let r = sqlx::query_file!("src/search/sql/job.sql", job_id, client)
             .fetch_optional(self.pool())
             .await?
             .ok_or(Error::NotFound("job", job_id))?;
@@ -192,23 +195,24 @@ impl Searches {
         })
     }
 
-    /// A product's recorded answers, newest first: at most `limit` (1..=1000) entries
-    /// recorded at or after `since` (default: 30 days ago).
+    /// A product's price observations, newest first: one page of at most `query.limit`
+    /// (1..=1000) entries observed at or after `query.since` (default: 30 days ago), complete
+    /// ones only unless asked, after `query.after`.
     #[instrument(name = "search.price_history", skip_all, err(level = "info"))]
     pub async fn price_history(
         &self,
         product: &ProductSpec,
-        since: Option<DateTime<Utc>>,
-        limit: u32,
-    ) -> Result<Vec<PriceHistoryEntry>, Error> {
+        query: &HistoryQuery,
+    ) -> Result<Page<PriceHistoryEntry>, Error> {
+        let limit = query.limit;
         if !(1..=MAX_HISTORY_LIMIT).contains(&limit) {
             return Err(FieldError::new(
-                "limit",
+                "page_size",
                 format!("must be 1..={MAX_HISTORY_LIMIT}, got {limit}"),
             )
             .into());
         }
-        let since = match since {
+        let since = match query.since {
             Some(since) => since,
             None => {
                 let now = self.now.unwrap_or_else(Utc::now);
@@ -220,34 +224,81 @@ impl Searches {
             "src/search/sql/price_history.sql",
             key,
             since,
-            i64::from(limit)
+            i64::from(limit) + 1,
+            query.include_incomplete,
+            query.after.map(|c| c.observed_at),
+            query.after.map(|c| c.id),
         )
         .fetch_all(self.pool())
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| PriceHistoryEntry {
-                at: r.recorded_at,
-                lowest_effective_price: r.lowest_effective_price,
-                lowest_mall: r.lowest_mall,
-                malls: mall_prices(r.malls),
-            })
-            .collect())
+        Ok(Page::of(rows, limit, |r| PriceHistoryEntry {
+            id: r.id,
+            search_id: r.search_id,
+            observed_at: r.observed_at,
+            lowest_effective_price: r.lowest_effective_price,
+            lowest_mall: r.lowest_mall,
+            malls: mall_prices(r.malls),
+            covered_malls: r.covered_malls,
+            complete: r.complete,
+        }))
+    }
+
+    /// One page of searches, newest first: `client`'s (`None`: every client's), before
+    /// search `before` when given, at most `limit`.
+    #[instrument(name = "search.list", skip_all, err(level = "info"))]
+    pub async fn list(
+        &self,
+        client: Option<&str>,
+        before: Option<i64>,
+        limit: u32,
+    ) -> Result<Page<SearchSummary>, Error> {
+        let rows = sqlx::query_file!(
+            "src/search/sql/list.sql",
+            client,
+            before,
+            i64::from(limit) + 1
+        )
+        .fetch_all(self.pool())
+        .await?;
+        let count = |n: i64| u32::try_from(n).unwrap_or(u32::MAX);
+        Ok(Page::of(rows, limit, |r| SearchSummary {
+            search_id: r.search_id,
+            client: r.client,
+            caller: r.caller,
+            created_at: r.created_at,
+            cancelled_at: r.cancelled_at,
+            products: count(r.products),
+            items: count(r.items),
+            final_items: count(r.final_items),
+            version: r.version,
+        }))
     }
 
     /// Cancels a search: marks it cancelled, cancels its queued and running jobs that no
     /// other active search shares (one transaction), then tells the nodes running the
     /// cancelled ones to stop. Repeating it is harmless.
     ///
+    /// A client (`client`) cancels only its own searches: another's is [`Error::NotFound`];
+    /// `None`: any (an admin).
+    ///
     /// NB: a failure to send the node messages is logged, not returned: the jobs are already
     /// cancelled in the database, so the node's next heartbeat is answered with the cancel.
     #[instrument(name = "search.cancel", skip_all, fields(search.id = search_id), err(level = "info"))]
-    pub async fn cancel(&self, search_id: i64) -> Result<CancelReport, Error> {
+    pub async fn cancel(
+        &self,
+        search_id: i64,
+        client: Option<&str>,
+    ) -> Result<CancelReport, Error> {
         let mut tx = self.pool().begin().await?;
-        sqlx::query_file!("src/search/sql/cancel_mark.sql", search_id, self.now)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or(Error::NotFound("search", search_id))?;
+        sqlx::query_file!(
+            "src/search/sql/cancel_mark.sql",
+            search_id,
+            self.now,
+            client
+        )
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(Error::NotFound("search", search_id))?;
         let locked = sqlx::query_file_scalar!("src/search/sql/cancel_lock.sql", search_id)
             .fetch_all(&mut *tx)
             .await?;
@@ -421,11 +472,15 @@ impl Searches {
         )
         .fetch_all(self.queue.pool())
         .await?;
+        let clients = sqlx::query_file_as!(ClientOps, "src/search/sql/client_ops.sql", self.now)
+            .fetch_all(self.queue.pool())
+            .await?;
         Ok(OpsSnapshot {
             at: self.now.unwrap_or_else(Utc::now),
             queue,
             fleet,
             alerts,
+            clients,
         })
     }
 }

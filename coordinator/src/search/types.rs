@@ -21,6 +21,10 @@ pub struct SearchStatus {
     pub created_at: DateTime<Utc>,
     /// Set once CancelSearch was called for this search.
     pub cancelled_at: Option<DateTime<Utc>>,
+    /// The client (token name) the search belongs to; '' for searches from before names.
+    pub client: String,
+    /// The calling service's own label (`x-lps-caller`, else its address).
+    pub caller: Option<String>,
     /// In request order.
     pub products: Vec<ProductStatus>,
 }
@@ -177,14 +181,81 @@ impl OfferRow {
     }
 }
 
-/// One recorded answer of a product: the lowest over its malls at that time.
+/// One observation of a product's price by a search: written with the product's last
+/// result (see migrations/0013), never for an answer made of stored results alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PriceHistoryEntry {
-    pub at: DateTime<Utc>,
+    /// Orders the entries (with `observed_at`) for paging.
+    pub id: i64,
+    /// The search that observed it (`None` once that search was deleted).
+    pub search_id: Option<i64>,
+    /// When the newest of the malls crawled for the search answered.
+    pub observed_at: DateTime<Utc>,
     pub lowest_effective_price: i64,
     pub lowest_mall: String,
-    /// The lowest offer per mall at that time.
+    /// The lowest offer with known shipping per mall that found the product.
     pub malls: Vec<MallPrice>,
+    /// Every mall that answered (found or not found), sorted.
+    pub covered_malls: Vec<String>,
+    /// Every mall of the product answered; false when one died or the search was
+    /// cancelled first.
+    pub complete: bool,
+}
+
+/// Where a price-history page starts: after this entry (newest first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryCursor {
+    pub observed_at: DateTime<Utc>,
+    pub id: i64,
+}
+
+/// What a price-history call asks for.
+#[derive(Debug, Clone)]
+pub struct HistoryQuery {
+    /// Oldest observation returned.
+    pub since: Option<DateTime<Utc>>,
+    /// 1..=[`super::MAX_HISTORY_LIMIT`] entries.
+    pub limit: u32,
+    pub include_incomplete: bool,
+    pub after: Option<HistoryCursor>,
+}
+
+/// One page of a list, and whether more follow it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub more: bool,
+}
+
+impl<T> Page<T> {
+    /// The first `limit` of `rows` (read with one row more than a page), mapped.
+    pub fn of<R>(rows: Vec<R>, limit: u32, map: impl FnMut(R) -> T) -> Self {
+        let more = rows.len() > limit as usize;
+        Self {
+            items: rows.into_iter().take(limit as usize).map(map).collect(),
+            more,
+        }
+    }
+}
+
+/// A search in a listing: who made it and how far it got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchSummary {
+    pub search_id: i64,
+    pub client: String,
+    pub caller: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub cancelled_at: Option<DateTime<Utc>>,
+    pub products: u32,
+    pub items: u32,
+    pub final_items: u32,
+    pub version: i64,
+}
+
+impl SearchSummary {
+    pub fn is_final(&self) -> bool {
+        self.final_items == self.items
+    }
 }
 
 /// An element of `price_history.malls`. Every field defaults, so an entry written by an
@@ -198,6 +269,12 @@ pub struct MallPrice {
     pub effective_price: i64,
     pub url: String,
     pub title: String,
+    /// `ShippingStatus::as_str` of the offer ('' in entries from before it was kept).
+    pub shipping: String,
+    /// When the mall's job finished (absent in entries from before migration 0013).
+    pub observed_at: Option<DateTime<Utc>>,
+    /// The mall's answer was a stored result, not crawled for this search.
+    pub cached: bool,
 }
 
 /// What CancelSearch did.
@@ -350,6 +427,17 @@ pub struct OpsSnapshot {
     pub fleet: FleetOps,
     /// Every rule evaluated so far, firing or not.
     pub alerts: Vec<AlertInfo>,
+    /// Clients with a search in the last 24 hours, busiest first.
+    pub clients: Vec<ClientOps>,
+}
+
+/// One client's searches of the last 24 hours.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ClientOps {
+    pub client: String,
+    pub searches_last_hour: i64,
+    /// Searches with a queued or running job.
+    pub active_searches: i64,
 }
 
 #[cfg(test)]

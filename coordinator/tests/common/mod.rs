@@ -27,6 +27,9 @@ use tonic::{Request, transport::Channel};
 
 pub const NODE_TOKEN: &str = "node-token-for-tests-0001";
 pub const CLIENT_TOKEN: &str = "client-token-for-tests-01";
+/// The name of [`CLIENT_TOKEN`]'s client: searches enqueued straight through the queue
+/// under it are the test client's to read.
+pub const CLIENT_NAME: &str = "tests";
 
 /// Starts a coordinator on the test database with `extra` flags on top of the defaults
 /// (loopback addresses, the test tokens). `--grpc-addr` in `extra` replaces the default.
@@ -38,7 +41,7 @@ pub async fn start(pool: &PgPool, extra: &[&str]) -> Running {
         "--http-addr",
         "127.0.0.1:0",
         "--client-tokens",
-        CLIENT_TOKEN,
+        "tests=client-token-for-tests-01",
         "--node-tokens",
         NODE_TOKEN,
     ];

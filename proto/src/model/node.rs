@@ -256,6 +256,7 @@ impl From<&Offer> for pb::Offer {
                 .iter()
                 .map(|&f| pb::CardClass::from(f) as i32)
                 .collect(),
+            currency: super::CURRENCY.to_owned(),
         }
     }
 }
@@ -282,10 +283,36 @@ pub struct RoundReport {
 /// Most distinct reasons one round report keeps.
 const MAX_EXCLUDED_REASONS: usize = 16;
 
+/// The wire enum of a round kind name (`UNSPECIFIED` for a name it has no value for).
+pub fn round_kind_to_pb(kind: &str) -> pb::RoundKind {
+    match kind {
+        "original" => pb::RoundKind::Original,
+        "precise" => pb::RoundKind::Precise,
+        "broad" => pb::RoundKind::Broad,
+        "llm" => pb::RoundKind::Llm,
+        _ => pb::RoundKind::Unspecified,
+    }
+}
+
+fn round_kind_name(kind: pb::RoundKind) -> Option<&'static str> {
+    match kind {
+        pb::RoundKind::Original => Some("original"),
+        pb::RoundKind::Precise => Some("precise"),
+        pb::RoundKind::Broad => Some("broad"),
+        pb::RoundKind::Llm => Some("llm"),
+        pb::RoundKind::Unspecified => None,
+    }
+}
+
 impl From<pb::RoundReport> for RoundReport {
+    #[allow(deprecated)] // `kind`: what older nodes send
     fn from(r: pb::RoundReport) -> Self {
+        let kind = pb::RoundKind::try_from(r.round_kind)
+            .ok()
+            .and_then(round_kind_name)
+            .map_or_else(|| r.kind.chars().take(32).collect(), str::to_owned);
         Self {
-            kind: r.kind.chars().take(32).collect(),
+            kind,
             query: r
                 .query
                 .chars()
@@ -310,9 +337,11 @@ impl From<pb::RoundReport> for RoundReport {
 }
 
 impl From<&RoundReport> for pb::RoundReport {
+    #[allow(deprecated)] // `kind`: for older clients
     fn from(r: &RoundReport) -> Self {
         Self {
             kind: r.kind.clone(),
+            round_kind: round_kind_to_pb(&r.kind) as i32,
             query: r.query.clone(),
             cards_seen: r.cards_seen,
             matches: r.matches,
@@ -744,6 +773,7 @@ mod tests {
                 pb::ShippingStatus::Free
             } as i32,
             list_price: 0,
+            currency: "KRW".into(),
             flags: vec![
                 pb::CardClass::Overseas as i32,
                 0,

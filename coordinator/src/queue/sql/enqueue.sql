@@ -1,12 +1,13 @@
 -- Accept a search in one round trip: the request, one job per new (mall, product) key,
 -- priority promotion of active jobs with the same key, answers from the caches, the items,
 -- and a NOTIFY per mall that got new work. Nothing is written when any mall is unknown or
--- disabled, or when the idempotency key was seen before (the caller then reads that search).
+-- disabled, or when the client used the idempotency key before (the caller then reads that
+-- search, or refuses the request when its digest differs).
 --
 -- $1 priority, $2 max_age_ms (null: no fresh-result answers), $3 idempotency key,
 -- $4 caller, $5 traceparent, $6 tracestate, $7..$11 items (product_index, mall,
 -- product_code, product_name, product_key), $12 run_timeout_ms, $13 max_attempts,
--- $14 now (null: the database clock).
+-- $14 now (null: the database clock), $15 client, $16 request digest (SHA-256 hex).
 with
 clock as materialized (select coalesce($14::timestamptz, clock_timestamp()) as now),
 input as (
@@ -16,7 +17,8 @@ input as (
         as i (product_index, mall, product_code, product_name, product_key, ord)
 ),
 replay as (
-    select search_id from search_request where idempotency_key = $3::text
+    select search_id, request_digest from search_request
+    where client = $15::text and idempotency_key = $3::text
 ),
 unknown as (
     select distinct input.mall
@@ -27,8 +29,10 @@ go as (
     select not exists (select 1 from replay) and not exists (select 1 from unknown) as ok
 ),
 req as (
-    insert into search_request (priority, max_age_ms, idempotency_key, caller, traceparent, created_at)
-    select $1::smallint, $2::bigint, $3::text, $4::text, $5::text, clock.now
+    insert into search_request (priority, max_age_ms, idempotency_key, caller, traceparent,
+                                created_at, client, request_digest)
+    select $1::smallint, $2::bigint, $3::text, $4::text, $5::text, clock.now, $15::text,
+           $16::text
     from go, clock where go.ok
     returning search_id
 ),
@@ -86,6 +90,7 @@ notified as (
 select
     (select search_id from req) as "search_id?",
     (select search_id from replay) as "replay_of?",
+    (select request_digest from replay) as "replay_digest?",
     (select array_agg(mall order by mall) from unknown) as "unknown_malls?: Vec<String>",
     coalesce((select array_agg(job_id order by item_no) from items), '{}') as "job_ids!: Vec<i64>",
     coalesce((select array_agg(disposition::text order by item_no) from items), '{}') as "dispositions!: Vec<String>",

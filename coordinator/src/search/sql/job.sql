@@ -1,10 +1,17 @@
 -- One job for GetJob, with its offers cheapest-first (effective price; at the same
 -- effective price an offer with known shipping before one without; then shipping, then the
--- rank the coordinator gave, which follows the same order). $1 job_id.
+-- rank the coordinator gave, which follows the same order). The node is the one holding
+-- the lease, else the one of the job's last attempt (kept after the job ended).
+-- A client sees a job only when one of its searches has an item answered by it.
+-- $1 job_id, $2 client (null: any, an admin).
 select
     j.job_id, j.product_code, j.product_name, j.mall,
     j.state as "state!: JobState",
-    j.priority, j.attempts, j.max_attempts, j.reclaims, j.lease_epoch, j.node_id,
+    j.priority, j.attempts, j.max_attempts, j.reclaims, j.lease_epoch,
+    coalesce(j.node_id,
+             (select a.node_id from job_attempt a
+               where a.job_id = j.job_id and a.node_id is not null
+               order by a.lease_epoch desc limit 1)) as node_id,
     j.created_at, j.run_after, j.run_started_at, j.deadline_at, j.finished_at,
     j.outcome as "outcome?: Outcome",
     j.error_class as "error_class?: ErrorClass",
@@ -21,3 +28,6 @@ select
         '[]'::jsonb) as "offers!: Json<Vec<OfferRow>>"
 from job j
 where j.job_id = $1
+  and ($2::text is null or exists (
+        select 1 from search_item si join search_request r on r.search_id = si.search_id
+        where si.job_id = j.job_id and r.client = $2::text))

@@ -8,6 +8,8 @@
 select
     r.created_at,
     r.cancelled_at,
+    r.client,
+    r.caller,
     si.item_no,
     si.product_index,
     si.mall,

@@ -1,0 +1,669 @@
+//! SearchService for several clients, against the real coordinator (tokens, limits and
+//! all from its configuration) on a fresh database per test: each client's idempotency
+//! keys and searches are its own, an admin sees all, limits answer RESOURCE_EXHAUSTED with
+//! the details gRPC tooling reads, and price history is written with the final status.
+//! Jobs are finished by driving the queue directly, as a node would.
+
+use std::time::Duration;
+
+use lps_coordinator::{
+    app::Running,
+    queue::{MallLimits, Queue, QueueConfig},
+};
+use lps_proto::{
+    model::{JobResult, MallId, Offer, ShippingStatus},
+    pb::{self, ops_service_client::OpsServiceClient, search_service_client::SearchServiceClient},
+};
+use sqlx::PgPool;
+use tonic::{Code, Status, transport::Channel};
+use tonic_types::StatusExt as _;
+
+mod common;
+
+use common::with_token;
+
+const TEAM_A: &str = "team-a-token-0000001";
+const TEAM_B: &str = "team-b-token-0000001";
+const OPS: &str = "ops-admin-token-00001";
+const ALPHA: &str = "testmall-alpha";
+const BETA: &str = "testmall-beta";
+const WATER: &str = "제주 삼다수 2L x 12";
+
+async fn start(pool: &PgPool, extra: &[&str]) -> Running {
+    let mut args = vec![
+        "--client-tokens",
+        "team-a=team-a-token-0000001,team-b=team-b-token-0000001",
+        "--admin-tokens",
+        "ops=ops-admin-token-00001",
+    ];
+    args.extend_from_slice(extra);
+    let running = common::start_with_mall(pool, ALPHA, &args).await;
+    running
+        .queue
+        .upsert_mall(&MallLimits::unlimited(MallId::new(BETA).unwrap()))
+        .await
+        .unwrap();
+    running
+}
+
+async fn clients(running: &Running) -> (SearchServiceClient<Channel>, OpsServiceClient<Channel>) {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", running.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    (
+        SearchServiceClient::new(channel.clone()),
+        OpsServiceClient::new(channel),
+    )
+}
+
+fn request(products: &[&str], malls: &[&str], key: &str) -> pb::SearchRequest {
+    pb::SearchRequest {
+        products: products
+            .iter()
+            .map(|p| pb::Product {
+                code: String::new(),
+                name: (*p).to_owned(),
+            })
+            .collect(),
+        malls: malls.iter().map(|m| (*m).to_owned()).collect(),
+        idempotency_key: key.to_owned(),
+        ..Default::default()
+    }
+}
+
+async fn count(pool: &PgPool, sql: &'static str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
+}
+
+fn reason(status: &Status) -> Option<String> {
+    status.get_details_error_info().map(|i| i.reason)
+}
+
+fn offer(mall: &str, price: i64) -> Offer {
+    Offer {
+        mall: MallId::new(mall).unwrap(),
+        title: format!("{WATER} {price}"),
+        price,
+        shipping_fee: 0,
+        url: format!("http://127.0.0.1/{mall}/{price}"),
+        seller: "seller".into(),
+        match_score: 0.9,
+        shipping: ShippingStatus::Free,
+        list_price: 0,
+        flags: Vec::new(),
+    }
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn idempotency_keys_are_per_client_and_bind_the_request(pool: PgPool) {
+    let running = start(&pool, &[]).await;
+    let (mut search, _) = clients(&running).await;
+    let body = request(&[WATER], &[ALPHA], "order-42");
+    let a = search
+        .search(with_token(body.clone(), TEAM_A))
+        .await
+        .unwrap()
+        .into_inner();
+    let b = search
+        .search(with_token(body.clone(), TEAM_B))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_ne!(a.search_id, b.search_id, "two clients, two searches");
+    assert!(!a.replayed && !b.replayed);
+    assert_eq!(
+        b.items[0].disposition,
+        pb::Disposition::Joined as i32,
+        "the second client's search joins the first's job"
+    );
+
+    // The same client, key and request: the first search again. The malls are a set.
+    let mut reordered = request(&[WATER], &[ALPHA], "order-42");
+    reordered.malls = vec![ALPHA.into()];
+    let again = search
+        .search(with_token(reordered, TEAM_A))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((again.search_id, again.replayed), (a.search_id, true));
+
+    // The same key with a different request is refused, naming the key, storing nothing.
+    let searches_before = count(&pool, "select count(*) from search_request").await;
+    let jobs_before = count(&pool, "select count(*) from job").await;
+    let changed = request(&[WATER, "코카콜라 500ml 24개"], &[ALPHA], "order-42");
+    let err = search
+        .search(with_token(changed, TEAM_A))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+    assert!(err.message().contains("\"order-42\""), "{}", err.message());
+    let info = err.get_details_error_info().unwrap();
+    assert_eq!(info.reason, "IDEMPOTENCY_KEY_REUSED");
+    assert_eq!(info.domain, "lps.v1");
+    assert_eq!(info.metadata["search_id"], a.search_id.to_string());
+    assert_eq!(
+        count(&pool, "select count(*) from search_request").await,
+        searches_before
+    );
+    assert_eq!(count(&pool, "select count(*) from job").await, jobs_before);
+
+    // Two calls with one new key at once: one search, the other call replays it.
+    let body = request(&[WATER], &[BETA], "order-43");
+    let (mut s1, mut s2) = (search.clone(), search.clone());
+    let (x, y) = tokio::join!(
+        s1.search(with_token(body.clone(), TEAM_B)),
+        s2.search(with_token(body, TEAM_B)),
+    );
+    let (x, y) = (x.unwrap().into_inner(), y.unwrap().into_inner());
+    assert_eq!(x.search_id, y.search_id);
+    assert!(x.replayed ^ y.replayed, "exactly one call created it");
+    running.shutdown().await;
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_client_sees_and_cancels_only_its_own_searches_and_an_admin_all(pool: PgPool) {
+    let running = start(&pool, &[]).await;
+    let (mut search, mut ops) = clients(&running).await;
+    let mut own = with_token(request(&[WATER], &[ALPHA], ""), TEAM_A);
+    own.metadata_mut()
+        .insert("x-lps-caller", "pricing-service".parse().unwrap());
+    let a = search.search(own).await.unwrap().into_inner();
+    let b = search
+        .search(with_token(
+            request(&["코카콜라 500ml 24개"], &[ALPHA], ""),
+            TEAM_B,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+
+    let status = search
+        .get_search(with_token(
+            pb::GetSearchRequest {
+                search_id: a.search_id,
+            },
+            TEAM_A,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (status.client.as_str(), status.caller.as_str()),
+        ("team-a", "pricing-service")
+    );
+
+    // Team B: A's search, its watch, its cancel and its job are "not found".
+    let get = search
+        .get_search(with_token(
+            pb::GetSearchRequest {
+                search_id: a.search_id,
+            },
+            TEAM_B,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(get.code(), Code::NotFound);
+    let watch = search
+        .watch_search(with_token(
+            pb::WatchSearchRequest {
+                search_id: a.search_id,
+                after_version: 0,
+            },
+            TEAM_B,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(watch.code(), Code::NotFound);
+    let cancel = search
+        .cancel_search(with_token(
+            pb::CancelSearchRequest {
+                search_id: a.search_id,
+            },
+            TEAM_B,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(cancel.code(), Code::NotFound);
+    assert_eq!(
+        count(
+            &pool,
+            "select count(*) from search_request where cancelled_at is not null"
+        )
+        .await,
+        0,
+        "the refused cancel changed nothing"
+    );
+    assert_eq!(
+        count(&pool, "select count(*) from job where state = 'queued'").await,
+        2
+    );
+    let job = search
+        .get_job(with_token(
+            pb::GetJobRequest {
+                job_id: a.items[0].job_id,
+            },
+            TEAM_B,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(job.code(), Code::NotFound);
+    assert!(
+        search
+            .get_job(with_token(
+                pb::GetJobRequest {
+                    job_id: a.items[0].job_id,
+                },
+                TEAM_A,
+            ))
+            .await
+            .is_ok()
+    );
+
+    // Lists: a client its own, an admin everyone's or one client's.
+    let list = |token: &str, client: &str| {
+        with_token(
+            pb::ListSearchesRequest {
+                client: client.to_owned(),
+                ..Default::default()
+            },
+            token,
+        )
+    };
+    let ids = |r: pb::ListSearchesResponse| -> Vec<(i64, String)> {
+        r.searches
+            .into_iter()
+            .map(|s| (s.search_id, s.client))
+            .collect()
+    };
+    let mine = search.list_searches(list(TEAM_A, "")).await.unwrap();
+    assert_eq!(ids(mine.into_inner()), [(a.search_id, "team-a".to_owned())]);
+    let all = search.list_searches(list(OPS, "")).await.unwrap();
+    assert_eq!(
+        ids(all.into_inner()),
+        [
+            (b.search_id, "team-b".to_owned()),
+            (a.search_id, "team-a".to_owned())
+        ],
+        "newest first"
+    );
+    let only_b = search.list_searches(list(OPS, "team-b")).await.unwrap();
+    assert_eq!(
+        ids(only_b.into_inner()),
+        [(b.search_id, "team-b".to_owned())]
+    );
+    let other = search
+        .list_searches(list(TEAM_A, "team-b"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (other.code(), reason(&other).as_deref()),
+        (Code::PermissionDenied, Some("ADMIN_TOKEN_REQUIRED"))
+    );
+    // Pages of one walk the whole list.
+    let first = search
+        .list_searches(with_token(
+            pb::ListSearchesRequest {
+                page_size: 1,
+                ..Default::default()
+            },
+            OPS,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(first.searches[0].search_id, b.search_id);
+    let second = search
+        .list_searches(with_token(
+            pb::ListSearchesRequest {
+                page_size: 1,
+                page_token: first.next_page_token,
+                ..Default::default()
+            },
+            OPS,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(second.searches[0].search_id, a.search_id);
+    assert!(second.next_page_token.is_empty(), "the last page");
+
+    // The admin cancels team A's search; the ops snapshot shows both clients.
+    let cancelled = search
+        .cancel_search(with_token(
+            pb::CancelSearchRequest {
+                search_id: a.search_id,
+            },
+            OPS,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(cancelled.cancelled_queued, 1);
+    let snapshot = ops
+        .get_ops(with_token(pb::GetOpsRequest {}, TEAM_A))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut seen: Vec<(String, i64, i64)> = snapshot
+        .clients
+        .iter()
+        .map(|c| (c.client.clone(), c.searches_last_hour, c.active_searches))
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [("team-a".to_owned(), 1, 0), ("team-b".to_owned(), 1, 1)]
+    );
+    running.shutdown().await;
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_client_over_its_limits_is_told_when_to_come_back(pool: PgPool) {
+    let running = start(
+        &pool,
+        &[
+            "--client-rate-limits",
+            "team-a=3/min",
+            "--client-concurrency-limits",
+            "team-b=1",
+        ],
+    )
+    .await;
+    let (mut search, _) = clients(&running).await;
+    let get = |token: &str, id: i64| with_token(pb::GetSearchRequest { search_id: id }, token);
+    let a = search
+        .search(with_token(request(&[WATER], &[ALPHA], ""), TEAM_A))
+        .await
+        .unwrap()
+        .into_inner();
+    for _ in 0..2 {
+        search.get_search(get(TEAM_A, a.search_id)).await.unwrap();
+    }
+    let searches = count(&pool, "select count(*) from search_request").await;
+    let err = search
+        .search(with_token(
+            request(&["코카콜라 500ml 24개"], &[ALPHA], ""),
+            TEAM_A,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert_eq!(reason(&err).as_deref(), Some("RATE_LIMITED"));
+    assert_eq!(
+        err.get_details_error_info().unwrap().metadata["client"],
+        "team-a"
+    );
+    let retry = err
+        .get_details_retry_info()
+        .and_then(|r| r.retry_delay)
+        .unwrap();
+    assert!(
+        retry > Duration::from_secs(5) && retry <= Duration::from_secs(20),
+        "one call of 3/min comes back within 20 s: {retry:?}"
+    );
+    assert_eq!(
+        count(&pool, "select count(*) from search_request").await,
+        searches,
+        "a refused Search stores nothing"
+    );
+    // Another client is not limited by team A's rate.
+    let b = search
+        .search(with_token(request(&[WATER], &[BETA], ""), TEAM_B))
+        .await
+        .unwrap()
+        .into_inner();
+
+    // Team B may have one call in progress: an open watch is one.
+    let mut watch = search
+        .watch_search(with_token(
+            pb::WatchSearchRequest {
+                search_id: b.search_id,
+                after_version: 0,
+            },
+            TEAM_B,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(watch.message().await.unwrap().is_some(), "the first status");
+    let busy = search
+        .get_search(get(TEAM_B, b.search_id))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (busy.code(), reason(&busy).as_deref()),
+        (Code::ResourceExhausted, Some("TOO_MANY_CALLS"))
+    );
+    assert!(busy.get_details_retry_info().is_some());
+    drop(watch);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match search.get_search(get(TEAM_B, b.search_id)).await {
+            Ok(_) => break,
+            Err(e) if e.code() == Code::ResourceExhausted => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the watch's place was not given back"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    running.shutdown().await;
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn price_history_comes_with_the_final_status_and_says_what_it_covers(pool: PgPool) {
+    let running = start(&pool, &[]).await;
+    let (mut search, _) = clients(&running).await;
+    let history = |include_incomplete: bool| {
+        with_token(
+            pb::GetPriceHistoryRequest {
+                product: Some(pb::Product {
+                    code: String::new(),
+                    name: WATER.into(),
+                }),
+                include_incomplete,
+                ..Default::default()
+            },
+            TEAM_A,
+        )
+    };
+
+    // Crawled at both malls: the entry is there as soon as the status is final.
+    let first = search
+        .search(with_token(request(&[WATER], &[ALPHA, BETA], ""), TEAM_A))
+        .await
+        .unwrap()
+        .into_inner();
+    let jobs = running.queue.claim("node-1", None, 10).await.unwrap();
+    assert_eq!(jobs.len(), 2);
+    let alpha = jobs.iter().find(|j| j.mall.as_str() == ALPHA).unwrap();
+    let result = JobResult::found(alpha.lease, vec![offer(ALPHA, 12_000)]).unwrap();
+    running
+        .queue
+        .complete_if_leased("node-1", &result)
+        .await
+        .unwrap();
+    assert!(
+        search
+            .get_price_history(history(true))
+            .await
+            .unwrap()
+            .into_inner()
+            .entries
+            .is_empty(),
+        "no entry while a mall is still running"
+    );
+    let beta = jobs.iter().find(|j| j.mall.as_str() == BETA).unwrap();
+    let result = JobResult::found(beta.lease, vec![offer(BETA, 11_000)]).unwrap();
+    running
+        .queue
+        .complete_if_leased("node-1", &result)
+        .await
+        .unwrap();
+    let status = search
+        .get_search(with_token(
+            pb::GetSearchRequest {
+                search_id: first.search_id,
+            },
+            TEAM_A,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(status.r#final);
+    assert_eq!(status.products[0].lowest.as_ref().unwrap().currency, "KRW");
+    let entries = search
+        .get_price_history(history(false))
+        .await
+        .unwrap()
+        .into_inner()
+        .entries;
+    assert_eq!(
+        entries.len(),
+        1,
+        "written with the final status: {entries:?}"
+    );
+    let e = &entries[0];
+    assert_eq!(e.search_id, first.search_id);
+    assert_eq!(
+        (e.lowest_effective_price, e.lowest_mall.as_str()),
+        (11_000, BETA)
+    );
+    assert_eq!(e.covered_malls, [ALPHA, BETA]);
+    assert!(e.complete);
+    assert_eq!(e.currency, "KRW");
+    assert!(e.malls.iter().all(|m| !m.cached && m.observed_at.is_some()));
+    assert_eq!(e.malls[0].shipping, pb::ShippingStatus::Free as i32);
+    // Observed when the last mall's job finished, not when anyone swept.
+    let finished =
+        sqlx::query_scalar::<_, chrono::DateTime<chrono::Utc>>("select max(finished_at) from job")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let observed = e.observed_at.unwrap();
+    assert_eq!(
+        (observed.seconds, observed.nanos / 1000),
+        (
+            finished.timestamp(),
+            i32::try_from(finished.timestamp_subsec_micros()).unwrap()
+        )
+    );
+    // The node of an ended job stays on it.
+    let job = search
+        .get_job(with_token(
+            pb::GetJobRequest {
+                job_id: alpha.lease.job_id,
+            },
+            TEAM_A,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(job.node_id, "node-1");
+
+    // A search answered from stored results alone adds nothing.
+    let mut cached = request(&[WATER], &[ALPHA, BETA], "");
+    cached.max_age = Some(prost_types::Duration {
+        seconds: 3600,
+        nanos: 0,
+    });
+    let cached = search
+        .search(with_token(cached, TEAM_B))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        cached
+            .items
+            .iter()
+            .all(|i| i.disposition == pb::Disposition::CachedResult as i32)
+    );
+    assert_eq!(count(&pool, "select count(*) from price_history").await, 1);
+
+    // A search cancelled after one mall answered: an incomplete entry, shown only on
+    // request, saying which mall answered.
+    let second = search
+        .search(with_token(request(&[WATER], &[ALPHA, BETA], ""), TEAM_A))
+        .await
+        .unwrap()
+        .into_inner();
+    let jobs = running.queue.claim("node-1", None, 10).await.unwrap();
+    let alpha = jobs.iter().find(|j| j.mall.as_str() == ALPHA).unwrap();
+    let result = JobResult::found(alpha.lease, vec![offer(ALPHA, 10_500)]).unwrap();
+    running
+        .queue
+        .complete_if_leased("node-1", &result)
+        .await
+        .unwrap();
+    search
+        .cancel_search(with_token(
+            pb::CancelSearchRequest {
+                search_id: second.search_id,
+            },
+            TEAM_A,
+        ))
+        .await
+        .unwrap();
+    let complete_only = search
+        .get_price_history(history(false))
+        .await
+        .unwrap()
+        .into_inner()
+        .entries;
+    assert_eq!(complete_only.len(), 1);
+    let all = search
+        .get_price_history(history(true))
+        .await
+        .unwrap()
+        .into_inner()
+        .entries;
+    assert_eq!(all.len(), 2, "{all:?}");
+    let incomplete = &all[0];
+    assert_eq!(incomplete.search_id, second.search_id);
+    assert!(!incomplete.complete);
+    assert_eq!(incomplete.covered_malls, [ALPHA]);
+    assert_eq!(incomplete.lowest_effective_price, 10_500);
+    running.shutdown().await;
+}
+
+/// Two transactions finishing the last two jobs of one product at the same moment: the
+/// entry is written once, by whichever commits second (each alone saw the other running).
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn concurrent_last_results_write_one_entry(pool: PgPool) {
+    let running = start(&pool, &[]).await;
+    let (mut search, _) = clients(&running).await;
+    const ROUNDS: usize = 20;
+    for round in 0..ROUNDS {
+        let name = format!("{WATER} {round}");
+        search
+            .search(with_token(request(&[&name], &[ALPHA, BETA], ""), TEAM_A))
+            .await
+            .unwrap();
+        let jobs = running.queue.claim("node-1", None, 10).await.unwrap();
+        assert_eq!(jobs.len(), 2);
+        let results: Vec<JobResult> = jobs
+            .iter()
+            .map(|j| JobResult::found(j.lease, vec![offer(j.mall.as_str(), 9_000)]).unwrap())
+            .collect();
+        // NB: a second queue (its own batches) keeps the two completions out of one batch,
+        // so they commit in two transactions.
+        let other = Queue::new(pool.clone(), QueueConfig::default());
+        let (x, y) = tokio::join!(
+            running.queue.complete_if_leased("node-1", &results[0]),
+            other.complete_if_leased("node-1", &results[1]),
+        );
+        x.unwrap();
+        y.unwrap();
+    }
+    assert_eq!(
+        count(&pool, "select count(*) from price_history").await,
+        ROUNDS as i64,
+        "one entry per product, none lost to the race"
+    );
+    running.shutdown().await;
+}
