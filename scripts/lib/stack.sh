@@ -66,14 +66,16 @@ lps_stack_start() {
   fi
 
   lps_log "starting the coordinator"
-  env "${profiles_env[@]}" DATABASE_URL="$DATABASE_URL" \
+  # NB: the secrets are the environment of `env` (not its arguments, which ps shows);
+  # `env` adds only LPS_PROFILES_DIR, when set, and execs the coordinator (same pid).
+  DATABASE_URL=$DATABASE_URL \
   LPS_GRPC_ADDR="127.0.0.1:$grpc" LPS_HTTP_ADDR="127.0.0.1:$base" \
   LPS_CLIENT_TOKENS=$client_token LPS_NODE_TOKENS=$node_token \
   LPS_MALLS=testmall-alpha,testmall-beta,testmall-gamma \
   LPS_PROXY_GATEWAY_HOST=127.0.0.1 LPS_PROXY_PORTS="$gateway-$((gateway + 7))" \
   LPS_PROXY_USERNAME=lps LPS_PROXY_PASSWORD=$proxy_password \
   LPS_JOB_DEADLINE=120s \
-    "$bin/coordinator" > "$run/coordinator.log" 2>&1 &
+    env "${profiles_env[@]}" "$bin/coordinator" > "$run/coordinator.log" 2>&1 &
   LPS_STACK_PIDS+=($!)
   lps_stack_wait_http "http://127.0.0.1:$base/readyz" 60
 
