@@ -4,7 +4,8 @@
 # Brings up what the tests need (PostgreSQL, Chromium + ChromeDriver), then: formatting,
 # clippy with warnings as errors, the Helm chart checks, and every crate's tests (unit,
 # #[sqlx::test] on real PostgreSQL, services on 127.0.0.1:0, real Chromium against the
-# test mall). Honours DATABASE_URL when it is set.
+# test mall), then the Python client example against the real stack
+# (examples/python/ci.sh), counted as one test. Honours DATABASE_URL when it is set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
@@ -22,6 +23,10 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
-# One closing line for the whole suite (cargo prints one per test binary, doc tests last).
-awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+python_failed=0
+examples/python/ci.sh || { python_failed=1; status=1; }
+# One closing line for the whole suite (cargo prints one per test binary, doc tests last;
+# the Python example is one more test).
+awk -v pf="$python_failed" '/^test result:/ { p += $4; f += $6 }
+  END { printf "tests: %d passed, %d failed\n", p + 1 - pf, f + pf }' "$log"
 exit "$status"
