@@ -455,6 +455,55 @@ async fn a_failing_gateway_port_is_released_and_another_one_used() {
     stack.shutdown().await.unwrap();
 }
 
+#[tokio::test]
+async fn a_host_the_gateway_refuses_is_a_config_error_naming_it_not_a_block() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(2)).await.unwrap();
+    let ports: Vec<u16> = common::gateway_ports(&stack);
+    let proxies = Arc::new(TestProxies::new(ports.clone(), None, 5));
+    let events = Arc::new(TestEvents::default());
+    let harness = Harness::proxied("refused", true, proxies.clone(), events.clone());
+    let exec = harness.executor.clone();
+    // The profile points at a host the gateway does not serve (a misconfiguration).
+    let text = lps_profiles::format::builtin_text("testmall-alpha.toml").unwrap();
+    let wrong = text.replace("http://127.0.0.1:18081", "http://shop.lps.invalid:18081");
+    let profile = lps_profiles::format::parse("testmall-alpha.toml", &wrong)
+        .unwrap()
+        .wire;
+    let check = async {
+        match run(&exec, job(1, "삼다수 2L x 12", profile)).await {
+            Outcome::Failed { class, message, .. } => {
+                assert_eq!(class, ErrorClass::Config, "{message}");
+                assert!(
+                    message.contains("shop.lps.invalid"),
+                    "names the host: {message}"
+                );
+                assert!(
+                    message.contains("403"),
+                    "says what the gateway said: {message}"
+                );
+            }
+            other => panic!("want a config failure, got {other:?}"),
+        }
+        assert!(
+            events.blocks().is_empty(),
+            "not a bot block: {:?}",
+            events.blocks()
+        );
+        assert!(
+            proxies
+                .releases()
+                .iter()
+                .all(|(_, end)| end.reason != EndReason::Block && end.blocked == 0),
+            "no exit IP is blamed: {:?}",
+            proxies.releases()
+        );
+        assert!(stack.gateway.stats().iter().any(|p| p.refused > 0));
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
 /// A ledger with no free port, which knows when one frees (too late for the job).
 struct NoPorts;
 

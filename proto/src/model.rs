@@ -272,6 +272,9 @@ pub enum ErrorClass {
     Permanent,
     Internal,
     Layout,
+    /// The deployment's configuration stops the job (the proxy gateway refuses the mall's
+    /// host): dead at once, for an operator to fix.
+    Config,
 }
 
 impl ErrorClass {
@@ -286,7 +289,9 @@ impl ErrorClass {
             | Self::Deadline
             | Self::LeaseExpired
             | Self::Internal => true,
-            Self::PageBlocked | Self::Poison | Self::Permanent | Self::Layout => false,
+            Self::PageBlocked | Self::Poison | Self::Permanent | Self::Layout | Self::Config => {
+                false
+            }
         }
     }
 
@@ -304,6 +309,7 @@ impl ErrorClass {
             Self::Permanent => "permanent",
             Self::Internal => "internal",
             Self::Layout => "layout",
+            Self::Config => "config",
         }
     }
 }
@@ -326,6 +332,7 @@ impl TryFrom<i32> for ErrorClass {
             Ok(P::Permanent) => Self::Permanent,
             Ok(P::Internal) => Self::Internal,
             Ok(P::Layout) => Self::Layout,
+            Ok(P::Config) => Self::Config,
             Ok(P::Unspecified) | Err(_) => {
                 return Err(FieldError::new(
                     "class",
@@ -351,6 +358,7 @@ impl From<ErrorClass> for pb::ErrorClass {
             ErrorClass::Permanent => Self::Permanent,
             ErrorClass::Internal => Self::Internal,
             ErrorClass::Layout => Self::Layout,
+            ErrorClass::Config => Self::Config,
         }
     }
 }
@@ -734,6 +742,7 @@ mod tests {
             ErrorClass::Permanent,
             ErrorClass::Internal,
             ErrorClass::Layout,
+            ErrorClass::Config,
         ] {
             let wire = pb::ErrorClass::from(class) as i32;
             assert_eq!(ErrorClass::try_from(wire).unwrap(), class);

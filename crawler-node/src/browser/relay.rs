@@ -17,7 +17,11 @@
 //! - bytes are counted on the browser side of the relay, both ways, for every connection
 //!   ([`Relay::counters`]): the executor meters a job as the difference of two snapshots;
 //! - credentials live only in a sensitive header value inside [`Upstream`], whose `Debug`
-//!   shows host and port only.
+//!   shows host and port only;
+//! - a target the gateway itself refuses ([`Refusal`]: a CONNECT answered with anything but
+//!   2xx or 407, or a forwarded request answered with an RFC 9209 `Proxy-Status` error) is
+//!   remembered per host and answered with the relay's own error page, so a page reader
+//!   never mistakes the gateway's 403 for the mall's bot block.
 //!
 //! Cancellation: [`Relay::stop`] ends the accept loop and every connection task. Dropping
 //! a [`Relay`] does the same without waiting.
@@ -53,6 +57,27 @@ use tokio::{
 };
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{Instrument as _, debug, debug_span, warn};
+
+/// Most target hosts whose refusals a relay remembers (Chromium's background calls to
+/// hosts the gateway does not serve are refused too).
+const MAX_REFUSED_HOSTS: usize = 64;
+
+/// The gateway's own refusal of a target host: its status and what it said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub status: u16,
+    /// The `Proxy-Status` error (and details), or the start of the CONNECT answer's reason.
+    pub detail: String,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.detail.as_str() {
+            "" => write!(f, "HTTP {}", self.status),
+            detail => write!(f, "HTTP {}: {detail}", self.status),
+        }
+    }
+}
 
 /// Connecting to the gateway must succeed within this.
 const UPSTREAM_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -155,6 +180,8 @@ struct Current {
 struct Shared {
     current: Mutex<Current>,
     counters: Counters,
+    /// By target host (lowercase, no port).
+    refused: Mutex<std::collections::HashMap<String, Refusal>>,
 }
 
 impl Shared {
@@ -171,6 +198,48 @@ impl Shared {
             .upstream_errors
             .fetch_add(1, Ordering::Relaxed);
     }
+
+    fn refused(&self, authority: &str, refusal: Refusal) {
+        debug!(target = %authority, %refusal, "the gateway refused this target");
+        let mut refused = self
+            .refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if refused.len() >= MAX_REFUSED_HOSTS {
+            refused.clear();
+        }
+        refused.insert(host_of(authority), refusal);
+    }
+}
+
+/// `host` of `host:port` (or of a bare host), lowercase; IPv6 brackets kept.
+fn host_of(authority: &str) -> String {
+    let host = match authority.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) && !host.ends_with(':') => {
+            host
+        }
+        _ => authority,
+    };
+    host.to_ascii_lowercase()
+}
+
+/// The error an RFC 9209 `Proxy-Status` header reports (`gw; error=destination_ip_prohibited;
+/// details="…"`), if it reports one: the gateway answered for itself, not for the target.
+fn proxy_status_error(headers: &hyper::HeaderMap) -> Option<String> {
+    let value = headers.get("proxy-status")?.to_str().ok()?;
+    let params: Vec<&str> = value.split(';').map(str::trim).collect();
+    let error = params.iter().find_map(|p| p.strip_prefix("error="))?;
+    let details = params
+        .iter()
+        .find_map(|p| p.strip_prefix("details="))
+        .map(|d| d.trim_matches('"'));
+    let mut text: String = error.chars().take(64).collect();
+    if let Some(details) = details.filter(|d| !d.is_empty()) {
+        text.push_str(" (");
+        text.extend(details.chars().take(120));
+        text.push(')');
+    }
+    Some(text)
 }
 
 /// A running relay (see the module docs).
@@ -196,6 +265,7 @@ impl Relay {
                 generation: stop.child_token(),
             }),
             counters: Counters::default(),
+            refused: Mutex::default(),
         });
         let task = tokio::spawn(
             accept_loop(listener, shared.clone(), stop.clone())
@@ -237,6 +307,26 @@ impl Relay {
             from_browser: c.from_browser.load(Ordering::Relaxed),
             upstream_errors: c.upstream_errors.load(Ordering::Relaxed),
         }
+    }
+
+    /// What the gateway said when it refused `host` itself, if it did (since the relay
+    /// started; a later success does not erase it, a host keeps its last refusal).
+    pub fn refusal(&self, host: &str) -> Option<Refusal> {
+        self.shared
+            .refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&host_of(host))
+            .cloned()
+    }
+
+    /// Forgets `host`'s refusal (before a page load whose outcome should decide afresh).
+    pub fn forget_refusal(&self, host: &str) {
+        self.shared
+            .refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&host_of(host));
     }
 
     /// Stops accepting and ends every connection.
@@ -321,7 +411,11 @@ async fn serve_browser(
 /// The title of the relay's own error pages, so a page reader can tell them from a mall's.
 pub const ERROR_TITLE: &str = "lps relay:";
 
-fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+fn plain(status: StatusCode, text: &str) -> Response<Body> {
+    let text = text
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
     let html = format!(
         "<!DOCTYPE html><html><head><title>{ERROR_TITLE} {text}</title></head><body>{text}</body></html>"
     );
@@ -341,9 +435,9 @@ async fn forward(
     shared: &Shared,
     pooled: &tokio::sync::Mutex<Option<SendRequest<Incoming>>>,
 ) -> Response<Body> {
-    if req.uri().authority().is_none() {
+    let Some(authority) = req.uri().authority().map(ToString::to_string) else {
         return plain(StatusCode::BAD_REQUEST, "not a proxy request");
-    }
+    };
     let headers = req.headers_mut();
     headers.remove(header::PROXY_AUTHORIZATION);
     headers.remove("proxy-connection");
@@ -374,6 +468,20 @@ async fn forward(
                     shared.upstream_error();
                 }
                 *slot = Some(sender);
+                if let Some(error) = proxy_status_error(response.headers()) {
+                    let status = response.status();
+                    shared.refused(
+                        &authority,
+                        Refusal {
+                            status: status.as_u16(),
+                            detail: error.clone(),
+                        },
+                    );
+                    return plain(
+                        StatusCode::BAD_GATEWAY,
+                        &format!("the proxy gateway refused {authority}: {error}"),
+                    );
+                }
                 return response.map(Body::new);
             }
             Err(mut err) => match err.take_message() {
@@ -416,14 +524,21 @@ async fn tunnel(
     };
     let (mut gateway, leftover) = match open_tunnel(upstream, &target).await {
         Ok(opened) => opened,
-        Err(TunnelError::Refused(status)) => {
+        Err(TunnelError::Refused(status, reason)) => {
             // NB: only the gateway refusing *us* (407) is a gateway failure. A refused
             // target is that host's problem: Chromium's own background calls to hosts the
             // gateway does not serve must not make a healthy page look like a failed proxy.
+            // It is remembered, so a job whose mall is the refused host can say so.
             if status == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
                 shared.upstream_error();
             } else {
-                debug!(%status, target = %target, "the gateway refused a tunnel to this target");
+                shared.refused(
+                    &target,
+                    Refusal {
+                        status: status.as_u16(),
+                        detail: reason,
+                    },
+                );
             }
             let mut response = plain(StatusCode::BAD_GATEWAY, "the proxy gateway refused");
             *response.status_mut() = status;
@@ -462,7 +577,9 @@ async fn tunnel(
 }
 
 enum TunnelError {
-    Refused(StatusCode),
+    /// The gateway's status and what it said (its `Proxy-Status` error, else its reason
+    /// phrase).
+    Refused(StatusCode, String),
     Io(io::Error),
 }
 
@@ -500,14 +617,35 @@ async fn open_tunnel(
             return Err(io::Error::other("CONNECT answer head too long").into());
         }
     };
-    let status = std::str::from_utf8(&buf[..end])
-        .ok()
-        .and_then(|head| head.split_whitespace().nth(1))
+    let head = String::from_utf8_lossy(&buf[..end]);
+    let mut lines = head.lines();
+    let status_line = lines.next().unwrap_or_default();
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
         .and_then(|code| code.parse::<u16>().ok())
         .and_then(|code| StatusCode::from_u16(code).ok())
         .unwrap_or(StatusCode::BAD_GATEWAY);
     if !status.is_success() {
-        return Err(TunnelError::Refused(status));
+        let mut headers = hyper::HeaderMap::new();
+        for line in lines {
+            if let Some((name, value)) = line.split_once(':')
+                && name.trim().eq_ignore_ascii_case("proxy-status")
+                && let Ok(value) = HeaderValue::from_str(value.trim())
+            {
+                headers.insert("proxy-status", value);
+            }
+        }
+        let reason = proxy_status_error(&headers).unwrap_or_else(|| {
+            status_line
+                .splitn(3, ' ')
+                .nth(2)
+                .unwrap_or_default()
+                .chars()
+                .take(120)
+                .collect()
+        });
+        return Err(TunnelError::Refused(status, reason));
     }
     Ok((stream, buf.split_off(end)))
 }
@@ -603,6 +741,34 @@ mod tests {
         let status = connect_through(&relay, "accounts.google.com:443").await;
         assert!(status.contains(" 403"), "{status}");
         assert_eq!(relay.counters().upstream_errors, 0);
+        // ...and remembered as the gateway's refusal of that host, in its words.
+        let refusal = relay.refusal("Accounts.Google.com").unwrap();
+        assert_eq!(refusal.status, 403);
+        assert!(
+            refusal.detail.starts_with("destination_ip_prohibited"),
+            "{refusal}"
+        );
+        // A forwarded request the gateway refuses itself comes back as the relay's own
+        // error page, never as a 403 page a reader could take for the mall's block.
+        let mut stream = TcpStream::connect(relay.addr()).await.unwrap();
+        stream
+            .write_all(
+                b"GET http://shop.invalid:8080/s?q=1 HTTP/1.1\r\nHost: shop.invalid:8080\r\n\r\n",
+            )
+            .await
+            .unwrap();
+        let mut answer = vec![0u8; 1024];
+        let n = stream.read(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer[..n]);
+        assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+        assert!(
+            answer.contains(ERROR_TITLE) && answer.contains("shop.invalid"),
+            "{answer}"
+        );
+        assert_eq!(relay.refusal("shop.invalid").map(|r| r.status), Some(403));
+        assert_eq!(relay.counters().upstream_errors, 0);
+        relay.forget_refusal("shop.invalid");
+        assert!(relay.refusal("shop.invalid").is_none());
         // The gateway refusing the relay itself is.
         relay.point_to(Some(Upstream::new("127.0.0.1", port, "u", "wrong")));
         let status = connect_through(&relay, "127.0.0.1:9").await;

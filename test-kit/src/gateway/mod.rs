@@ -7,8 +7,10 @@
 //!   with client keep-alive;
 //! - requires `Proxy-Authorization: Basic base64(user:pass)` when credentials are
 //!   configured (407 + `Proxy-Authenticate: Basic realm="lps-gateway"` otherwise);
-//! - refuses with 403 every target not in the allow-list (Chromium's background calls to
-//!   Google hosts included), and answers 400 to requests that are not proxy requests;
+//! - refuses with 403 and an RFC 9209 `Proxy-Status: lps-gateway;
+//!   error=destination_ip_prohibited` every target not in the allow-list (Chromium's
+//!   background calls to Google hosts included), and answers 400 to requests that are not
+//!   proxy requests;
 //! - adds `X-Lps-Exit-Ip: <label>` ([`crate::EXIT_IP_HEADER`]) to forwarded requests so the
 //!   mall can count and block per exit IP (tunnels are opaque and carry no header);
 //! - counts connections, requests, refusals and bytes both ways ([`PortStats`]).

@@ -146,7 +146,16 @@ async fn handle(req: Request<Incoming>, ctx: Arc<PortCtx>) -> Response<Body> {
     let Some(addr) = ctx.policy.allowed.resolve(&target) else {
         PortCounters::bump(&ctx.counters.refused);
         tracing::debug!(gateway.port = %ctx.label, %target, "target refused");
-        return text(StatusCode::FORBIDDEN, "lps-gateway: target not allowed\n");
+        // NB: the refusal says it is the gateway's own (RFC 9209 Proxy-Status), as real
+        // gateways' error headers do, so a client can tell it from the target's 403.
+        let mut response = text(StatusCode::FORBIDDEN, "lps-gateway: target not allowed\n");
+        response.headers_mut().insert(
+            "proxy-status",
+            HeaderValue::from_static(
+                "lps-gateway; error=destination_ip_prohibited; details=\"target not allowed\"",
+            ),
+        );
+        return response;
     };
     let upstream = match TcpStream::connect(addr).await {
         Ok(stream) => stream,

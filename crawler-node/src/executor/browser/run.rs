@@ -410,6 +410,7 @@ impl<'a> Run<'a> {
         self.prepare_browser().await?;
         self.forget_other_ips_site_data().await?;
         self.pace_ip().await?;
+        self.forget_gateway_refusal(url);
         let before = self.relay_counters();
         let loading = Instant::now();
         let human = self
@@ -435,6 +436,11 @@ impl<'a> Run<'a> {
         self.count_request(before);
         if let Some(ip) = self.slot.ip.as_mut() {
             ip.last_page = Some(Instant::now());
+        }
+        // NB: the gateway refusing the mall's host itself is the deployment's mistake (its
+        // allow-list, or a profile pointing elsewhere): never a block, no IP is blamed.
+        if let Some(refused) = self.gateway_refused(url) {
+            return Err(refused);
         }
         // NB: a page that still gave a verdict was served; a failed gateway shows as
         // anything else (the relay's error page, a browser error page, a timeout).
@@ -616,6 +622,29 @@ impl<'a> Run<'a> {
             ));
         }
         Ok(())
+    }
+
+    /// Forgets what the gateway said of `url`'s host, so the load about to run decides.
+    pub(super) fn forget_gateway_refusal(&self, url: &str) {
+        if let (Some(relay), Some(host)) = (&self.slot.relay, url_host(url)) {
+            relay.forget_refusal(&host);
+        }
+    }
+
+    /// The gateway's own refusal of `url`'s host since [`Self::forget_gateway_refusal`], as
+    /// the job's error: `config`, naming the host and what the gateway said.
+    pub(super) fn gateway_refused(&self, url: &str) -> Option<JobError> {
+        let relay = self.slot.relay.as_ref()?;
+        let host = url_host(url)?;
+        let refusal = relay.refusal(&host)?;
+        warn!(host = %host, %refusal, "the proxy gateway refuses the mall's host");
+        Some(JobError::new(
+            ErrorClass::Config,
+            format!(
+                "the proxy gateway refused {host} itself ({refusal}): not a bot block; check \
+                 the site profile's URL and the gateway's allow-list"
+            ),
+        ))
     }
 
     fn on_proxy_error(&mut self) -> Result<(), JobError> {
@@ -1060,4 +1089,12 @@ fn site_origins(profile: &pb::SiteProfile) -> Vec<String> {
         }
     }
     origins
+}
+
+/// The host of `url` (lowercase), if it has one.
+fn url_host(url: &str) -> Option<String> {
+    reqwest::Url::parse(url)
+        .ok()?
+        .host_str()
+        .map(str::to_ascii_lowercase)
 }

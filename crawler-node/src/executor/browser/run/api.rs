@@ -88,10 +88,14 @@ impl Run<'_> {
             for page in 1..=max_pages {
                 self.ensure_ip().await?;
                 let url = page_url(&api.url_template, &round.query, page, per_page.max(1));
+                self.forget_gateway_refusal(&url);
                 let before = self.relay_counters();
                 let loading = Instant::now();
                 let answer = self.get(&url, &headers).await;
                 self.count_request(before);
+                if let Some(refused) = self.gateway_refused(&url) {
+                    return Err(refused);
+                }
                 let moved = self.relay_counters().since(before);
                 let (status, body) = match answer {
                     Answer::Body { status, body } => (status, body),
