@@ -25,6 +25,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // NB: `NodeService.Connect` would clash with the generated `connect()` constructor;
         // clients are built from a `Channel` instead.
         .build_transport(false)
+        // NB: page evidence (up to ~300 KiB) rides on a failure report only now and then;
+        // boxed, it does not make every node message as large as itself.
+        .boxed(".lps.v1.JobFailure.evidence")
         .compile_fds(fds)?;
     Ok(())
 }

@@ -11,7 +11,7 @@ use lps_coordinator::{
     queue::{MallLimits, Queue, QueueConfig},
 };
 use lps_proto::{
-    model::{JobResult, MallId, Offer, ShippingStatus},
+    model::{ErrorClass, JobFailure, JobResult, MallId, Offer, PageEvidence, ShippingStatus},
     pb::{self, ops_service_client::OpsServiceClient, search_service_client::SearchServiceClient},
 };
 use sqlx::PgPool;
@@ -665,5 +665,125 @@ async fn concurrent_last_results_write_one_entry(pool: PgPool) {
         ROUNDS as i64,
         "one entry per product, none lost to the race"
     );
+    running.shutdown().await;
+}
+
+/// `lpsctl job` as an event history: each run with its node, times, how it ended, its error
+/// and the page it failed on; the trace id; the next retry while one is due.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_job_shows_every_run_with_its_node_error_and_evidence(pool: PgPool) {
+    let running = start(&pool, &[]).await;
+    let (mut search, _) = clients(&running).await;
+    let mut req = with_token(request(&[WATER], &[ALPHA], ""), TEAM_A);
+    req.metadata_mut().insert(
+        "traceparent",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+            .parse()
+            .unwrap(),
+    );
+    let accepted = search.search(req).await.unwrap().into_inner();
+    let job_id = accepted.items[0].job_id;
+
+    // The first run fails on a blocked page that the node kept.
+    let first = running.queue.claim("node-1", None, 1).await.unwrap();
+    let mut failure = JobFailure::new(first[0].lease, ErrorClass::Network, "the mall hung up");
+    failure.evidence = Some(PageEvidence::new(
+        "http://127.0.0.1:18081/search?q=water",
+        "잠시만요",
+        "captcha",
+        "<html><body>captcha</body></html>",
+        vec![0xFF, 0xD8, 0xFF, 0xD9],
+        chrono::Utc::now(),
+    ));
+    running
+        .queue
+        .fail_if_leased("node-1", &failure)
+        .await
+        .unwrap();
+    let get = |id| with_token(pb::GetJobRequest { job_id: id }, TEAM_A);
+    let queued = search.get_job(get(job_id)).await.unwrap().into_inner();
+    assert_eq!(queued.state, pb::JobState::Queued as i32);
+    assert!(queued.next_retry_at.is_some(), "the backoff's end is shown");
+    assert_eq!(queued.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(queued.runs.len(), 1);
+    let run = &queued.runs[0];
+    assert_eq!(
+        (run.lease_epoch, run.node_id.as_str(), run.ended),
+        (1, "node-1", pb::AttemptEnd::Failed as i32)
+    );
+    assert_eq!(run.error_class, pb::ErrorClass::Network as i32);
+    assert_eq!(run.error, "the mall hung up");
+    assert!(run.started_at.is_some() && run.ended_at.is_some());
+    let evidence = run.evidence.as_ref().unwrap();
+    assert_eq!(
+        (evidence.marker.as_str(), evidence.title.as_str()),
+        ("captcha", "잠시만요")
+    );
+    assert_eq!(evidence.screenshot_jpeg, [0xFF, 0xD8, 0xFF, 0xD9]);
+
+    // The second run (after the backoff) is done on another node.
+    let later = running
+        .queue
+        .at(chrono::Utc::now() + chrono::Duration::hours(1));
+    let second = later.claim("node-2", None, 1).await.unwrap();
+    assert_eq!(second[0].lease.job_id, job_id);
+    let result = JobResult::found(second[0].lease, vec![offer(ALPHA, 12_900)]).unwrap();
+    later.complete_if_leased("node-2", &result).await.unwrap();
+    let done = search.get_job(get(job_id)).await.unwrap().into_inner();
+    assert_eq!(done.runs.len(), 2);
+    assert_eq!(
+        (
+            done.runs[1].node_id.as_str(),
+            done.runs[1].ended,
+            done.runs[1].evidence.is_none()
+        ),
+        ("node-2", pb::AttemptEnd::Done as i32, true)
+    );
+    assert_eq!(done.node_id, "node-2", "the node of the last run stays");
+    assert!(done.next_retry_at.is_none());
+
+    // lpsctl shows the history and writes the evidence out.
+    let dir = common::TempDir::new("evidence");
+    let addr = format!("http://{}", running.grpc_addr);
+    let out = common::lpsctl(
+        &addr,
+        TEAM_A,
+        &[],
+        &[
+            "job",
+            &job_id.to_string(),
+            "--evidence",
+            &dir.0.display().to_string(),
+        ],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("runs:") && text.contains("2 (1 failed of 3 allowed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("trace:") && text.contains("4bf92f3577b34da6a3ce929d0e0e4736"),
+        "{text}"
+    );
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains("node-")).collect();
+    assert!(
+        rows.iter()
+            .any(|l| l.contains("node-1") && l.contains("failed") && l.contains("captcha")),
+        "{text}"
+    );
+    assert!(
+        rows.iter()
+            .any(|l| l.contains("node-2") && l.contains("done")),
+        "{text}"
+    );
+    let html = std::fs::read_to_string(dir.0.join(format!("job-{job_id}-run-1.html"))).unwrap();
+    assert!(html.contains("captcha"));
+    assert!(dir.0.join(format!("job-{job_id}-run-1.jpg")).exists());
     running.shutdown().await;
 }

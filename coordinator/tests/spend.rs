@@ -308,6 +308,7 @@ async fn every_attempt_s_bytes_and_cost_are_in_the_hourly_cost(pool: PgPool) {
             class: pb::ErrorClass::Network as i32,
             message: "too late".into(),
             metrics: spent(4_000, reaped_usd),
+            evidence: None,
         })
     };
     assert_eq!(node.report(4, late_failure()).await, pb::AckStatus::Stale);

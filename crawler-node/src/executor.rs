@@ -205,6 +205,8 @@ pub enum Outcome {
         class: ErrorClass,
         message: String,
         metrics: JobMetrics,
+        /// The last blocked or unreadable page of the run, when one was kept.
+        evidence: Option<Box<lps_proto::model::PageEvidence>>,
     },
     /// The run could not go on for want of something the coordinator rations (a proxy
     /// port): the job is handed back to run again at `not_before` (`None`: at once) and no

@@ -476,9 +476,11 @@ fn report_outcome(lease: Lease, outcome: Outcome, elapsed: Duration) -> Report {
             class,
             message,
             metrics,
+            evidence,
         } => {
             let mut failure = JobFailure::new(lease, class, message);
             failure.metrics = fill(metrics);
+            failure.evidence = evidence.map(|e| *e);
             Report::Failure(failure)
         }
         Outcome::Deferred {

@@ -107,6 +107,10 @@ impl Report {
                 class: pb::ErrorClass::from(f.class) as i32,
                 message: f.message.clone(),
                 metrics: Some(pb::JobMetrics::from(&f.metrics)),
+                evidence: f
+                    .evidence
+                    .as_ref()
+                    .map(|e| Box::new(pb::PageEvidence::from(e))),
             }),
             Self::HandBack(h) => Body::HandBack(h.to_pb(seq)),
             Self::Stopped(s) => Body::Stopped(s.to_pb(seq)),

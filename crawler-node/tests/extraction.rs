@@ -368,9 +368,24 @@ async fn gamma_challenges_restrictions_placeholders_and_layout_changes() {
         let before = events.blocks().len();
         let outcome = run(&exec, job(5, name, profile.clone())).await;
         match &outcome {
-            Outcome::Failed { class, metrics, .. } => {
+            Outcome::Failed {
+                class,
+                metrics,
+                evidence,
+                ..
+            } => {
                 assert_eq!(*class, ErrorClass::Layout, "{outcome:?}");
                 assert_eq!(metrics.pages_loaded, 1, "{outcome:?}");
+                // What the page looked like is kept for the operator, within its caps.
+                let evidence = evidence.as_ref().expect("the layout page is kept");
+                assert_eq!(evidence.marker, "layout");
+                assert!(evidence.url.contains("/search"), "{}", evidence.url);
+                assert!(evidence.html.contains("<html"), "{}", evidence.html);
+                assert!(evidence.html.len() <= 32 * 1024);
+                assert!(
+                    evidence.screenshot_jpeg.starts_with(&[0xFF, 0xD8]),
+                    "a JPEG screenshot"
+                );
             }
             other => panic!("want a layout failure, got {other:?}"),
         }

@@ -125,8 +125,14 @@ enum Command {
     Status { search_id: i64 },
     /// Cancel a search's jobs (jobs shared with other searches keep running).
     Cancel { search_id: i64 },
-    /// Show one job.
-    Job { job_id: i64 },
+    /// Show one job: its runs (node, times, how each ended, error, cost), trace id and
+    /// next retry.
+    Job {
+        job_id: i64,
+        /// Write each run's page evidence here: `job-<id>-run-<n>.html` (and `.jpg`).
+        #[arg(long)]
+        evidence: Option<std::path::PathBuf>,
+    },
     /// Show a product's price history.
     History {
         /// The product's name (or use --code).
@@ -464,12 +470,28 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 print!("{}", text::cancel(search_id, &r));
             }
         }
-        Command::Job { job_id } => {
+        Command::Job { job_id, evidence } => {
             let job = client
                 .search
                 .get_job(client.unary(pb::GetJobRequest { job_id }))
                 .await?
                 .into_inner();
+            if let Some(dir) = evidence {
+                std::fs::create_dir_all(&dir)?;
+                for run in &job.runs {
+                    let Some(e) = &run.evidence else { continue };
+                    let base = dir.join(format!("job-{job_id}-run-{}", run.lease_epoch));
+                    std::fs::write(base.with_extension("html"), &e.html)?;
+                    if !e.screenshot_jpeg.is_empty() {
+                        std::fs::write(base.with_extension("jpg"), &e.screenshot_jpeg)?;
+                    }
+                    eprintln!(
+                        "evidence of run {} written to {}.*",
+                        run.lease_epoch,
+                        base.display()
+                    );
+                }
+            }
             if as_json {
                 print_json(&json::job(&job))?;
             } else {

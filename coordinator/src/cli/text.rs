@@ -260,13 +260,22 @@ pub fn job(j: &pb::Job) -> String {
     kv("state:", state);
     kv("priority:", j.priority.to_string());
     kv(
-        "attempts:",
+        "runs:",
         format!(
-            "{}/{} (reclaims {}, lease epoch {})",
-            j.attempts, j.max_attempts, j.reclaims, j.lease_epoch
+            "{} ({} failed of {} allowed, {} reclaimed)",
+            j.runs.len(),
+            j.attempts,
+            j.max_attempts,
+            j.reclaims
         ),
     );
     kv("node:", or_dash(Some(j.node_id.clone())));
+    if let Some(retry) = timestamp(j.next_retry_at.as_ref()) {
+        kv("next retry:", retry);
+    }
+    if !j.trace_id.is_empty() {
+        kv("trace:", j.trace_id.clone());
+    }
     kv("created:", or_dash(timestamp(j.created_at.as_ref())));
     kv("run after:", or_dash(timestamp(j.run_after.as_ref())));
     kv("started:", or_dash(timestamp(j.run_started_at.as_ref())));
@@ -286,6 +295,45 @@ pub fn job(j: &pb::Job) -> String {
             j.cost_usd
         ),
     );
+    if !j.runs.is_empty() {
+        out.push_str("\nruns:\n");
+        let mut t = Table::new(&[
+            "#", "NODE", "STARTED", "ENDED", "HOW", "ERROR", "BYTES", "USD", "EVIDENCE",
+        ]);
+        for r in &j.runs {
+            let how = enum_label(
+                pb::AttemptEnd::try_from(r.ended)
+                    .ok()
+                    .map(|e| e.as_str_name()),
+                "ATTEMPT_END_",
+            );
+            let error = match (r.error_class, r.error.as_str()) {
+                (0, "") => String::new(),
+                (class, "") => error_class(class),
+                (class, text) => format!("{}: {text}", error_class(class)),
+            };
+            let evidence = r.evidence.as_ref().map(|e| {
+                let shot = if e.screenshot_jpeg.is_empty() {
+                    ""
+                } else {
+                    " +jpeg"
+                };
+                format!("{} ({} B html{shot})", e.marker, e.html.len())
+            });
+            t.row(vec![
+                r.lease_epoch.to_string(),
+                or_dash(Some(r.node_id.clone())),
+                or_dash(timestamp(r.started_at.as_ref())),
+                or_dash(timestamp(r.ended_at.as_ref())),
+                how,
+                or_dash(Some(truncate(&error, TITLE_COLUMNS))),
+                money(i64::try_from(r.bytes).unwrap_or(i64::MAX)),
+                format!("{:.4}", r.cost_usd),
+                or_dash(evidence),
+            ]);
+        }
+        out.push_str(&t.render());
+    }
     if !j.offers.is_empty() {
         out.push_str("\noffers:\n");
         out.push_str(&offers_table(&j.offers));
@@ -489,6 +537,15 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
         out.push_str(&t.render());
     }
     out
+}
+
+/// An enum value's name without its prefix, lowercase (`ATTEMPT_END_LEASE_EXPIRED` →
+/// `lease_expired`); unknown values read `?`.
+fn enum_label(name: Option<&str>, prefix: &str) -> String {
+    name.map_or_else(
+        || "?".to_owned(),
+        |n| n.strip_prefix(prefix).unwrap_or(n).to_ascii_lowercase(),
+    )
 }
 
 /// Searches, newest first: who made them and how far they got.

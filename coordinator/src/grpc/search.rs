@@ -27,8 +27,8 @@ use crate::{
     auth::{Caller, Tokens},
     queue::{Disposition, EnqueueContext, Queue},
     search::{
-        self, HistoryCursor, HistoryQuery, JobInfo, MallStatus, PriceHistoryEntry, ProductStatus,
-        SearchStatus, SearchSummary, Searches,
+        self, AttemptInfo, HistoryCursor, HistoryQuery, JobInfo, MallStatus, PriceHistoryEntry,
+        ProductStatus, SearchStatus, SearchSummary, Searches,
     },
 };
 
@@ -651,6 +651,38 @@ pub fn job_to_pb(j: &JobInfo) -> pb::Job {
         rounds: j.rounds.iter().map(pb::RoundReport::from).collect(),
         bytes: j.bytes,
         cost_usd: j.cost_usd,
+        runs: j.runs.iter().map(attempt_to_pb).collect(),
+        trace_id: j.trace_id().unwrap_or_default().to_owned(),
+        next_retry_at: j.next_retry_at().map(timestamp_to_pb),
+    }
+}
+
+fn attempt_to_pb(a: &AttemptInfo) -> pb::Attempt {
+    let ended = match a.ended.as_str() {
+        "done" => pb::AttemptEnd::Done,
+        "failed" => pb::AttemptEnd::Failed,
+        "lease_expired" => pb::AttemptEnd::LeaseExpired,
+        "deadline" => pb::AttemptEnd::Deadline,
+        "reclaimed" => pb::AttemptEnd::Reclaimed,
+        "handed_back" => pb::AttemptEnd::HandedBack,
+        "cancelled" => pb::AttemptEnd::Cancelled,
+        _ => pb::AttemptEnd::Unspecified,
+    };
+    let class = a.error_class.as_deref().map_or(0, |name| {
+        pb::ErrorClass::from_str_name(&format!("ERROR_CLASS_{}", name.to_ascii_uppercase()))
+            .map_or(0, |c| c as i32)
+    });
+    pb::Attempt {
+        lease_epoch: a.lease_epoch,
+        node_id: a.node_id.clone().unwrap_or_default(),
+        started_at: a.started_at.map(timestamp_to_pb),
+        ended_at: Some(timestamp_to_pb(a.ended_at)),
+        ended: ended as i32,
+        error_class: class,
+        error: a.error.clone().unwrap_or_default(),
+        bytes: u64::try_from(a.bytes).unwrap_or_default(),
+        cost_usd: a.cost_usd,
+        evidence: a.evidence.as_ref().map(pb::PageEvidence::from),
     }
 }
 

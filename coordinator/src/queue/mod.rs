@@ -612,6 +612,12 @@ impl Queue {
     /// failure's metrics are recorded on the attempt either way ([`Queue::record_spend`]).
     #[instrument(name = "queue.fail", skip_all, fields(job.id = failure.lease.job_id, class = failure.class.as_str()), err(level = "info"))]
     pub async fn fail_if_leased(&self, node: &str, failure: &JobFailure) -> Result<Failed, Error> {
+        let evidence = failure
+            .evidence
+            .as_ref()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| Error::Internal(format!("page evidence does not serialise: {e}")))?;
         let row = sqlx::query_file!(
             "src/queue/sql/fail.sql",
             failure.lease.job_id,
@@ -625,6 +631,7 @@ impl Queue {
             failure.metrics.cost_usd,
             node,
             self.now,
+            evidence,
         )
         .fetch_optional(&self.pool)
         .await?;

@@ -192,6 +192,8 @@ impl Searches {
             rounds,
             bytes: u64::try_from(r.bytes).unwrap_or_default(),
             cost_usd: r.cost_usd,
+            runs: r.runs.0,
+            traceparent: r.traceparent,
         })
     }
 

@@ -134,6 +134,40 @@ pub struct JobInfo {
     pub rounds: Vec<RoundReport>,
     pub bytes: u64,
     pub cost_usd: f64,
+    /// Every run (lease) so far, oldest first.
+    pub runs: Vec<AttemptInfo>,
+    /// The W3C `traceparent` of the search that made the job.
+    pub traceparent: Option<String>,
+}
+
+impl JobInfo {
+    /// The trace id of [`JobInfo::traceparent`] (`version-traceid-parent-flags`).
+    pub fn trace_id(&self) -> Option<&str> {
+        self.traceparent.as_deref()?.split('-').nth(1)
+    }
+
+    /// When a queued job that failed before runs again.
+    pub fn next_retry_at(&self) -> Option<DateTime<Utc>> {
+        (self.state == JobState::Queued && self.attempts > 0).then_some(self.run_after)
+    }
+}
+
+/// One run of a job (a `job_attempt` row, read back through JSON, see `job.sql`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct AttemptInfo {
+    pub lease_epoch: i64,
+    pub node_id: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub ended_at: DateTime<Utc>,
+    /// `attempt_end`: done, failed, lease_expired, deadline, reclaimed, handed_back,
+    /// cancelled.
+    pub ended: String,
+    /// `error_class` by name.
+    pub error_class: Option<String>,
+    pub error: Option<String>,
+    pub bytes: i64,
+    pub cost_usd: f64,
+    pub evidence: Option<lps_proto::model::PageEvidence>,
 }
 
 /// An offer as stored in `offer`, read back through JSON (see `status.sql`).

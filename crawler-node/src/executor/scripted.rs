@@ -233,6 +233,7 @@ async fn run_script(
                 class: ErrorClass::Internal,
                 message: format!("bad script: {reason}"),
                 metrics: metrics(job, progress, started),
+                evidence: None,
             };
         }
     };
@@ -289,6 +290,7 @@ async fn run_script(
             class,
             message: format!("scripted failure: {}", class.as_str()),
             metrics: metrics(job, progress, started),
+            evidence: None,
         },
         End::Defer(after) => Outcome::Deferred {
             reason: "scripted: no proxy port free".to_owned(),
@@ -318,6 +320,7 @@ fn cancelled(job: &Job, progress: &Progress, started: Instant) -> Outcome {
         class: ErrorClass::Internal,
         message: "cancelled".to_owned(),
         metrics: metrics(job, progress, started),
+        evidence: None,
     }
 }
 

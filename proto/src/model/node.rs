@@ -540,6 +540,96 @@ impl TryFrom<pb::JobResult> for JobResult {
     }
 }
 
+/// Most bytes of HTML a page evidence record keeps.
+pub const MAX_EVIDENCE_HTML_BYTES: usize = 32 * 1024;
+/// The largest screenshot a page evidence record keeps (a larger one is left out).
+pub const MAX_EVIDENCE_SCREENSHOT_BYTES: usize = 256 * 1024;
+
+/// What a blocked or unreadable page looked like (see `lps.v1.PageEvidence`), within the
+/// size caps: [`PageEvidence::new`] trims the HTML and drops an oversized screenshot.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PageEvidence {
+    pub url: String,
+    pub title: String,
+    pub marker: String,
+    pub html: String,
+    /// JPEG bytes; empty when none was kept.
+    #[serde(with = "evidence_bytes", default)]
+    pub screenshot_jpeg: Vec<u8>,
+    pub captured_at: DateTime<Utc>,
+}
+
+impl PageEvidence {
+    pub fn new(
+        url: &str,
+        title: &str,
+        marker: &str,
+        html: &str,
+        screenshot_jpeg: Vec<u8>,
+        captured_at: DateTime<Utc>,
+    ) -> Self {
+        let cut = |s: &str, max: usize| {
+            let mut end = s.len().min(max);
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            s[..end].to_owned()
+        };
+        Self {
+            url: cut(url, 2048),
+            title: cut(title, 512),
+            marker: cut(marker, 128),
+            html: cut(html, MAX_EVIDENCE_HTML_BYTES),
+            screenshot_jpeg: if screenshot_jpeg.len() <= MAX_EVIDENCE_SCREENSHOT_BYTES {
+                screenshot_jpeg
+            } else {
+                Vec::new()
+            },
+            captured_at,
+        }
+    }
+}
+
+/// Screenshot bytes as base64 text in the stored JSON.
+mod evidence_bytes {
+    use base64::Engine as _;
+    use serde::{Deserialize as _, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl From<pb::PageEvidence> for PageEvidence {
+    fn from(e: pb::PageEvidence) -> Self {
+        let at = e
+            .captured_at
+            .and_then(|t| super::timestamp_from_pb("captured_at", t).ok())
+            .unwrap_or_else(Utc::now);
+        Self::new(&e.url, &e.title, &e.marker, &e.html, e.screenshot_jpeg, at)
+    }
+}
+
+impl From<&PageEvidence> for pb::PageEvidence {
+    fn from(e: &PageEvidence) -> Self {
+        Self {
+            url: e.url.clone(),
+            title: e.title.clone(),
+            marker: e.marker.clone(),
+            html: e.html.clone(),
+            screenshot_jpeg: e.screenshot_jpeg.clone(),
+            captured_at: Some(super::timestamp_to_pb(e.captured_at)),
+        }
+    }
+}
+
 /// A failed attempt.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobFailure {
@@ -547,6 +637,8 @@ pub struct JobFailure {
     pub class: ErrorClass,
     pub message: String,
     pub metrics: JobMetrics,
+    /// The attempt's last blocked or unreadable page, when the node kept one.
+    pub evidence: Option<PageEvidence>,
 }
 
 impl JobFailure {
@@ -557,6 +649,7 @@ impl JobFailure {
             class,
             message: message.chars().take(MAX_ERROR_CHARS).collect(),
             metrics: JobMetrics::default(),
+            evidence: None,
         }
     }
 }
@@ -569,6 +662,7 @@ impl TryFrom<pb::JobFailure> for JobFailure {
         let class = ErrorClass::try_from(f.class)?;
         let mut failure = Self::new(lease, class, f.message);
         failure.metrics = reported_metrics(f.metrics)?;
+        failure.evidence = f.evidence.map(|e| PageEvidence::from(*e));
         Ok(failure)
     }
 }

@@ -7,13 +7,13 @@ cancelled as (
     update job j set state = 'cancelled', finished_at = clock.now, node_id = null, lease_until = null
     from clock
     where j.job_id = any($1::bigint[]) and j.state in ('queued', 'running')
-    returning j.job_id, j.lease_epoch,
+    returning j.job_id, j.lease_epoch, j.run_started_at,
               (select o.state from job o where o.job_id = j.job_id) as prev_state,
               (select o.node_id from job o where o.job_id = j.job_id) as prev_node
 ),
 attempt as (
-    insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended)
-    select c.job_id, c.lease_epoch, c.prev_node, clock.now, 'cancelled'
+    insert into job_attempt (job_id, lease_epoch, node_id, started_at, ended_at, ended)
+    select c.job_id, c.lease_epoch, c.prev_node, c.run_started_at, clock.now, 'cancelled'
     from cancelled c, clock
     where c.prev_state = 'running'
 )

@@ -40,11 +40,12 @@ done as (
       -- The lease is the node's that holds it: another node's report is stale, whatever
       -- its token (epochs are small integers anyone can guess).
       and j.node_id = i.node_id
-    returning j.job_id, j.lease_epoch, j.dedupe_key, j.mall, j.outcome, i.node_id
+    returning j.job_id, j.lease_epoch, j.dedupe_key, j.mall, j.outcome, i.node_id,
+              j.run_started_at
 ),
 attempt as (
-    insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended)
-    select d.job_id, d.lease_epoch, d.node_id, clock.now, 'done'
+    insert into job_attempt (job_id, lease_epoch, node_id, started_at, ended_at, ended)
+    select d.job_id, d.lease_epoch, d.node_id, d.run_started_at, clock.now, 'done'
     from done d, clock
 ),
 offers as (

@@ -6,7 +6,8 @@
 -- changes nothing (stale_report).
 --
 -- $3 error class, $4 retryable, $5 message, $6 backoff base ms, $7 backoff cap ms,
--- $8 bytes, $9 cost_usd, $10 node_id, $11 now. The attempt row is inserted without spend:
+-- $8 bytes, $9 cost_usd, $10 node_id, $11 now, $12 the page evidence (PageEvidence as
+-- JSON, null: none). The attempt row is inserted without spend:
 -- spend.sql records the report's bytes and cost on it next (on a lost lease's attempt too).
 -- `(j.state = 'running') is true` means `j.state = 'running'`; the form makes the planner look
 -- the job up by its key (see complete.sql).
@@ -32,11 +33,14 @@ failed as (
     from clock
     where j.job_id = $1::bigint and (j.state = 'running') is true and j.lease_epoch = $2::bigint
       and j.node_id = $10::text
-    returning j.job_id, j.lease_epoch, j.mall, j.state, j.attempts, j.run_after
+    returning j.job_id, j.lease_epoch, j.mall, j.state, j.attempts, j.run_after,
+              j.run_started_at
 ),
 attempt as (
-    insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended, error_class)
-    select f.job_id, f.lease_epoch, $10::text, clock.now, 'failed', $3::error_class
+    insert into job_attempt (job_id, lease_epoch, node_id, started_at, ended_at, ended,
+                             error_class, error, evidence)
+    select f.job_id, f.lease_epoch, $10::text, f.run_started_at, clock.now, 'failed',
+           $3::error_class, left($5::text, 2000), $12::jsonb
     from failed f, clock
 ),
 stale as (

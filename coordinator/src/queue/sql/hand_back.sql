@@ -15,11 +15,12 @@ back as (
     from clock
     where j.job_id = $1::bigint and (j.state = 'running') is true and j.lease_epoch = $2::bigint
       and j.node_id = $3::text
-    returning j.job_id, j.lease_epoch, j.mall
+    returning j.job_id, j.lease_epoch, j.mall, j.run_started_at
 ),
 attempt as (
-    insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended)
-    select b.job_id, b.lease_epoch, $3::text, clock.now, 'handed_back' from back b, clock
+    insert into job_attempt (job_id, lease_epoch, node_id, started_at, ended_at, ended)
+    select b.job_id, b.lease_epoch, $3::text, b.run_started_at, clock.now, 'handed_back'
+    from back b, clock
 ),
 notified as (select pg_notify('lps_job', b.mall) from back b),
 stale as (

@@ -42,15 +42,17 @@ reaped as (
         lease_until = null
     from victims v, clock
     where j.job_id = v.job_id
-    returning j.job_id, j.lease_epoch, j.mall, j.state, j.error_class,
+    returning j.job_id, j.lease_epoch, j.mall, j.state, j.error_class, j.run_started_at,
+              j.last_error,
               -- the holder before this update, for the attempt record
               (select node_id from job o where o.job_id = j.job_id) as prev_node
 ),
 attempt as (
-    insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended, error_class)
-    select r.job_id, r.lease_epoch, r.prev_node, clock.now,
+    insert into job_attempt (job_id, lease_epoch, node_id, started_at, ended_at, ended,
+                             error_class, error)
+    select r.job_id, r.lease_epoch, r.prev_node, r.run_started_at, clock.now,
            case when r.error_class = 'deadline' then 'deadline' else 'lease_expired' end::attempt_end,
-           r.error_class
+           r.error_class, r.last_error
     from reaped r, clock
 ),
 notified as (

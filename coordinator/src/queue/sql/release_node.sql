@@ -27,11 +27,12 @@ released as (
       and (j.job_id, j.lease_epoch) not in (
           select k.job_id, k.lease_epoch
           from unnest($2::bigint[], $3::bigint[]) as k (job_id, lease_epoch))
-    returning j.job_id, j.lease_epoch, j.mall, j.state
+    returning j.job_id, j.lease_epoch, j.mall, j.state, j.run_started_at
 ),
 attempt as (
-    insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended, error_class)
-    select r.job_id, r.lease_epoch, $1::text, clock.now, 'reclaimed',
+    insert into job_attempt (job_id, lease_epoch, node_id, started_at, ended_at, ended,
+                             error_class)
+    select r.job_id, r.lease_epoch, $1::text, r.run_started_at, clock.now, 'reclaimed',
            case when r.state = 'dead' then 'poison'::error_class end
     from released r, clock
 ),

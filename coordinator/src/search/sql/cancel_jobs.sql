@@ -7,7 +7,8 @@
 with
 clock as materialized (select coalesce($3::timestamptz, clock_timestamp()) as now),
 target as materialized (
-    select j.job_id, j.state as prev_state, j.node_id as prev_node, j.lease_epoch
+    select j.job_id, j.state as prev_state, j.node_id as prev_node, j.lease_epoch,
+           j.run_started_at
     from job j
     where j.job_id = any($2::bigint[])
       and j.state in ('queued', 'running')
@@ -24,8 +25,8 @@ cancelled as (
     returning j.job_id
 ),
 attempt as (
-    insert into job_attempt (job_id, lease_epoch, node_id, ended_at, ended)
-    select t.job_id, t.lease_epoch, t.prev_node, clock.now, 'cancelled'
+    insert into job_attempt (job_id, lease_epoch, node_id, started_at, ended_at, ended)
+    select t.job_id, t.lease_epoch, t.prev_node, t.run_started_at, clock.now, 'cancelled'
     from target t join cancelled c on c.job_id = t.job_id, clock
     where t.prev_state = 'running'
 )

@@ -3,6 +3,7 @@
 -- rank the coordinator gave, which follows the same order). The node is the one holding
 -- the lease, else the one of the job's last attempt (kept after the job ended).
 -- A client sees a job only when one of its searches has an item answered by it.
+-- Its runs come along oldest first (job_attempt rows as JSON, evidence included).
 -- $1 job_id, $2 client (null: any, an admin).
 select
     j.job_id, j.product_code, j.product_name, j.mall,
@@ -15,7 +16,16 @@ select
     j.created_at, j.run_after, j.run_started_at, j.deadline_at, j.finished_at,
     j.outcome as "outcome?: Outcome",
     j.error_class as "error_class?: ErrorClass",
-    j.last_error, j.rounds, j.bytes, j.cost_usd,
+    j.last_error, j.rounds, j.bytes, j.cost_usd, j.traceparent,
+    coalesce(
+        (select jsonb_agg(jsonb_build_object(
+                    'lease_epoch', a.lease_epoch, 'node_id', a.node_id,
+                    'started_at', a.started_at, 'ended_at', a.ended_at, 'ended', a.ended,
+                    'error_class', a.error_class, 'error', a.error, 'bytes', a.bytes,
+                    'cost_usd', a.cost_usd, 'evidence', a.evidence)
+                 order by a.lease_epoch)
+           from job_attempt a where a.job_id = j.job_id),
+        '[]'::jsonb) as "runs!: Json<Vec<AttemptInfo>>",
     coalesce(
         (select jsonb_agg(jsonb_build_object(
                     'title', o.title, 'price', o.price, 'shipping_fee', o.shipping_fee,

@@ -377,6 +377,7 @@ impl BrowserExecutor {
                 elapsed: started.elapsed(),
                 ..JobMetrics::default()
             },
+            evidence: None,
         };
         if self.inner.closed.load(Ordering::SeqCst) {
             return fail(

@@ -19,6 +19,7 @@
 mod api;
 mod llm;
 
+use base64::Engine as _;
 use std::{
     collections::{BTreeMap, HashSet},
     time::Duration,
@@ -26,7 +27,7 @@ use std::{
 
 use lps_profiles::{compiled::CompiledProfile, extract::Card};
 use lps_proto::{
-    model::{ErrorClass, JobMetrics, Offer, RoundReport, duration_from_pb},
+    model::{ErrorClass, JobMetrics, Offer, PageEvidence, RoundReport, duration_from_pb},
     pb,
 };
 use tokio::time::Instant;
@@ -175,6 +176,8 @@ pub(super) struct Run<'a> {
     llm_calls: u32,
     /// Cards of healthy rounds without a match, kept for the LLM judge (with an endpoint).
     rejected: Vec<llm::Rejected>,
+    /// The last blocked or unreadable page, for the failure report.
+    evidence: Option<PageEvidence>,
 }
 
 impl<'a> Run<'a> {
@@ -210,6 +213,7 @@ impl<'a> Run<'a> {
             was_suspect,
             llm_calls: 0,
             rejected: Vec::new(),
+            evidence: None,
         }
     }
 
@@ -490,11 +494,15 @@ impl<'a> Run<'a> {
                 }
                 Ok(Loaded::Cards(result))
             }
-            Ok(PageRead::Unreadable { reason, html_bytes }) => Err(JobError::new(
-                ErrorClass::Parse,
-                format!("result page unreadable ({html_bytes} bytes of HTML): {reason}"),
-            )),
+            Ok(PageRead::Unreadable { reason, html_bytes }) => {
+                self.keep_evidence("unreadable").await;
+                Err(JobError::new(
+                    ErrorClass::Parse,
+                    format!("result page unreadable ({html_bytes} bytes of HTML): {reason}"),
+                ))
+            }
             Ok(PageRead::Layout { reason, html_bytes }) => {
+                self.keep_evidence("layout").await;
                 self.page_ok();
                 self.inner.metrics.layout_page(&self.job.mall);
                 Err(JobError::new(
@@ -561,6 +569,7 @@ impl<'a> Run<'a> {
         marker: &str,
         html_bytes: u32,
     ) -> Result<(), JobError> {
+        self.keep_evidence(marker).await;
         let (port, ip_request_no, elapsed) = match &mut self.slot.ip {
             Some(ip) => {
                 ip.blocked += 1;
@@ -622,6 +631,47 @@ impl<'a> Run<'a> {
             ));
         }
         Ok(())
+    }
+
+    /// Keeps what the browser shows now (URL, title, the start of the HTML, a screenshot)
+    /// as the run's evidence of a blocked or unreadable page. Best effort within a few
+    /// seconds: a browser that cannot answer leaves the earlier evidence (or none).
+    async fn keep_evidence(&mut self, marker: &str) {
+        const LOOK: &str = "var d = document.documentElement; \
+            return [location.href, document.title || '', d ? d.outerHTML.slice(0, 40000) : ''];";
+        let Ok(browser) = self.browser() else {
+            return;
+        };
+        let look = tokio::time::timeout(EVIDENCE_TIMEOUT, browser.script(LOOK, Vec::new())).await;
+        let Ok(Ok(serde_json::Value::Array(parts))) = look else {
+            debug!(marker, "no page evidence: the browser did not answer");
+            return;
+        };
+        let text = |i: usize| parts.get(i).and_then(|v| v.as_str()).unwrap_or_default();
+        let shot = tokio::time::timeout(
+            EVIDENCE_TIMEOUT,
+            browser.cdp(
+                "Page.captureScreenshot",
+                serde_json::json!({ "format": "jpeg", "quality": 40 }),
+            ),
+        )
+        .await;
+        let jpeg = match shot {
+            Ok(Ok(answer)) => answer
+                .get("data")
+                .and_then(|d| d.as_str())
+                .and_then(|d| base64::engine::general_purpose::STANDARD.decode(d).ok())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        self.evidence = Some(PageEvidence::new(
+            text(0),
+            text(1),
+            marker,
+            text(2),
+            jpeg,
+            chrono::Utc::now(),
+        ));
     }
 
     /// Forgets what the gateway said of `url`'s host, so the load about to run decides.
@@ -973,6 +1023,7 @@ impl<'a> Run<'a> {
             .metrics
             .proxy_bytes(&self.job.mall, metrics.bytes_in, metrics.bytes_out);
         let rounds = self.rounds;
+        let evidence = self.evidence.map(Box::new);
         match result {
             Ok(found) => {
                 self.slot.suspect = false;
@@ -1004,17 +1055,20 @@ impl<'a> Run<'a> {
                     class: err.class,
                     message: err.message,
                     metrics,
+                    evidence,
                 }
             }
             Err(Stop::Cancelled) => Outcome::Failed {
                 class: ErrorClass::Internal,
                 message: "cancelled".into(),
                 metrics,
+                evidence,
             },
             Err(Stop::Deadline) => Outcome::Failed {
                 class: ErrorClass::Deadline,
                 message: "the job ran past its hard deadline".into(),
                 metrics,
+                evidence,
             },
         }
     }
@@ -1090,6 +1144,9 @@ fn site_origins(profile: &pb::SiteProfile) -> Vec<String> {
     }
     origins
 }
+
+/// How long keeping a page's evidence may take, per browser call.
+const EVIDENCE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The host of `url` (lowercase), if it has one.
 fn url_host(url: &str) -> Option<String> {
