@@ -17,8 +17,6 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CHART="$ROOT/helm/lps"
-TOOLS="$ROOT/.tools"
-KV_PIN="kubernetes-validate==1.37.0"
 # Oldest supported (Chart.yaml kubeVersion) and a current release.
 K8S_VERSIONS=(1.29.0 1.35.0)
 
@@ -54,35 +52,9 @@ expect_failure() {
 }
 
 # --- tools -------------------------------------------------------------------------------
-if [[ -z "${HELM:-}" ]]; then
-  if [[ -x "$TOOLS/bin/helm" ]]; then
-    HELM="$TOOLS/bin/helm"
-  elif command -v helm >/dev/null 2>&1; then
-    HELM=$(command -v helm)
-  else
-    getter=""
-    for g in "$ROOT/../shared/tools/get-helm.sh" /work/shared/tools/get-helm.sh; do
-      [[ -f "$g" ]] && { getter=$g; break; }
-    done
-    [[ -n "$getter" ]] || die "no helm on PATH and no get-helm.sh found"
-    say "getting helm into $TOOLS/bin ..."
-    bash "$getter" "$TOOLS/bin" >"$work/log" 2>&1 || { cat "$work/log" >&2; die "get-helm.sh failed"; }
-    HELM="$TOOLS/bin/helm"
-  fi
-fi
-[[ -x "$HELM" ]] || die "helm not executable: $HELM"
-
-command -v python3 >/dev/null 2>&1 || die "python3 is required"
-export PYTHONPATH="$TOOLS/python${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONDONTWRITEBYTECODE=1
-if ! python3 -c 'import sys, yaml, kubernetes_validate.version as v; sys.exit(v.__version__ != sys.argv[1])' \
-    "${KV_PIN#*==}" 2>/dev/null; then
-  say "installing $KV_PIN into $TOOLS/python ..."
-  # --target: works on PEP 668 (externally managed) Pythons and touches nothing global.
-  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check \
-    --upgrade --target "$TOOLS/python" "$KV_PIN" >"$work/log" 2>&1 \
-    || { cat "$work/log" >&2; die "pip install $KV_PIN failed"; }
-fi
+source "$ROOT/scripts/lib/chart-tools.sh"
+lps_chart_tools_ensure "$ROOT" 2>"$work/log" || { cat "$work/log" >&2; die "chart tools unavailable"; }
+[[ -s "$work/log" ]] && cat "$work/log"
 say "helm $("$HELM" version --short 2>/dev/null), kubernetes-validate $(python3 -c \
   'import kubernetes_validate.version as v; print(v.__version__)'), Kubernetes ${K8S_VERSIONS[*]}"
 
