@@ -7,7 +7,8 @@
 #   - the CRD kinds it renders (KEDA ScaledObject/TriggerAuthentication, ServiceMonitor)
 #     structurally, including their references to rendered Deployments/Services/Secrets;
 #   - the runtime contracts: crawler-node terminationGracePeriodSeconds > LPS_DRAIN_TIMEOUT,
-#     coordinator grace > preStop + 30 s, /dev/shm, non-root, migrations hook;
+#     coordinator grace > preStop + 30 s, /dev/shm, non-root, migrations hook, and with
+#     persistentProfiles a StatefulSet whose profiles are a claim per replica;
 #   - that the guards fail when they should (typo'd values, grace <= drain, ...).
 # Gets helm (into .tools/bin) and kubernetes-validate (into .tools/python) when missing.
 # Exit status is non-zero on any failure; the last line is the summary.
@@ -17,8 +18,6 @@ set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CHART="$ROOT/helm/lps"
-TOOLS="$ROOT/.tools"
-KV_PIN="kubernetes-validate==1.37.0"
 # Oldest supported (Chart.yaml kubeVersion) and a current release.
 K8S_VERSIONS=(1.29.0 1.35.0)
 
@@ -54,35 +53,9 @@ expect_failure() {
 }
 
 # --- tools -------------------------------------------------------------------------------
-if [[ -z "${HELM:-}" ]]; then
-  if [[ -x "$TOOLS/bin/helm" ]]; then
-    HELM="$TOOLS/bin/helm"
-  elif command -v helm >/dev/null 2>&1; then
-    HELM=$(command -v helm)
-  else
-    getter=""
-    for g in "$ROOT/../shared/tools/get-helm.sh" /work/shared/tools/get-helm.sh; do
-      [[ -f "$g" ]] && { getter=$g; break; }
-    done
-    [[ -n "$getter" ]] || die "no helm on PATH and no get-helm.sh found"
-    say "getting helm into $TOOLS/bin ..."
-    bash "$getter" "$TOOLS/bin" >"$work/log" 2>&1 || { cat "$work/log" >&2; die "get-helm.sh failed"; }
-    HELM="$TOOLS/bin/helm"
-  fi
-fi
-[[ -x "$HELM" ]] || die "helm not executable: $HELM"
-
-command -v python3 >/dev/null 2>&1 || die "python3 is required"
-export PYTHONPATH="$TOOLS/python${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONDONTWRITEBYTECODE=1
-if ! python3 -c 'import sys, yaml, kubernetes_validate.version as v; sys.exit(v.__version__ != sys.argv[1])' \
-    "${KV_PIN#*==}" 2>/dev/null; then
-  say "installing $KV_PIN into $TOOLS/python ..."
-  # --target: works on PEP 668 (externally managed) Pythons and touches nothing global.
-  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check \
-    --upgrade --target "$TOOLS/python" "$KV_PIN" >"$work/log" 2>&1 \
-    || { cat "$work/log" >&2; die "pip install $KV_PIN failed"; }
-fi
+source "$ROOT/scripts/lib/chart-tools.sh"
+lps_chart_tools_ensure "$ROOT" 2>"$work/log" || { cat "$work/log" >&2; die "chart tools unavailable"; }
+[[ -s "$work/log" ]] && cat "$work/log"
 say "helm $("$HELM" version --short 2>/dev/null), kubernetes-validate $(python3 -c \
   'import kubernetes_validate.version as v; print(v.__version__)'), Kubernetes ${K8S_VERSIONS[*]}"
 
@@ -170,8 +143,9 @@ class Checker:
                             "maxReplicaCount", "fallback", "advanced", "triggers"})
         ref = spec.get("scaleTargetRef") or {}
         self.only(d, ref, {"apiVersion", "kind", "name", "envSourceContainerName"})
-        if ref.get("kind", "Deployment") != "Deployment" or ref.get("name") not in self.names("Deployment"):
-            self.err(d, f"scaleTargetRef {ref} is not a rendered Deployment")
+        kind = ref.get("kind", "Deployment")
+        if kind not in ("Deployment", "StatefulSet") or ref.get("name") not in self.names(kind):
+            self.err(d, f"scaleTargetRef {ref} is not a rendered Deployment or StatefulSet")
         for k in ("pollingInterval", "cooldownPeriod", "minReplicaCount", "maxReplicaCount"):
             if k in spec and (not isinstance(spec[k], int) or spec[k] < 0):
                 self.err(d, f"{k} must be a non-negative integer")
@@ -274,10 +248,14 @@ class Checker:
         return [d for d in self.of(kind)
                 if d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == comp]
 
+    def nodes(self):
+        """The crawler nodes' workload: a Deployment, or a StatefulSet (persistentProfiles)."""
+        return self.component("Deployment", "crawler-node") + self.component("StatefulSet", "crawler-node")
+
     def drain(self):
-        nodes = self.component("Deployment", "crawler-node")
+        nodes = self.nodes()
         if len(nodes) != 1:
-            self.errors.append(f"expected one crawler-node Deployment, found {len(nodes)}")
+            self.errors.append(f"expected one crawler-node Deployment or StatefulSet, found {len(nodes)}")
             return
         pod = nodes[0]["spec"]["template"]["spec"]
         grace = pod.get("terminationGracePeriodSeconds", 30)
@@ -305,16 +283,31 @@ class Checker:
 
     def contracts(self):
         vols = lambda pod: {v["name"]: v for v in pod.get("volumes", [])}
-        for dep in self.component("Deployment", "crawler-node"):
+        for dep in self.nodes():
             pod = dep["spec"]["template"]["spec"]
             c = pod["containers"][0]
             mounts = {m["mountPath"]: m["name"] for m in c.get("volumeMounts", [])}
             shm = vols(pod).get(mounts.get("/dev/shm"), {})
             if shm.get("emptyDir", {}).get("medium") != "Memory":
                 self.err(dep, "/dev/shm must be an emptyDir with medium Memory")
-            prof = vols(pod).get(mounts.get("/var/lib/lps/profiles"), {})
-            if "emptyDir" not in prof:
+            prof_name = mounts.get("/var/lib/lps/profiles")
+            prof = vols(pod).get(prof_name, {})
+            claims = {t["metadata"]["name"]: t for t in dep["spec"].get("volumeClaimTemplates", [])}
+            if dep["kind"] == "Deployment" and "emptyDir" not in prof:
                 self.err(dep, "/var/lib/lps/profiles must be an emptyDir")
+            if dep["kind"] == "StatefulSet":
+                # Warm profiles survive a pod replacement: the mount is the replica's claim.
+                if prof or prof_name not in claims:
+                    self.err(dep, "/var/lib/lps/profiles must be a volumeClaimTemplate, not a pod volume")
+                elif not claims[prof_name]["spec"].get("resources", {}).get("requests", {}).get("storage"):
+                    self.err(dep, "the profiles claim requests no storage")
+                headless = [x for x in self.of("Service")
+                            if x["metadata"]["name"] == dep["spec"].get("serviceName")
+                            and x["spec"].get("clusterIP") == "None"]
+                if not headless:
+                    self.err(dep, f"serviceName {dep['spec'].get('serviceName')!r} is no rendered headless Service")
+                if dep["spec"].get("podManagementPolicy") != "Parallel":
+                    self.err(dep, "nodes are interchangeable: podManagementPolicy must be Parallel")
             env = {e["name"] for e in c.get("env", [])}
             for name in ("LPS_COORDINATOR_URL", "LPS_NODE_TOKEN", "LPS_NODE_ID", "LPS_NODE_SLOTS",
                          "LPS_DRAIN_TIMEOUT", "LPS_PROFILE_ROOT", "LPS_CHROMIUM_PATH", "LPS_CHROMEDRIVER_PATH"):
@@ -358,7 +351,11 @@ class Checker:
             if job["spec"]["template"]["spec"]["containers"][0].get("args") != ["migrate"]:
                 self.err(job, "must run `coordinator migrate`")
         svc_ports = {(s["metadata"]["name"], p["port"]) for s in self.of("Service") for p in s["spec"]["ports"]}
-        for dep in self.component("Deployment", "crawler-node"):
+        for hpa in self.of("HorizontalPodAutoscaler"):
+            ref = hpa["spec"]["scaleTargetRef"]
+            if ref.get("name") not in self.names(ref.get("kind", "")):
+                self.err(hpa, f"scaleTargetRef {ref} is not a rendered workload")
+        for dep in self.nodes():
             url = next((e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]
                         if e["name"] == "LPS_COORDINATOR_URL"), "")
             m = re.match(r"^https?://([^:/.]+)(?:\.[^:/]*)?:(\d+)$", url or "")
@@ -519,6 +516,16 @@ expect_failure "template fails on a trial Secret without DATABASE_URL" "secrets.
   render bad --set secrets.create=true
 expect_failure "template fails on TLS without a certificate Secret" "tls.existingSecret is required" \
   render bad --set tls.enabled=true
+# Warm profiles kept across pod replacements under an HPA (ci/ has the KEDA case).
+check "persistent profiles + hpa: helm template" \
+  render psts-hpa --set crawlerNode.persistentProfiles.enabled=true --set autoscaling.mode=hpa
+check "persistent profiles + hpa: split rendered kinds" \
+  checks split "$work/psts-hpa.yaml" "$work/psts-hpa.builtin.yaml" "$work/psts-hpa.crd.yaml"
+check "persistent profiles + hpa: kubernetes-validate --strict (${K8S_VERSIONS[*]})" kvalidate "$work/psts-hpa.builtin.yaml"
+check "persistent profiles + hpa: StatefulSet, claim per replica, HPA targets it" \
+  checks contracts "$work/psts-hpa.yaml"
+expect_failure "schema rejects a bad persistentProfiles.whenScaled" "whenScaled" \
+  render bad --set crawlerNode.persistentProfiles.enabled=true --set crawlerNode.persistentProfiles.whenScaled=Keep
 expect_failure "template fails with both vocabulary and vocabularyConfigMap" "either vocabulary or vocabularyConfigMap" \
   render bad --set vocabulary=x --set vocabularyConfigMap=lps-vocabulary
 

@@ -2,14 +2,18 @@
 # The whole LPS test suite, exactly as CI runs it (.ci/run calls this).
 #
 # Brings up what the tests need (PostgreSQL, Chromium + ChromeDriver), then: formatting,
-# clippy with warnings as errors, the Helm chart checks, and every crate's tests (unit,
+# clippy with warnings as errors, the Helm chart checks, every crate's tests (unit,
 # #[sqlx::test] on real PostgreSQL, services on 127.0.0.1:0, real Chromium against the
-# test mall), then the Python client example against the real stack
-# (examples/python/ci.sh), counted as one test. Honours DATABASE_URL when it is set.
+# test mall, the chart's autoscaling SQL), the Python client example against the real
+# stack (examples/python/ci.sh, counted as one test), the chart's LPS_* names against the
+# binaries' --help, and last the container images, built and run end to end
+# (scripts/test-images.sh): always in CI (CI=true), elsewhere when docker or podman works;
+# LPS_TEST_IMAGES=1|0 forces it on or off. Honours DATABASE_URL when it is set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
 source scripts/lib/chromium.sh
+source scripts/lib/images.sh
 
 lps_pg_ensure
 lps_chromium_ensure
@@ -29,4 +33,18 @@ examples/python/ci.sh || { python_failed=1; status=1; }
 # the Python example is one more test).
 awk -v pf="$python_failed" '/^test result:/ { p += $4; f += $6 }
   END { printf "tests: %d passed, %d failed\n", p + 1 - pf, f + pf }' "$log"
+
+scripts/check-chart-env.sh || status=1
+
+images=${LPS_TEST_IMAGES:-}
+if [ -z "$images" ]; then
+  if [ "${CI:-}" = true ] || lps_engine_usable; then images=1; else images=0; fi
+fi
+if [ "$images" = 1 ]; then
+  started=$SECONDS
+  scripts/test-images.sh || status=1
+  lps_log "images step: $((SECONDS - started))s"
+else
+  lps_log "images step skipped: no working docker or podman (LPS_TEST_IMAGES=1 installs podman)"
+fi
 exit "$status"

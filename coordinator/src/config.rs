@@ -452,12 +452,47 @@ fn tokens(setting: &'static str, raw: &[String]) -> Result<Vec<Token>, ConfigErr
         .collect()
 }
 
+/// What `coordinator migrate` needs, validated alone: the Helm chart's migrations Job
+/// gives it `DATABASE_URL` and the log settings only (no tokens, malls or proxy settings).
+#[derive(Clone)]
+pub struct MigrateConfig {
+    pub database_url: String,
+    pub json_logs: bool,
+}
+
+impl std::fmt::Debug for MigrateConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MigrateConfig")
+            .field("database_url", &"***")
+            .field("json_logs", &self.json_logs)
+            .finish()
+    }
+}
+
+fn database_url(url: Option<String>) -> Result<String, ConfigError> {
+    url.filter(|u| !u.is_empty())
+        .ok_or_else(|| bad("DATABASE_URL", "is required"))
+}
+
+fn json_logs(format: &str) -> Result<bool, ConfigError> {
+    match format {
+        "text" => Ok(false),
+        "json" => Ok(true),
+        _ => Err(bad("LPS_LOG_FORMAT", "must be text or json")),
+    }
+}
+
 impl ServeArgs {
+    /// The settings of `coordinator migrate`; the serve settings are not looked at.
+    pub fn validate_migrate(self) -> Result<MigrateConfig, ConfigError> {
+        Ok(MigrateConfig {
+            json_logs: json_logs(&self.log_format)?,
+            database_url: database_url(self.database_url)?,
+        })
+    }
+
     pub fn validate(self) -> Result<Config, ConfigError> {
-        let database_url = self
-            .database_url
-            .filter(|u| !u.is_empty())
-            .ok_or_else(|| bad("DATABASE_URL", "is required"))?;
+        let database_url = database_url(self.database_url)?;
         let tokens = Tokens {
             client: named_tokens("LPS_CLIENT_TOKENS", &self.client_tokens)?,
             admin: named_tokens("LPS_ADMIN_TOKENS", &self.admin_tokens)?,
@@ -536,11 +571,7 @@ impl ServeArgs {
         if self.backoff_cap < self.backoff_base {
             return Err(bad("LPS_BACKOFF_CAP", "must not be below LPS_BACKOFF_BASE"));
         }
-        let json_logs = match self.log_format.as_str() {
-            "text" => false,
-            "json" => true,
-            _ => return Err(bad("LPS_LOG_FORMAT", "must be text or json")),
-        };
+        let json_logs = json_logs(&self.log_format)?;
         let malls = self
             .malls
             .iter()
@@ -670,6 +701,40 @@ mod tests {
         ];
         argv.extend_from_slice(extra);
         Cli::try_parse_from(argv).unwrap().serve
+    }
+
+    #[test]
+    fn migrate_needs_only_the_database_url() {
+        let only_db = |extra: &[&str]| {
+            let mut argv = vec!["coordinator"];
+            argv.extend_from_slice(extra);
+            argv.push("migrate");
+            let cli = Cli::try_parse_from(argv).unwrap();
+            assert!(matches!(cli.command, Some(Command::Migrate)));
+            cli.serve
+        };
+        let c = only_db(&["--database-url", "postgres://x", "--log-format", "json"])
+            .validate_migrate()
+            .unwrap();
+        assert_eq!(c.database_url, "postgres://x");
+        assert!(c.json_logs);
+        assert!(!format!("{c:?}").contains("postgres://x"), "{c:?}");
+        let e = only_db(&["--database-url", "postgres://x"])
+            .validate()
+            .unwrap_err();
+        assert_eq!(
+            e.setting, "LPS_CLIENT_TOKENS",
+            "serve still needs its tokens"
+        );
+        // NB: empty rather than absent, so a DATABASE_URL in the test's environment does not count.
+        let e = only_db(&["--database-url="])
+            .validate_migrate()
+            .unwrap_err();
+        assert_eq!(e.setting, "DATABASE_URL");
+        let e = only_db(&["--database-url", "postgres://x", "--log-format", "xml"])
+            .validate_migrate()
+            .unwrap_err();
+        assert_eq!(e.setting, "LPS_LOG_FORMAT");
     }
 
     #[test]

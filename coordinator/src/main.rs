@@ -15,14 +15,10 @@ use tracing::{error, info};
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let config = cli.serve.validate()?;
-    let format = if config.json_logs {
-        LogFormat::Json
-    } else {
-        LogFormat::Text
-    };
-    let telemetry = lps_telemetry::init("lps-coordinator", format)?;
     if let Some(Command::Migrate) = cli.command {
+        // NB: only what migrating needs is validated; the chart's hook Job sets no tokens.
+        let config = cli.serve.validate_migrate()?;
+        let telemetry = lps_telemetry::init("lps-coordinator", log_format(config.json_logs))?;
         let pool = db::connect(&config.database_url, 2)
             .await
             .context("connecting to DATABASE_URL")?;
@@ -31,6 +27,8 @@ async fn main() -> anyhow::Result<()> {
         telemetry.shutdown();
         return Ok(());
     }
+    let config = cli.serve.validate()?;
+    let telemetry = lps_telemetry::init("lps-coordinator", log_format(config.json_logs))?;
     let mut running = app::start(config).await?;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -47,4 +45,12 @@ async fn main() -> anyhow::Result<()> {
     running.shutdown().await;
     telemetry.shutdown();
     Ok(())
+}
+
+fn log_format(json: bool) -> LogFormat {
+    if json {
+        LogFormat::Json
+    } else {
+        LogFormat::Text
+    }
 }

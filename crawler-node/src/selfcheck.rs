@@ -549,7 +549,7 @@ pub async fn run_command(
 }
 
 /// The self-check of a node config: its Chromium, mode and flags, a profile directory
-/// beside the job slots'.
+/// inside the job slots' root (never one of them).
 pub fn for_config(config: &crate::config::Config) -> SelfCheck {
     SelfCheck {
         chromium_path: config.chromium_path.clone(),
@@ -564,14 +564,18 @@ pub fn for_config(config: &crate::config::Config) -> SelfCheck {
     }
 }
 
-/// The self-check's own profile directory (beside the job slots, never one of them).
+/// The self-check's own profile root: a directory inside `LPS_PROFILE_ROOT`, beside the
+/// job slots (`slot-N`, `slot-N.lock`) and never one of them.
+///
+/// NB: inside, not next to it: with a read-only root filesystem (the Helm chart's pods)
+/// the profile root's volume is the only writable place there, and a sibling directory
+/// fails with EROFS, so the node never became ready.
 pub fn self_check_root(profile_root: &Path) -> PathBuf {
-    let name = profile_root
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "lps-profiles".to_owned());
-    profile_root.with_file_name(format!("{name}-self-check"))
+    profile_root.join(SELF_CHECK_DIR)
 }
+
+/// [`self_check_root`]'s name in the profile root.
+const SELF_CHECK_DIR: &str = "self-check";
 
 /// The chromedriver of a node config (managed, or external), with Xvfb in headful mode.
 pub fn driver_for_config(config: &crate::config::Config) -> ChromeDriver {
@@ -592,6 +596,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_self_check_profile_lives_inside_the_profile_root_and_is_no_job_slot() {
+        let root = Path::new("/var/lib/lps/profiles");
+        let own = self_check_root(root);
+        assert!(own.starts_with(root), "{own:?}");
+        let name = own.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(!name.starts_with("slot-"), "{name}");
+    }
 
     fn clean_page(major: &str) -> Value {
         let ua = format!(

@@ -30,6 +30,12 @@
 {{- printf "%s-crawler-node" (include "lps.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The crawler nodes' workload kind: a StatefulSet when each replica keeps its browser
+profiles in its own volume claim (crawlerNode.persistentProfiles.enabled). */}}
+{{- define "lps.crawlerNode.kind" -}}
+{{- ternary "StatefulSet" "Deployment" .Values.crawlerNode.persistentProfiles.enabled -}}
+{{- end -}}
+
 {{- define "lps.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
