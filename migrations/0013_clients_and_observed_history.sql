@@ -9,8 +9,8 @@
 --
 -- Price history: before, the reaper swept finished jobs about once a second and wrote an
 -- entry per (search, product) whose malls were all final, stamped with the sweep's time.
--- Now a statement trigger on `job` writes it in the statement that finished the product's
--- last job (see record_price_history() below), so the entry commits with the final status.
+-- Now triggers on `job` write it in the statement that finished the product's last job
+-- (see record_price_history() below), so the entry commits with the final status.
 -- Each entry says when its prices were observed, which malls answered, and whether every
 -- mall of the product answered (`complete`); a product answered from stored results alone
 -- writes none.
@@ -66,20 +66,20 @@ create index price_history_product on price_history (product_key, observed_at de
 -- products do not (a lock on the search row would serialise all of them).
 create function record_price_history() returns trigger language plpgsql as $$
 declare
+    marked text := current_setting('lps.finished_jobs', true);
+    finished_ids bigint[];
     group_key bigint;
 begin
-    if not exists (
-        select 1 from new_jobs n join old_jobs o using (job_id)
-        where n.state in ('done', 'dead', 'cancelled')
-          and o.state not in ('done', 'dead', 'cancelled')) then
+    if marked is null or marked = '' then
         return null;
     end if;
+    perform set_config('lps.finished_jobs', '', true);
+    finished_ids := string_to_array(rtrim(marked, ','), ',')::bigint[];
     for group_key in
-        select distinct hashtextextended(si.search_id::text || '|' || n.product_key, 13)
-        from new_jobs n join old_jobs o using (job_id)
-        join search_item si on si.job_id = n.job_id
-        where n.state in ('done', 'dead', 'cancelled')
-          and o.state not in ('done', 'dead', 'cancelled')
+        select distinct hashtextextended(si.search_id::text || '|' || j.product_key, 13)
+        from job j
+        join search_item si on si.job_id = j.job_id
+        where j.job_id = any(finished_ids)
         order by 1
     loop
         perform pg_advisory_xact_lock(group_key);
@@ -87,10 +87,7 @@ begin
 
     with
     finished as (
-        select n.job_id
-        from new_jobs n join old_jobs o using (job_id)
-        where n.state in ('done', 'dead', 'cancelled')
-          and o.state not in ('done', 'dead', 'cancelled')
+        select unnest(finished_ids) as job_id
     ),
     -- NB: by product key, not product index: a request that lists one product twice has
     -- one entry for it (the unique index), and its items share the jobs anyway.
@@ -159,8 +156,29 @@ begin
     return null;
 end $$;
 
+-- The jobs a statement finished, marked row by row in a transaction-local setting by a
+-- row trigger that fires only on a finishing transition (its WHEN clause is checked
+-- without calling a function), read once per statement by record_price_history().
+-- NB: not a statement trigger with transition tables: those copy every updated row of
+-- every statement on `job` — each claim, renewal and completion — and cost the queue about
+-- a third of its throughput (BENCHMARKS.md, "Price history with the last result").
+create function job_mark_finished() returns trigger language plpgsql as $$
+begin
+    perform set_config('lps.finished_jobs',
+                       coalesce(current_setting('lps.finished_jobs', true), '') || new.job_id || ',',
+                       true);
+    return null;
+end $$;
+
+create trigger job_mark_finished after update of state on job
+    for each row
+    when (new.state in ('done', 'dead', 'cancelled')
+          and old.state not in ('done', 'dead', 'cancelled'))
+    execute function job_mark_finished();
+
+-- NB: after-row triggers of a statement fire before its after-statement triggers, so the
+-- marks of this statement are all set when this runs.
 create trigger job_price_history after update on job
-    referencing old table as old_jobs new table as new_jobs
     for each statement execute function record_price_history();
 
 -- The ops snapshot's per-client figures: searches of the last day.

@@ -38,7 +38,7 @@ struct Args {
     /// not given).
     #[arg(long)]
     batches_in_flight: Option<usize>,
-    /// Disable the price-history statement trigger on `job` (migration 0013), to measure
+    /// Disable the price-history triggers on `job` (migration 0013), to measure
     /// what it costs the claim and completion statements.
     #[arg(long)]
     without_history_trigger: bool,
@@ -58,8 +58,10 @@ async fn main() -> anyhow::Result<()> {
     let pool = db::connect(&url, 40).await?;
     db::migrate(&pool).await?;
     if args.without_history_trigger {
-        pool.execute("alter table job disable trigger job_price_history")
-            .await?;
+        pool.execute(
+            "alter table job disable trigger job_price_history, disable trigger job_mark_finished",
+        )
+        .await?;
     }
     let defaults = QueueConfig::default();
     let queue = Queue::new(
