@@ -71,6 +71,9 @@ pub struct Metrics {
     pub node_free_slots: Gauge,
     pub proxy_ports: Family<StateLabels, Gauge>,
     pub proxy_ports_available: Gauge,
+    pub proxy_ports_available_min: Gauge,
+    pub mall_proxy_ports_available: Family<MallLabels, Gauge>,
+    pub mall_proxy_ports_cooling: Family<MallLabels, Gauge>,
     pub blocks_last_hour: Gauge,
     pub block_ended_sessions_6h: Gauge,
     pub mall_layout_share_15m: Family<MallLabels, FGauge>,
@@ -180,8 +183,26 @@ impl Metrics {
         let proxy_ports_available = Gauge::default();
         registry.register(
             "proxy_ports_available",
-            "Proxy ports available now",
+            "Proxy ports usable by some mall now (per-mall cooldowns after blocks not counted; see mall_proxy_ports_available)",
             proxy_ports_available.clone(),
+        );
+        let proxy_ports_available_min = Gauge::default();
+        registry.register(
+            "proxy_ports_available_min",
+            "The fewest proxy ports available for one enabled mall (what a crawl can count on)",
+            proxy_ports_available_min.clone(),
+        );
+        let mall_proxy_ports_available = Family::<MallLabels, Gauge>::default();
+        registry.register(
+            "mall_proxy_ports_available",
+            "Proxy ports the ledger would lease for a mall now (not leased, resting or cooling for it)",
+            mall_proxy_ports_available.clone(),
+        );
+        let mall_proxy_ports_cooling = Family::<MallLabels, Gauge>::default();
+        registry.register(
+            "mall_proxy_ports_cooling",
+            "Proxy ports cooling down for a mall (for every mall, or for this one after a block)",
+            mall_proxy_ports_cooling.clone(),
         );
         let blocks_last_hour = Gauge::default();
         registry.register(
@@ -275,6 +296,9 @@ impl Metrics {
             node_free_slots,
             proxy_ports,
             proxy_ports_available,
+            proxy_ports_available_min,
+            mall_proxy_ports_available,
+            mall_proxy_ports_cooling,
             blocks_last_hour,
             block_ended_sessions_6h,
             mall_layout_share_15m,
@@ -345,6 +369,18 @@ impl Metrics {
         self.nodes_connected.set(f.nodes_connected);
         self.node_free_slots.set(f.free_slots);
         self.proxy_ports_available.set(f.ports_available);
+        self.proxy_ports_available_min.set(f.ports_available_min());
+        for m in &f.malls {
+            let labels = MallLabels {
+                mall: m.mall.clone(),
+            };
+            self.mall_proxy_ports_available
+                .get_or_create(&labels)
+                .set(m.ports_available);
+            self.mall_proxy_ports_cooling
+                .get_or_create(&labels)
+                .set(m.ports_cooling);
+        }
         self.proxy_ports
             .get_or_create(&StateLabels {
                 state: "available".into(),

@@ -144,3 +144,90 @@ async fn health_metrics_ops_and_alerts_once_per_transition(
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// Every exit IP cooling for one mall after blocks: the deployment-wide figure still says
+/// every port is free (they serve other malls), but the mall's own figure, the minimum
+/// over malls, `lpsctl ops` and the ports alert (fired once) all say 0.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_mall_whose_every_port_cools_reads_zero_and_fires_once(pool: PgPool) {
+    let (hook, posts) = webhook().await;
+    let a = coordinator(pool.clone(), hook).await;
+    for sql in [
+        "insert into proxy_port (host, port) select 'gw', g from generate_series(10001, 10008) g",
+        "insert into proxy_port_cooldown (host, port, mall, cooldown_until)
+           select 'gw', g, 'testmall-alpha', now() + interval '10 minutes'
+           from generate_series(10001, 10008) g",
+    ] {
+        sqlx::query(sql).execute(&pool).await.unwrap();
+    }
+    let fired = wait_for_posts(&posts, 1, |p| p.contains("proxy_ports_available_pct")).await;
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert!(
+        fired[0].contains("proxy_ports_available_pct firing: 0.00")
+            && fired[0].contains("testmall-alpha: 0 of 8 ports available (8 cooling)"),
+        "{fired:?}"
+    );
+
+    let (_, metrics) = get(a.http_addr, "/metrics").await;
+    for line in [
+        "lps_proxy_ports_available 8",
+        "lps_proxy_ports_available_min 0",
+        "lps_mall_proxy_ports_available{mall=\"testmall-alpha\"} 0",
+        "lps_mall_proxy_ports_cooling{mall=\"testmall-alpha\"} 8",
+        // A disabled built-in mall: its ports are all free for it.
+        "lps_mall_proxy_ports_available{mall=\"testmall-beta\"} 8",
+        "lps_alert_firing{rule=\"proxy_ports_available_pct\"} 1",
+    ] {
+        assert!(metrics.contains(line), "no {line} in\n{metrics}");
+    }
+    let out = common::lpsctl(
+        &format!("http://{}", a.grpc_addr),
+        common::CLIENT_TOKEN,
+        &[],
+        &["ops"],
+    )
+    .await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("8/8 (100%)"), "{text}");
+    assert!(
+        text.contains("lowest for a mall:") && text.contains("0/8 (0%) testmall-alpha"),
+        "{text}"
+    );
+    let out = common::lpsctl(
+        &format!("http://{}", a.grpc_addr),
+        common::CLIENT_TOKEN,
+        &[],
+        &["ops", "--json"],
+    )
+    .await;
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["proxy_ports_available_min"], 0, "{json}");
+    assert_eq!(json["proxy_ports_available_min_mall"], MALL, "{json}");
+    let alpha = json["malls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mall"] == MALL)
+        .unwrap();
+    assert_eq!(
+        (
+            alpha["ports_available"].clone(),
+            alpha["ports_cooling"].clone()
+        ),
+        (0.into(), 8.into()),
+        "{json}"
+    );
+
+    // More evaluations: announced once.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let ports: Vec<_> = posts
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| p.contains("proxy_ports_available_pct"))
+        .cloned()
+        .collect();
+    assert_eq!(ports.len(), 1, "{ports:?}");
+    a.shutdown().await;
+}
