@@ -166,6 +166,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         );
     }
     let metrics = Arc::new(Metrics::new());
+    metrics.init_malls(config.malls.iter().map(|m| m.as_str()));
     let registry = Registry::spawn();
     let dispatcher = Dispatcher {
         queue: queue.clone(),
@@ -280,6 +281,9 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     let router = server
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
         // NB: a deadline that passes on the server is DEADLINE_EXCEEDED, not tonic's CANCELLED.
+        .layer(grpc::observe::ObserveLayer {
+            metrics: metrics.clone(),
+        })
         .layer(grpc::deadline::DeadlineLayer)
         .add_service(health_service)
         .add_service(reflection)
@@ -312,6 +316,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         .route("/metrics", get(metrics_text))
         .route("/ops", get(ops_json))
         .with_state(HttpState {
+            pool: pool.clone(),
             readiness: readiness.clone(),
             metrics: metrics.clone(),
             searches: Searches::new(queue.clone()),
@@ -364,18 +369,25 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
 
 #[derive(Debug, Clone)]
 struct HttpState {
+    pool: PgPool,
     readiness: Readiness,
     metrics: Arc<Metrics>,
     searches: Searches,
 }
 
-async fn metrics_text(State(s): State<HttpState>) -> impl axum::response::IntoResponse {
+/// OpenMetrics when the scraper asks for it, else the Prometheus text format 0.0.4.
+async fn metrics_text(
+    State(s): State<HttpState>,
+    headers: axum::http::HeaderMap,
+) -> impl axum::response::IntoResponse {
+    let accept = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let format = lps_telemetry::exposition::Format::negotiate(accept);
+    s.metrics.observe_pool(&s.pool);
     (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        s.metrics.encode(),
+        [(axum::http::header::CONTENT_TYPE, format.content_type())],
+        s.metrics.encode_as(format),
     )
 }
 
