@@ -97,6 +97,7 @@ CRDS = {
     ("keda.sh/v1alpha1", "ScaledObject"),
     ("keda.sh/v1alpha1", "TriggerAuthentication"),
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
 }
 DURATION = re.compile(r"^(?:\d+(?:ms|s|m|h))+$")
 
@@ -163,6 +164,26 @@ class Checker:
                 self.err(d, "spec missing")
                 continue
             getattr(self, "crd_" + d["kind"])(d, d["spec"], k8s_version)
+
+    def crd_PrometheusRule(self, d, spec, k8s_version):
+        self.only(d, spec, {"groups"})
+        for g in spec.get("groups") or []:
+            self.only(d, g, {"name", "interval", "rules"})
+            for r in g.get("rules") or []:
+                self.only(d, r, {"alert", "record", "expr", "for", "labels", "annotations"})
+                if not r.get("expr"):
+                    self.err(d, f"rule {r.get('alert')} has no expr")
+                if "for" in r and not DURATION.match(str(r["for"])):
+                    self.err(d, f"rule {r.get('alert')} for {r['for']!r}")
+
+    def rules(self, out):
+        """The PrometheusRules' groups as a Prometheus rule file, for promtool check rules."""
+        groups = [g for d in self.of("PrometheusRule") for g in d["spec"]["groups"]]
+        if not groups:
+            self.errors.append("no PrometheusRule rendered")
+        with open(out, "w") as f:
+            yaml.safe_dump({"groups": groups}, f, sort_keys=False)
+        print(f"{sum(len(g['rules']) for g in groups)} rules in {len(groups)} groups")
 
     def crd_ScaledObject(self, d, spec, k8s_version):
         self.only(d, spec, {"scaleTargetRef", "pollingInterval", "cooldownPeriod",
@@ -420,6 +441,8 @@ def main():
         ck.lease()
     elif cmd == "contracts":
         ck.contracts()
+    elif cmd == "rules":
+        ck.rules(sys.argv[3])
     elif cmd == "dashboard":
         ck.dashboard(sys.argv[3])
     elif cmd == "vocabulary":
@@ -491,6 +514,18 @@ for s in "${scenarios[@]}"; do
   check "$name: runtime contracts" checks contracts "$work/$name.yaml"
   check "$name: NOTES.txt renders" notes "${args[@]}"
 done
+
+say "-- alerting rules"
+promtool_rules() {  # the full values' PrometheusRule through promtool check rules
+  checks rules "$work/full.yaml" "$work/rules.yaml" || return 1
+  if ! command -v promtool >/dev/null 2>&1; then
+    say "!!!!! promtool not found (apt-get install prometheus): rules NOT checked by promtool !!!!!"
+    return 0
+  fi
+  promtool check rules "$work/rules.yaml"
+}
+check "full: PrometheusRule passes promtool check rules" promtool_rules
+check "default: no PrometheusRule" bash -c "! grep -q '^kind: PrometheusRule' '$work/default.yaml'"
 
 say "-- dashboard, inline vocabulary and guards"
 check "dashboard JSON parses and covers the metrics" checks dashboard /dev/null "$CHART/dashboards/lps.json"

@@ -234,7 +234,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
 
     // gRPC: services, health and reflection.
     let (health, health_service) = tonic_health::server::health_reporter();
-    let readiness = Readiness::new(health).await;
+    let readiness = Readiness::new(health, metrics.database_reachable.clone()).await;
     {
         let (readiness, pool, cancel) = (readiness.clone(), pool.clone(), loops.clone());
         tasks.spawn(

@@ -108,6 +108,7 @@ pub struct Metrics {
     pub grpc_request_duration: Family<MethodLabels, Histogram>,
     pub db_pool_connections: Family<StateLabels, Gauge>,
     pub db_pool_max_connections: Gauge,
+    pub database_reachable: Gauge,
 }
 
 impl Default for Metrics {
@@ -327,6 +328,13 @@ impl Metrics {
             "The pool's size limit (LPS_DB_MAX_CONNECTIONS)",
             db_pool_max_connections.clone(),
         );
+        let database_reachable = Gauge::default();
+        registry.register(
+            "database_reachable",
+            "1 while this replica's database probe reaches PostgreSQL (gRPC health follows it)",
+            database_reachable.clone(),
+        );
+        database_reachable.set(1);
         Self {
             registry,
             jobs,
@@ -365,6 +373,7 @@ impl Metrics {
             grpc_request_duration,
             db_pool_connections,
             db_pool_max_connections,
+            database_reachable,
         }
     }
 

@@ -49,6 +49,8 @@ struct Inner {
 pub struct Readiness {
     inner: Arc<Mutex<Inner>>,
     health: tonic_health::server::HealthReporter,
+    /// `lps_database_reachable`.
+    reachable: prometheus_client::metrics::gauge::Gauge,
 }
 
 impl std::fmt::Debug for Readiness {
@@ -59,14 +61,19 @@ impl std::fmt::Debug for Readiness {
 
 impl Readiness {
     /// Starts SERVING with the database reachable (start-up just used it).
-    pub async fn new(health: tonic_health::server::HealthReporter) -> Self {
+    pub async fn new(
+        health: tonic_health::server::HealthReporter,
+        reachable: prometheus_client::metrics::gauge::Gauge,
+    ) -> Self {
         let r = Self {
             inner: Arc::new(Mutex::new(Inner {
                 db: DbState::Reachable,
                 draining: false,
             })),
             health,
+            reachable,
         };
+        r.reachable.set(1);
         set_health(&r.health, true).await;
         r
     }
@@ -100,6 +107,7 @@ impl Readiness {
             DbState::Unreachable => warn!("database unreachable: health NOT_SERVING"),
         }
         inner.db = db;
+        self.reachable.set(i64::from(reachable));
         if was_reachable != reachable && !inner.draining {
             set_health(&self.health, reachable).await;
         }

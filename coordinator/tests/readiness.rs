@@ -153,6 +153,13 @@ async fn health_follows_the_database_through_a_cut_and_back(
     eprintln!("cut: /readyz {code} {body:?} in {took:?}");
     assert_eq!((code, body.as_str()), (503, "database unreachable"));
     assert!(took < Duration::from_secs(1), "/readyz took {took:?}");
+    let metrics = reqwest::get(format!("http://{}/metrics", coordinator.http_addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("lps_database_reachable 0"), "{metrics}");
 
     fwd.set_cut(false);
     let back = wait_health(&mut health, ServingStatus::Serving, Duration::from_secs(5)).await;
