@@ -413,12 +413,22 @@ class Checker:
         for metric in ("lps_jobs", "lps_pickup_latency_seconds_bucket", "lps_job_duration_seconds_bucket",
                        "lps_nodes_connected", "lps_node_free_slots", "lps_proxy_ports", "lps_blocks_total",
                        "lps_bytes_total", "lps_cost_usd_total", "lps_alert_firing",
+                       "lps_dead_last_hour", "lps_stuck_running", "lps_deadline_kills_last_hour",
+                       "lps_cost_usd_last_hour", "lps_mall_spend_usd_last_hour",
+                       "lps_mall_proxy_ports_available",
                        # the crawler nodes' own /metrics
                        "lps_node_jobs_finished_total", "lps_node_page_load_seconds_bucket",
                        "lps_node_proxy_bytes_total", "lps_node_browser_restarts_total",
                        "lps_node_chromedriver_restarts_total", "lps_node_blocks_total"):
             if not re.search(rf"\b{metric}\b", exprs):
                 self.errors.append(f"dashboard: no panel queries {metric}")
+        # Deployment-wide gauges come from every coordinator replica: never sum them.
+        for metric in ("lps_nodes_connected", "lps_node_free_slots", "lps_jobs", "lps_dead_last_hour"):
+            if re.search(rf"sum[^(]*\([^()]*\b{metric}\b", exprs):
+                self.errors.append(f"dashboard: {metric} is deployment-wide; aggregate it with max")
+        # lps_blocks_total (this replica's count) has no mall label.
+        if re.search(r"by \(mall\) \([^()]*\(lps_blocks_total\b", exprs):
+            self.errors.append("dashboard: lps_blocks_total has no mall label")
         ids = [p.get("id") for p in dash["panels"]]
         if len(ids) != len(set(ids)):
             self.errors.append("dashboard: duplicate panel ids")
