@@ -70,6 +70,7 @@ CRDS = {
     ("keda.sh/v1alpha1", "ScaledObject"),
     ("keda.sh/v1alpha1", "TriggerAuthentication"),
     ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
 }
 DURATION = re.compile(r"^(?:\d+(?:ms|s|m|h))+$")
 
@@ -136,6 +137,26 @@ class Checker:
                 self.err(d, "spec missing")
                 continue
             getattr(self, "crd_" + d["kind"])(d, d["spec"], k8s_version)
+
+    def crd_PrometheusRule(self, d, spec, k8s_version):
+        self.only(d, spec, {"groups"})
+        for g in spec.get("groups") or []:
+            self.only(d, g, {"name", "interval", "rules"})
+            for r in g.get("rules") or []:
+                self.only(d, r, {"alert", "record", "expr", "for", "labels", "annotations"})
+                if not r.get("expr"):
+                    self.err(d, f"rule {r.get('alert')} has no expr")
+                if "for" in r and not DURATION.match(str(r["for"])):
+                    self.err(d, f"rule {r.get('alert')} for {r['for']!r}")
+
+    def rules(self, out):
+        """The PrometheusRules' groups as a Prometheus rule file, for promtool check rules."""
+        groups = [g for d in self.of("PrometheusRule") for g in d["spec"]["groups"]]
+        if not groups:
+            self.errors.append("no PrometheusRule rendered")
+        with open(out, "w") as f:
+            yaml.safe_dump({"groups": groups}, f, sort_keys=False)
+        print(f"{sum(len(g['rules']) for g in groups)} rules in {len(groups)} groups")
 
     def crd_ScaledObject(self, d, spec, k8s_version):
         self.only(d, spec, {"scaleTargetRef", "pollingInterval", "cooldownPeriod",
@@ -389,12 +410,22 @@ class Checker:
         for metric in ("lps_jobs", "lps_pickup_latency_seconds_bucket", "lps_job_duration_seconds_bucket",
                        "lps_nodes_connected", "lps_node_free_slots", "lps_proxy_ports", "lps_blocks_total",
                        "lps_bytes_total", "lps_cost_usd_total", "lps_alert_firing",
+                       "lps_dead_last_hour", "lps_stuck_running", "lps_deadline_kills_last_hour",
+                       "lps_cost_usd_last_hour", "lps_mall_spend_usd_last_hour",
+                       "lps_mall_proxy_ports_available",
                        # the crawler nodes' own /metrics
                        "lps_node_jobs_finished_total", "lps_node_page_load_seconds_bucket",
                        "lps_node_proxy_bytes_total", "lps_node_browser_restarts_total",
                        "lps_node_chromedriver_restarts_total", "lps_node_blocks_total"):
             if not re.search(rf"\b{metric}\b", exprs):
                 self.errors.append(f"dashboard: no panel queries {metric}")
+        # Deployment-wide gauges come from every coordinator replica: never sum them.
+        for metric in ("lps_nodes_connected", "lps_node_free_slots", "lps_jobs", "lps_dead_last_hour"):
+            if re.search(rf"sum[^(]*\([^()]*\b{metric}\b", exprs):
+                self.errors.append(f"dashboard: {metric} is deployment-wide; aggregate it with max")
+        # lps_blocks_total (this replica's count) has no mall label.
+        if re.search(r"by \(mall\) \([^()]*\(lps_blocks_total\b", exprs):
+            self.errors.append("dashboard: lps_blocks_total has no mall label")
         ids = [p.get("id") for p in dash["panels"]]
         if len(ids) != len(set(ids)):
             self.errors.append("dashboard: duplicate panel ids")
@@ -417,6 +448,8 @@ def main():
         ck.lease()
     elif cmd == "contracts":
         ck.contracts()
+    elif cmd == "rules":
+        ck.rules(sys.argv[3])
     elif cmd == "dashboard":
         ck.dashboard(sys.argv[3])
     elif cmd == "vocabulary":
@@ -488,6 +521,18 @@ for s in "${scenarios[@]}"; do
   check "$name: runtime contracts" checks contracts "$work/$name.yaml"
   check "$name: NOTES.txt renders" notes "${args[@]}"
 done
+
+say "-- alerting rules"
+promtool_rules() {  # the full values' PrometheusRule through promtool check rules
+  checks rules "$work/full.yaml" "$work/rules.yaml" || return 1
+  if ! command -v promtool >/dev/null 2>&1; then
+    say "!!!!! promtool not found (apt-get install prometheus): rules NOT checked by promtool !!!!!"
+    return 0
+  fi
+  promtool check rules "$work/rules.yaml"
+}
+check "full: PrometheusRule passes promtool check rules" promtool_rules
+check "default: no PrometheusRule" bash -c "! grep -q '^kind: PrometheusRule' '$work/default.yaml'"
 
 say "-- dashboard, inline vocabulary and guards"
 check "dashboard JSON parses and covers the metrics" checks dashboard /dev/null "$CHART/dashboards/lps.json"

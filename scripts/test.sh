@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole LPS test suite, exactly as CI runs it (.ci/run calls this).
 #
-# Brings up what the tests need (PostgreSQL, Chromium + ChromeDriver), then: formatting,
-# clippy with warnings as errors, the Helm chart checks, every crate's tests (unit,
+# Brings up what the tests need (PostgreSQL, Chromium + ChromeDriver, promtool), then:
+# formatting, clippy with warnings as errors, the Helm chart checks, every crate's tests (unit,
 # #[sqlx::test] on real PostgreSQL, services on 127.0.0.1:0, real Chromium against the
 # test mall, the chart's autoscaling SQL), the Python client example against the real
 # stack (examples/python/ci.sh, counted as one test), the chart's LPS_* names against the
@@ -17,6 +17,13 @@ source scripts/lib/images.sh
 
 lps_pg_ensure
 lps_chromium_ensure
+# promtool (Debian's `prometheus` package): the tests check both services' /metrics with
+# `promtool check metrics`, and check-helm.sh the chart's alerting rules.
+if ! command -v promtool >/dev/null; then
+  lps_log "installing promtool (apt-get install prometheus)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } >/dev/null ||
+    lps_log "WARNING: promtool could not be installed: the /metrics and alert-rule checks are SKIPPED"
+fi
 lps_log "database: ${DATABASE_URL%%@*}@…"
 
 cargo fmt --all -- --check

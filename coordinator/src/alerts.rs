@@ -28,7 +28,7 @@ use tracing::{info, warn};
 use crate::{
     metrics::{Metrics, RuleLabels},
     queue::spend_capped,
-    search::{OpsSnapshot, Searches},
+    search::{FleetOps, OpsSnapshot, Searches},
 };
 
 /// Advisory lock key of the evaluator ("lps-alrt").
@@ -128,17 +128,36 @@ pub fn evaluate(t: &Thresholds, ops: &OpsSnapshot) -> Vec<Verdict> {
             t.block_ended_sessions_6h,
         ),
     ];
-    let pct = f.ports_available_pct();
-    v.push(Verdict {
+    v.push(ports_available(t, f));
+    v.push(layout_changed(t, ops));
+    v.push(spend_cap_reached(ops));
+    v
+}
+
+/// `proxy_ports_available_pct`: its value is the lowest share of ports available for one
+/// enabled mall (per-mall cooldowns after blocks count: a mall whose every exit IP cools
+/// gets no port although the ports serve other malls); it fires at or below the threshold
+/// and names the malls there.
+fn ports_available(t: &Thresholds, f: &FleetOps) -> Verdict {
+    let pct = f.ports_available_min_pct();
+    let low: Vec<String> = f
+        .malls
+        .iter()
+        .filter(|m| m.enabled && f.pct(m.ports_available) <= t.ports_available_pct)
+        .map(|m| {
+            format!(
+                "{}: {} of {} ports available ({} cooling)",
+                m.mall, m.ports_available, f.ports_total, m.ports_cooling
+            )
+        })
+        .collect();
+    Verdict {
         rule: "proxy_ports_available_pct",
         firing: f.ports_total > 0 && pct <= t.ports_available_pct,
         value: pct,
         threshold: t.ports_available_pct,
-        detail: String::new(),
-    });
-    v.push(layout_changed(t, ops));
-    v.push(spend_cap_reached(ops));
-    v
+        detail: low.join(", "),
+    }
 }
 
 /// `spend_cap_reached`: fires while a scope's spend over the rolling hour has reached its
@@ -406,7 +425,7 @@ mod tests {
     use super::*;
     use crate::{
         queue::{MallQueueOps, QueueOps},
-        search::FleetOps,
+        search::MallFleetOps,
     };
 
     fn snapshot(dead: i64, ports_total: i64, ports_available: i64) -> OpsSnapshot {
@@ -528,5 +547,44 @@ mod tests {
         let loud = evaluate(&t, &snapshot(1, 10, 3));
         let firing: Vec<_> = loud.iter().filter(|v| v.firing).map(|v| v.rule).collect();
         assert_eq!(firing, ["dead_last_hour", "proxy_ports_available_pct"]);
+    }
+
+    fn fleet_mall(name: &str, enabled: bool, available: i64, cooling: i64) -> MallFleetOps {
+        MallFleetOps {
+            mall: name.into(),
+            enabled,
+            blocks_last_hour: 0,
+            ports_cooling: cooling,
+            ports_available: available,
+        }
+    }
+
+    #[test]
+    fn ports_rule_sees_a_mall_whose_every_port_cools() {
+        let t = Thresholds::default();
+        // 8 of 8 free deployment-wide, but every port cools for alpha after blocks.
+        let mut ops = snapshot(0, 8, 8);
+        ops.fleet.malls = vec![
+            fleet_mall("alpha", true, 0, 8),
+            fleet_mall("beta", true, 8, 0),
+            fleet_mall("off", false, 0, 8),
+        ];
+        assert_eq!(ops.fleet.ports_available_pct(), 100.0);
+        assert_eq!(
+            ops.fleet.lowest_mall().map(|m| m.mall.as_str()),
+            Some("alpha")
+        );
+        let v = ports_available(&t, &ops.fleet);
+        assert!(v.firing, "{v:?}");
+        assert_eq!(v.value, 0.0);
+        assert_eq!(v.detail, "alpha: 0 of 8 ports available (8 cooling)");
+        // A disabled mall's cooldowns do not page anyone.
+        ops.fleet.malls[0].ports_available = 8;
+        let v = ports_available(&t, &ops.fleet);
+        assert!(!v.firing && v.value == 100.0, "{v:?}");
+        // Without enabled malls the deployment-wide figure counts.
+        ops.fleet.malls.clear();
+        ops.fleet.ports_available = 2;
+        assert!(ports_available(&t, &ops.fleet).firing);
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! [`start`] binds the listeners (port 0 works, for tests), migrates, and spawns: the gRPC
 //! server and the HTTP health server (TLS when configured, see [`crate::tls`]), the job
-//! listener, the control listener and the reaper.
+//! listener, the control listener, the reaper, the alert loop and the database probe that
+//! keeps gRPC health and `/readyz` current ([`crate::readiness`]).
 //! A background task that exits on its own is fatal: [`Running::wait`] returns its error.
 //!
 //! Shutdown ([`Running::shutdown`]), all under `shutdown_timeout`: health flips to
@@ -32,6 +33,7 @@ use crate::{
     metrics::Metrics,
     profiles,
     queue::{JobListener, Queue, QueueConfig},
+    readiness::Readiness,
     reaper,
     search::Searches,
     tls,
@@ -49,7 +51,7 @@ pub struct Running {
     loops: CancellationToken,
     dispatcher: Dispatcher,
     tasks: JoinSet<(&'static str, anyhow::Result<()>)>,
-    health: tonic_health::server::HealthReporter,
+    readiness: Readiness,
     timeout: Duration,
 }
 
@@ -164,6 +166,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         );
     }
     let metrics = Arc::new(Metrics::new());
+    metrics.init_malls(config.malls.iter().map(|m| m.as_str()));
     let registry = Registry::spawn();
     let dispatcher = Dispatcher {
         queue: queue.clone(),
@@ -231,7 +234,17 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
 
     // gRPC: services, health and reflection.
     let (health, health_service) = tonic_health::server::health_reporter();
-    set_health(&health, true).await;
+    let readiness = Readiness::new(health, metrics.database_reachable.clone()).await;
+    {
+        let (readiness, pool, cancel) = (readiness.clone(), pool.clone(), loops.clone());
+        tasks.spawn(
+            async move {
+                readiness.run(pool, cancel).await;
+                ("database probe", Ok(()))
+            }
+            .instrument(info_span!("readiness")),
+        );
+    }
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(lps_proto::FILE_DESCRIPTOR_SET)
         .build_v1()
@@ -268,6 +281,9 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     let router = server
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
         // NB: a deadline that passes on the server is DEADLINE_EXCEEDED, not tonic's CANCELLED.
+        .layer(grpc::observe::ObserveLayer {
+            metrics: metrics.clone(),
+        })
         .layer(grpc::deadline::DeadlineLayer)
         .add_service(health_service)
         .add_service(reflection)
@@ -301,6 +317,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         .route("/ops", get(ops_json))
         .with_state(HttpState {
             pool: pool.clone(),
+            readiness: readiness.clone(),
             metrics: metrics.clone(),
             searches: Searches::new(queue.clone()),
         });
@@ -345,55 +362,32 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         loops,
         dispatcher,
         tasks,
-        health,
+        readiness,
         timeout: config.shutdown_timeout,
     })
-}
-
-/// Flips every LPS service's gRPC health status.
-async fn set_health(health: &tonic_health::server::HealthReporter, serving: bool) {
-    use pb::{
-        node_service_server::NodeServiceServer, ops_service_server::OpsServiceServer,
-        search_service_server::SearchServiceServer,
-    };
-    use tonic::server::NamedService;
-    use tonic_health::ServingStatus::{NotServing, Serving};
-    let status = if serving { Serving } else { NotServing };
-    health.set_service_status("", status).await;
-    health
-        .set_service_status(
-            <NodeServiceServer<grpc::node::NodeApi> as NamedService>::NAME,
-            status,
-        )
-        .await;
-    health
-        .set_service_status(
-            <SearchServiceServer<grpc::search::SearchApi> as NamedService>::NAME,
-            status,
-        )
-        .await;
-    health
-        .set_service_status(
-            <OpsServiceServer<grpc::ops::OpsApi> as NamedService>::NAME,
-            status,
-        )
-        .await;
 }
 
 #[derive(Debug, Clone)]
 struct HttpState {
     pool: PgPool,
+    readiness: Readiness,
     metrics: Arc<Metrics>,
     searches: Searches,
 }
 
-async fn metrics_text(State(s): State<HttpState>) -> impl axum::response::IntoResponse {
+/// OpenMetrics when the scraper asks for it, else the Prometheus text format 0.0.4.
+async fn metrics_text(
+    State(s): State<HttpState>,
+    headers: axum::http::HeaderMap,
+) -> impl axum::response::IntoResponse {
+    let accept = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let format = lps_telemetry::exposition::Format::negotiate(accept);
+    s.metrics.observe_pool(&s.pool);
     (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        s.metrics.encode(),
+        [(axum::http::header::CONTENT_TYPE, format.content_type())],
+        s.metrics.encode_as(format),
     )
 }
 
@@ -408,18 +402,12 @@ async fn ops_json(State(s): State<HttpState>) -> axum::response::Response {
     }
 }
 
+/// Answers from the database probe's last finding (no query here: a cut-off database would
+/// otherwise hold the answer for the pool's acquire timeout).
 async fn readyz(State(s): State<HttpState>) -> (StatusCode, &'static str) {
-    match sqlx::query_scalar::<_, i32>("select 1")
-        .fetch_one(&s.pool)
-        .await
-    {
-        Ok(_) => (StatusCode::OK, "ready"),
-        // NB: a pool whose every connection is busy is not an unreachable database.
-        Err(sqlx::Error::PoolTimedOut) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "database pool exhausted (every connection busy; raise LPS_DB_MAX_CONNECTIONS)",
-        ),
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database unreachable"),
+    match s.readiness.not_ready().await {
+        None => (StatusCode::OK, "ready"),
+        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }
 }
 
@@ -437,7 +425,7 @@ impl Running {
     /// Ordered, bounded shutdown (see the module doc).
     pub async fn shutdown(mut self) {
         let deadline = tokio::time::Instant::now() + self.timeout;
-        set_health(&self.health, false).await;
+        self.readiness.drain().await;
         info!("shutting down: telling nodes to reconnect");
         self.shutdown.cancel();
         self.dispatcher.sessions.close();

@@ -16,6 +16,7 @@ pub mod ledger;
 pub mod metrics;
 pub mod profiles;
 pub mod queue;
+pub mod readiness;
 pub mod reaper;
 pub mod search;
 pub mod tls;

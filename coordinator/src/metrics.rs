@@ -14,6 +14,9 @@ use prometheus_client::{
     registry::Registry,
 };
 
+use lps_proto::model::ErrorClass;
+use lps_telemetry::exposition::{self, Format};
+
 use crate::search::OpsSnapshot;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -49,7 +52,21 @@ pub struct RuleLabels {
     pub rule: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GrpcLabels {
+    pub method: String,
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabels {
+    pub method: String,
+}
+
 type FGauge = Gauge<f64, AtomicU64>;
+
+/// The outcomes of finished attempts besides the error classes (`job_duration_seconds`).
+const OUTCOMES: [&str; 2] = ["found", "not_found"];
 
 /// Every metric of the coordinator. Cheap to share behind an `Arc`.
 #[derive(Debug)]
@@ -71,6 +88,9 @@ pub struct Metrics {
     pub node_free_slots: Gauge,
     pub proxy_ports: Family<StateLabels, Gauge>,
     pub proxy_ports_available: Gauge,
+    pub proxy_ports_available_min: Gauge,
+    pub mall_proxy_ports_available: Family<MallLabels, Gauge>,
+    pub mall_proxy_ports_cooling: Family<MallLabels, Gauge>,
     pub blocks_last_hour: Gauge,
     pub block_ended_sessions_6h: Gauge,
     pub mall_layout_share_15m: Family<MallLabels, FGauge>,
@@ -84,6 +104,11 @@ pub struct Metrics {
     pub blocks: Counter,
     pub layout_failures: Family<MallLabels, Counter>,
     pub node_streams: Gauge,
+    pub grpc_requests: Family<GrpcLabels, Counter>,
+    pub grpc_request_duration: Family<MethodLabels, Histogram>,
+    pub db_pool_connections: Family<StateLabels, Gauge>,
+    pub db_pool_max_connections: Gauge,
+    pub database_reachable: Gauge,
 }
 
 impl Default for Metrics {
@@ -180,8 +205,26 @@ impl Metrics {
         let proxy_ports_available = Gauge::default();
         registry.register(
             "proxy_ports_available",
-            "Proxy ports available now",
+            "Proxy ports usable by some mall now (per-mall cooldowns after blocks not counted; see mall_proxy_ports_available)",
             proxy_ports_available.clone(),
+        );
+        let proxy_ports_available_min = Gauge::default();
+        registry.register(
+            "proxy_ports_available_min",
+            "The fewest proxy ports available for one enabled mall (what a crawl can count on)",
+            proxy_ports_available_min.clone(),
+        );
+        let mall_proxy_ports_available = Family::<MallLabels, Gauge>::default();
+        registry.register(
+            "mall_proxy_ports_available",
+            "Proxy ports the ledger would lease for a mall now (not leased, resting or cooling for it)",
+            mall_proxy_ports_available.clone(),
+        );
+        let mall_proxy_ports_cooling = Family::<MallLabels, Gauge>::default();
+        registry.register(
+            "mall_proxy_ports_cooling",
+            "Proxy ports cooling down for a mall (for every mall, or for this one after a block)",
+            mall_proxy_ports_cooling.clone(),
         );
         let blocks_last_hour = Gauge::default();
         registry.register(
@@ -257,6 +300,41 @@ impl Metrics {
             "Node streams held by this replica",
             node_streams.clone(),
         );
+        let grpc_requests = Family::<GrpcLabels, Counter>::default();
+        registry.register(
+            "grpc_requests",
+            "gRPC calls this replica answered, by method and status code",
+            grpc_requests.clone(),
+        );
+        let grpc_request_duration = Family::<MethodLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new([
+                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ])
+        });
+        registry.register(
+            "grpc_request_duration_seconds",
+            "Time from a gRPC call's arrival to its response head, by method",
+            grpc_request_duration.clone(),
+        );
+        let db_pool_connections = Family::<StateLabels, Gauge>::default();
+        registry.register(
+            "db_pool_connections",
+            "This replica's PostgreSQL pool connections, idle or in use",
+            db_pool_connections.clone(),
+        );
+        let db_pool_max_connections = Gauge::default();
+        registry.register(
+            "db_pool_max_connections",
+            "The pool's size limit (LPS_DB_MAX_CONNECTIONS)",
+            db_pool_max_connections.clone(),
+        );
+        let database_reachable = Gauge::default();
+        registry.register(
+            "database_reachable",
+            "1 while this replica's database probe reaches PostgreSQL (gRPC health follows it)",
+            database_reachable.clone(),
+        );
+        database_reachable.set(1);
         Self {
             registry,
             jobs,
@@ -275,6 +353,9 @@ impl Metrics {
             node_free_slots,
             proxy_ports,
             proxy_ports_available,
+            proxy_ports_available_min,
+            mall_proxy_ports_available,
+            mall_proxy_ports_cooling,
             blocks_last_hour,
             block_ended_sessions_6h,
             mall_layout_share_15m,
@@ -288,7 +369,46 @@ impl Metrics {
             blocks,
             layout_failures,
             node_streams,
+            grpc_requests,
+            grpc_request_duration,
+            db_pool_connections,
+            db_pool_max_connections,
+            database_reachable,
         }
+    }
+
+    /// Creates the per-mall event series of `malls` at 0, so that `rate()` and
+    /// `increase()` see the first event (a series that appears with its first event has no
+    /// earlier sample to compare with).
+    pub fn init_malls<'a>(&self, malls: impl IntoIterator<Item = &'a str>) {
+        for mall in malls {
+            let _ = self
+                .layout_failures
+                .get_or_create(&MallLabels { mall: mall.into() });
+            // Every error class the wire knows (their numbers are small).
+            let classes = (1..64).filter_map(|n| ErrorClass::try_from(n).ok());
+            for outcome in OUTCOMES.into_iter().chain(classes.map(ErrorClass::as_str)) {
+                let _ = self.job_duration.get_or_create(&MallOutcomeLabels {
+                    mall: mall.into(),
+                    outcome: outcome.into(),
+                });
+            }
+        }
+    }
+
+    /// Sets the pool gauges from `pool` now (at each scrape).
+    pub fn observe_pool(&self, pool: &sqlx::PgPool) {
+        let idle = i64::try_from(pool.num_idle()).unwrap_or(i64::MAX);
+        let size = i64::from(pool.size());
+        for (state, n) in [("idle", idle), ("in_use", (size - idle).max(0))] {
+            self.db_pool_connections
+                .get_or_create(&StateLabels {
+                    state: state.into(),
+                })
+                .set(n);
+        }
+        self.db_pool_max_connections
+            .set(i64::from(pool.options().get_max_connections()));
     }
 
     /// Sets the deployment-wide gauges from an ops snapshot.
@@ -345,6 +465,18 @@ impl Metrics {
         self.nodes_connected.set(f.nodes_connected);
         self.node_free_slots.set(f.free_slots);
         self.proxy_ports_available.set(f.ports_available);
+        self.proxy_ports_available_min.set(f.ports_available_min());
+        for m in &f.malls {
+            let labels = MallLabels {
+                mall: m.mall.clone(),
+            };
+            self.mall_proxy_ports_available
+                .get_or_create(&labels)
+                .set(m.ports_available);
+            self.mall_proxy_ports_cooling
+                .get_or_create(&labels)
+                .set(m.ports_cooling);
+        }
         self.proxy_ports
             .get_or_create(&StateLabels {
                 state: "available".into(),
@@ -359,12 +491,34 @@ impl Metrics {
         self.block_ended_sessions_6h.set(f.block_ended_sessions_6h);
     }
 
-    /// The OpenMetrics text exposition.
-    pub fn encode(&self) -> String {
+    /// The exposition in `format`, with the process and build-info families.
+    pub fn encode_as(&self, format: Format) -> String {
         let mut out = String::new();
         // NB: encoding into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
-        out
+        exposition::render(&out, "coordinator", env!("CARGO_PKG_VERSION"), format)
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        self.encode_as(Format::OpenMetrics)
+    }
+}
+
+/// One unit of a gauge for as long as it lives (`node_streams`: one per session task).
+#[derive(Debug)]
+pub struct Held(Gauge);
+
+impl Held {
+    pub fn new(gauge: &Gauge) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 

@@ -144,3 +144,220 @@ async fn health_metrics_ops_and_alerts_once_per_transition(
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// Every exit IP cooling for one mall after blocks: the deployment-wide figure still says
+/// every port is free (they serve other malls), but the mall's own figure, the minimum
+/// over malls, `lpsctl ops` and the ports alert (fired once) all say 0.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_mall_whose_every_port_cools_reads_zero_and_fires_once(pool: PgPool) {
+    let (hook, posts) = webhook().await;
+    let a = coordinator(pool.clone(), hook).await;
+    for sql in [
+        "insert into proxy_port (host, port) select 'gw', g from generate_series(10001, 10008) g",
+        "insert into proxy_port_cooldown (host, port, mall, cooldown_until)
+           select 'gw', g, 'testmall-alpha', now() + interval '10 minutes'
+           from generate_series(10001, 10008) g",
+    ] {
+        sqlx::query(sql).execute(&pool).await.unwrap();
+    }
+    let fired = wait_for_posts(&posts, 1, |p| p.contains("proxy_ports_available_pct")).await;
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert!(
+        fired[0].contains("proxy_ports_available_pct firing: 0.00")
+            && fired[0].contains("testmall-alpha: 0 of 8 ports available (8 cooling)"),
+        "{fired:?}"
+    );
+
+    let (_, metrics) = get(a.http_addr, "/metrics").await;
+    for line in [
+        "lps_proxy_ports_available 8",
+        "lps_proxy_ports_available_min 0",
+        "lps_mall_proxy_ports_available{mall=\"testmall-alpha\"} 0",
+        "lps_mall_proxy_ports_cooling{mall=\"testmall-alpha\"} 8",
+        // A disabled built-in mall: its ports are all free for it.
+        "lps_mall_proxy_ports_available{mall=\"testmall-beta\"} 8",
+        "lps_alert_firing{rule=\"proxy_ports_available_pct\"} 1",
+    ] {
+        assert!(metrics.contains(line), "no {line} in\n{metrics}");
+    }
+    let out = common::lpsctl(
+        &format!("http://{}", a.grpc_addr),
+        common::CLIENT_TOKEN,
+        &[],
+        &["ops"],
+    )
+    .await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("8/8 (100%)"), "{text}");
+    assert!(
+        text.contains("lowest for a mall:") && text.contains("0/8 (0%) testmall-alpha"),
+        "{text}"
+    );
+    let out = common::lpsctl(
+        &format!("http://{}", a.grpc_addr),
+        common::CLIENT_TOKEN,
+        &[],
+        &["ops", "--json"],
+    )
+    .await;
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["proxy_ports_available_min"], 0, "{json}");
+    assert_eq!(json["proxy_ports_available_min_mall"], MALL, "{json}");
+    let alpha = json["malls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mall"] == MALL)
+        .unwrap();
+    assert_eq!(
+        (
+            alpha["ports_available"].clone(),
+            alpha["ports_cooling"].clone()
+        ),
+        (0.into(), 8.into()),
+        "{json}"
+    );
+
+    // More evaluations: announced once.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let ports: Vec<_> = posts
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| p.contains("proxy_ports_available_pct"))
+        .cloned()
+        .collect();
+    assert_eq!(ports.len(), 1, "{ports:?}");
+    a.shutdown().await;
+}
+
+/// `promtool check metrics` on `text`: its complaints, or `None` (with a loud message)
+/// when promtool is not installed (`scripts/test.sh` installs it).
+fn promtool(text: &str) -> Option<String> {
+    use std::io::Write as _;
+    let child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let Ok(mut child) = child else {
+        eprintln!(
+            "!!!!! promtool not found: /metrics NOT checked (apt-get install prometheus) !!!!!"
+        );
+        return None;
+    };
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(if out.status.success() && said.trim().is_empty() {
+        String::new()
+    } else {
+        said
+    })
+}
+
+/// `/metrics` in the Prometheus text format passes `promtool check metrics` (HELP and TYPE
+/// for every family, counters named `_total`), with the process, build, gRPC and pool
+/// families and the per-mall series at 0; OpenMetrics only when asked for.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn metrics_pass_promtool_in_the_text_format(pool: PgPool) {
+    let (hook, _posts) = webhook().await;
+    let a = coordinator(pool.clone(), hook).await;
+    sqlx::query("insert into proxy_port (host, port) values ('gw', 10001)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    // A gRPC call, answered; one refused.
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", a.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = lps_proto::pb::ops_service_client::OpsServiceClient::new(channel);
+    grpc.get_ops(common::with_token(
+        lps_proto::pb::GetOpsRequest {},
+        common::CLIENT_TOKEN,
+    ))
+    .await
+    .unwrap();
+    let refused = grpc
+        .get_ops(lps_proto::pb::GetOpsRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+    // Wait for the alert loop's refresh of the snapshot gauges.
+    let mut text = String::new();
+    for _ in 0..50 {
+        let r = reqwest::Client::new()
+            .get(format!("http://{}/metrics", a.http_addr))
+            .header("accept", "text/plain;version=0.0.4;q=1,*/*;q=0.1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.headers()["content-type"],
+            "text/plain; version=0.0.4; charset=utf-8"
+        );
+        text = r.text().await.unwrap();
+        if text.contains("lps_mall_proxy_ports_available{") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for line in [
+        "# HELP lps_claims_total ",
+        "# TYPE lps_claims_total counter",
+        "lps_claims_total 0",
+        "lps_node_streams 0",
+        "lps_layout_failures_total{mall=\"testmall-alpha\"} 0",
+        "lps_job_duration_seconds_count{mall=\"testmall-alpha\",outcome=\"page_blocked\"} 0",
+        "lps_grpc_requests_total{method=\"/lps.v1.OpsService/GetOps\",code=\"OK\"} 1",
+        "lps_grpc_requests_total{method=\"/lps.v1.OpsService/GetOps\",code=\"UNAUTHENTICATED\"} 1",
+        "lps_grpc_request_duration_seconds_count{method=\"/lps.v1.OpsService/GetOps\"} 2",
+        "lps_db_pool_max_connections 10",
+        "lps_db_pool_connections{state=\"in_use\"}",
+        "lps_mall_proxy_ports_cooling{mall=\"testmall-alpha\"} 0",
+        "process_cpu_seconds_total ",
+        "process_resident_memory_bytes ",
+        "process_open_fds ",
+        "process_start_time_seconds ",
+        "lps_build_info{service=\"coordinator\",version=\"",
+    ] {
+        assert!(text.contains(line), "no {line:?} in\n{text}");
+    }
+    assert!(!text.contains("# EOF"), "{text}");
+    if let Some(said) = promtool(&text) {
+        assert!(
+            said.is_empty(),
+            "promtool check metrics:\n{said}\non\n{text}"
+        );
+    }
+    let r = reqwest::Client::new()
+        .get(format!("http://{}/metrics", a.http_addr))
+        .header(
+            "accept",
+            "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/openmetrics-text")
+    );
+    assert!(r.text().await.unwrap().ends_with("# EOF\n"));
+    a.shutdown().await;
+}

@@ -1466,6 +1466,9 @@ async fn ops_snapshot_and_proxy_ports(pool: PgPool) {
     let beta = mall(BETA);
     assert_eq!(beta.blocks_last_hour, 0);
     assert_eq!(beta.ports_cooling, 2, "every-mall cooldown plus beta's own");
+    assert_eq!(alpha.ports_available, 2);
+    assert_eq!(beta.ports_available, 1, "beta's own cooldown takes 10001");
+    assert!((beta.ports_available_pct - 20.0).abs() < 1e-9);
 
     let ports = h
         .ops

@@ -6,7 +6,7 @@
 //! - `GET /readyz`: 200 while the stream is connected and welcomed and the executor is
 //!   ready (the browser executor's chromedriver is not down), else 503 saying which;
 //! - `GET /metrics`: the node's [`NodeMetrics`](crate::NodeMetrics) in the Prometheus text
-//!   format.
+//!   format 0.0.4, or OpenMetrics when the scraper's `Accept` asks for it.
 //!
 //! Read-only: it looks at a [`NodeHandle`] and never changes the node. The server stops
 //! accepting when `shutdown` is cancelled.
@@ -22,10 +22,6 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::node::NodeHandle;
-
-/// The content type of the exposition ([`NodeMetrics::encode`](crate::NodeMetrics::encode)
-/// writes OpenMetrics text).
-const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The routes.
 pub fn router(node: NodeHandle) -> Router {
@@ -71,9 +67,15 @@ async fn readyz(State(node): State<NodeHandle>) -> (StatusCode, &'static str) {
     }
 }
 
-async fn metrics(State(node): State<NodeHandle>) -> impl IntoResponse {
+/// OpenMetrics when the scraper asks for it, else the Prometheus text format 0.0.4.
+async fn metrics(
+    State(node): State<NodeHandle>,
+    headers: axum::http::HeaderMap,
+) -> impl IntoResponse {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = lps_telemetry::exposition::Format::negotiate(accept);
     (
-        [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
-        node.metrics().encode(),
+        [(header::CONTENT_TYPE, format.content_type())],
+        node.metrics().encode_as(format),
     )
 }

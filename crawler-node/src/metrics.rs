@@ -21,6 +21,8 @@ use prometheus_client::{
     registry::Registry,
 };
 
+use lps_telemetry::exposition::{self, Format};
+
 use crate::proxy::EndReason;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -344,12 +346,18 @@ impl NodeMetrics {
             .inc();
     }
 
-    /// The text exposition (OpenMetrics text, which Prometheus scrapes as is).
-    pub fn encode(&self) -> String {
+    /// The exposition in `format`, with the process and build-info families
+    /// (`lps_build_info{service="crawler-node"}`).
+    pub fn encode_as(&self, format: Format) -> String {
         let mut out = String::new();
         // NB: encoding into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
-        out
+        exposition::render(&out, "crawler-node", env!("CARGO_PKG_VERSION"), format)
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        self.encode_as(Format::OpenMetrics)
     }
 }
 
@@ -403,6 +411,58 @@ mod tests {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    /// What `/metrics` serves without an OpenMetrics `Accept` passes `promtool check
+    /// metrics` (skipped, loudly, where promtool is not installed; `scripts/test.sh`
+    /// installs it).
+    #[test]
+    fn text_format_passes_promtool() {
+        use std::io::Write as _;
+        let m = NodeMetrics::new();
+        m.job_finished(&mall(), JobEnd::Found);
+        m.page_loaded(&mall(), "results", Duration::from_millis(300));
+        m.proxy_bytes(&mall(), 2_000, 300);
+        m.browser_restarted(BrowserRestart::Failed);
+        m.blocked(&mall());
+        m.ip_session_ended(&mall(), EndReason::Budget);
+        let text = m.encode_as(Format::Text);
+        assert!(
+            text.contains("# TYPE lps_node_blocks_total counter"),
+            "{text}"
+        );
+        assert!(
+            text.contains("lps_build_info{service=\"crawler-node\""),
+            "{text}"
+        );
+        let Ok(mut child) = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+        else {
+            eprintln!(
+                "!!!!! promtool not found: node /metrics NOT checked (apt-get install prometheus) !!!!!"
+            );
+            return;
+        };
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && said.trim().is_empty(),
+            "promtool check metrics:\n{said}\non\n{text}"
+        );
     }
 
     #[test]

@@ -13,9 +13,14 @@
 //! - [`record_span`] exports a span whose start lies in the past (the time a job waited in
 //!   the queue is only known when it is claimed); `tracing` spans always start now.
 //!
+//! - [`exposition`]: what both services' `/metrics` serve — the Prometheus text format
+//!   0.0.4 unless the scraper asks for OpenMetrics, plus process and build-info families.
+//!
 //! Secrets: nothing here logs or exports a setting's value; services must not put tokens,
 //! proxy credentials or API keys in span fields either (the end-to-end trace test greps
 //! every exported span and log line for the secrets it configured).
+
+pub mod exposition;
 
 use std::{collections::HashMap, time::SystemTime};
 

@@ -453,6 +453,19 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
             s.proxy_ports_available, s.proxy_ports_total, s.proxy_ports_available_pct
         ),
     );
+    // NB: the figure above ignores per-mall cooldowns; this is what a crawl can count on.
+    if !s.proxy_ports_available_min_mall.is_empty() {
+        kv(
+            "lowest for a mall:",
+            format!(
+                "{}/{} ({:.0}%) {}",
+                s.proxy_ports_available_min,
+                s.proxy_ports_total,
+                s.proxy_ports_available_min_pct,
+                s.proxy_ports_available_min_mall
+            ),
+        );
+    }
     kv(
         "block-ended sessions in 6h:",
         s.block_ended_sessions_6h.to_string(),
@@ -486,6 +499,7 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
             "GAP",
             "BLOCKS/1H",
             "COOLING",
+            "PORTS",
             "SPEND/1H",
         ]);
         for m in &s.malls {
@@ -501,6 +515,7 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
                 format!("{:.1}s", seconds(m.min_start_gap.as_ref())),
                 m.blocks_last_hour.to_string(),
                 m.ports_cooling.to_string(),
+                m.ports_available.to_string(),
                 format!(
                     "{:.4}{}",
                     m.spend_usd_last_hour,

@@ -106,6 +106,7 @@ pub async fn run(
     mut inbound: Streaming<pb::NodeMessage>,
     out: Outbound,
 ) {
+    let _stream = crate::metrics::Held::new(&d.metrics.node_streams);
     let (commands_tx, mut commands) = mpsc::channel(256);
     let node_id = hello.node_id.clone();
     let registered = d

@@ -10,6 +10,7 @@
 pub mod deadline;
 pub mod limits;
 pub mod node;
+pub mod observe;
 pub mod ops;
 pub mod paging;
 pub mod search;

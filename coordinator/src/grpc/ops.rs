@@ -223,6 +223,9 @@ pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
                 spend_usd_last_hour: m.spend_usd_last_hour,
                 spend_cap_hourly_usd: m.spend_cap_hourly_usd.unwrap_or(0.0),
                 spend_capped: m.spend_capped,
+                ports_available: fleet.map_or(0, |fm| fm.ports_available),
+                ports_available_pct: f.pct(fleet.map_or(0, |fm| fm.ports_available)),
+                enabled: fleet.is_some_and(|fm| fm.enabled),
             }
         })
         .collect();
@@ -244,6 +247,9 @@ pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
         proxy_ports_total: f.ports_total,
         proxy_ports_available: f.ports_available,
         proxy_ports_available_pct: f.ports_available_pct(),
+        proxy_ports_available_min: f.ports_available_min(),
+        proxy_ports_available_min_mall: f.lowest_mall().map(|m| m.mall.clone()).unwrap_or_default(),
+        proxy_ports_available_min_pct: f.ports_available_min_pct(),
         block_ended_sessions_6h: f.block_ended_sessions_6h,
         nodes_connected: f.nodes_connected,
         free_slots: f.free_slots,

@@ -449,8 +449,10 @@ impl Searches {
             .into_iter()
             .map(|m| MallFleetOps {
                 mall: m.mall,
+                enabled: m.enabled,
                 blocks_last_hour: m.blocks_last_hour,
                 ports_cooling: m.ports_cooling,
+                ports_available: m.ports_available,
             })
             .collect();
         Ok(FleetOps {

@@ -417,6 +417,8 @@ pub struct FleetOps {
     /// Free slots of connected nodes that are not draining.
     pub free_slots: i64,
     pub ports_total: i64,
+    /// Ports usable by some mall now: not leased, resting or cooling for every mall. A
+    /// per-mall cooldown does not show here; see [`FleetOps::lowest_mall`].
     pub ports_available: i64,
     pub blocks_last_hour: i64,
     pub block_ended_sessions_6h: i64,
@@ -426,10 +428,38 @@ pub struct FleetOps {
 impl FleetOps {
     /// Available ports in percent of all; 100 when there are none (nothing is exhausted).
     pub fn ports_available_pct(&self) -> f64 {
+        self.pct(self.ports_available)
+    }
+
+    /// The enabled mall with the fewest ports available for it (the first by id on a tie),
+    /// `None` without enabled malls. This is the capacity a crawl can count on: with every
+    /// exit IP cooling for one mall after blocks, that mall gets no port although the
+    /// deployment-wide [`FleetOps::ports_available`] says all are free.
+    pub fn lowest_mall(&self) -> Option<&MallFleetOps> {
+        self.malls
+            .iter()
+            .filter(|m| m.enabled)
+            .min_by_key(|m| m.ports_available)
+    }
+
+    /// [`FleetOps::lowest_mall`]'s available ports (the deployment-wide figure without
+    /// enabled malls).
+    pub fn ports_available_min(&self) -> i64 {
+        self.lowest_mall()
+            .map_or(self.ports_available, |m| m.ports_available)
+    }
+
+    /// [`FleetOps::ports_available_min`] in percent of all ports; 100 without ports.
+    pub fn ports_available_min_pct(&self) -> f64 {
+        self.pct(self.ports_available_min())
+    }
+
+    /// `n` ports in percent of all; 100 when there are none.
+    pub fn pct(&self, n: i64) -> f64 {
         if self.ports_total <= 0 {
             100.0
         } else {
-            self.ports_available as f64 * 100.0 / self.ports_total as f64
+            n as f64 * 100.0 / self.ports_total as f64
         }
     }
 }
@@ -437,8 +467,14 @@ impl FleetOps {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct MallFleetOps {
     pub mall: String,
+    /// Enabled in `LPS_MALLS` (only enabled malls count for the lowest availability).
+    pub enabled: bool,
     pub blocks_last_hour: i64,
+    /// Enabled ports cooling for this mall (for every mall, or for this one after a block).
     pub ports_cooling: i64,
+    /// Enabled ports the ledger would lease for this mall now (not leased, resting or
+    /// cooling for every mall or for this mall).
+    pub ports_available: i64,
 }
 
 /// One alert rule's state as the evaluators last recorded it (`alert_state`, shared by the

@@ -34,6 +34,17 @@ pub const CLIENT_NAME: &str = "tests";
 /// Starts a coordinator on the test database with `extra` flags on top of the defaults
 /// (loopback addresses, the test tokens). `--grpc-addr` in `extra` replaces the default.
 pub async fn start(pool: &PgPool, extra: &[&str]) -> Running {
+    let own = PgPoolOptions::new()
+        .max_connections(10)
+        .connect_with(pool.connect_options().as_ref().clone())
+        .await
+        .unwrap();
+    start_on(own, extra).await
+}
+
+/// [`start`] on `own`, a pool of its own (closed by its shutdown), e.g. one that reaches
+/// the database through a forwarder the test controls.
+pub async fn start_on(own: PgPool, extra: &[&str]) -> Running {
     let mut args = vec![
         "coordinator",
         "--database-url",
@@ -50,11 +61,6 @@ pub async fn start(pool: &PgPool, extra: &[&str]) -> Running {
     }
     args.extend_from_slice(extra);
     let config = Cli::try_parse_from(args).unwrap().serve.validate().unwrap();
-    let own = PgPoolOptions::new()
-        .max_connections(10)
-        .connect_with(pool.connect_options().as_ref().clone())
-        .await
-        .unwrap();
     app::start_with_pool(config, own).await.unwrap()
 }
 
