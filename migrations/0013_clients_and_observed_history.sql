@@ -22,6 +22,8 @@ alter table search_request add column request_digest text
 alter table search_request drop constraint search_request_idempotency_key_key;
 create unique index search_request_client_key
     on search_request (client, idempotency_key) where idempotency_key is not null;
+-- The items of one product of a search (price history, written as its last job finishes).
+create index search_item_product on search_item (search_id, product_index);
 -- ListSearches: a client's searches, newest first.
 create index search_request_client_newest on search_request (client, search_id desc);
 
@@ -89,23 +91,22 @@ begin
     finished as (
         select unnest(finished_ids) as job_id
     ),
-    -- NB: by product key, not product index: a request that lists one product twice has
-    -- one entry for it (the unique index), and its items share the jobs anyway.
+    -- A product of a search: its items are found by (search_id, product_index) (index
+    -- search_item_product), never by scanning the search's other products.
     groups as (
-        select distinct si.search_id, j.product_key
+        select distinct si.search_id, si.product_index
         from finished f
         join search_item si on si.job_id = f.job_id
-        join job j on j.job_id = f.job_id
     ),
     members as (
-        select g.search_id, g.product_key, si.mall, j.job_id, j.state, j.outcome,
-               j.finished_at, si.disposition in ('queued', 'joined') as crawled
+        select g.search_id, g.product_index, si.mall, j.job_id, j.state, j.outcome,
+               j.finished_at, j.product_key, si.disposition in ('queued', 'joined') as crawled
         from groups g
-        join search_item si on si.search_id = g.search_id
-        join job j on j.job_id = si.job_id and j.product_key = g.product_key
+        join search_item si on si.search_id = g.search_id and si.product_index = g.product_index
+        join job j on j.job_id = si.job_id
     ),
     summary as (
-        select m.search_id, m.product_key,
+        select m.search_id, m.product_index, min(m.product_key) as product_key,
                bool_and(m.state in ('done', 'dead', 'cancelled')) as final,
                bool_and(m.state = 'done') as complete,
                bool_or(m.crawled and m.state = 'done') as crawled_any,
@@ -113,36 +114,47 @@ begin
                coalesce(array_agg(distinct m.mall order by m.mall)
                             filter (where m.state = 'done'), '{}') as covered_malls
         from members m
-        group by m.search_id, m.product_key
+        group by m.search_id, m.product_index
     ),
     best as (
-        select s.search_id, s.product_key, m.mall, o.price, o.shipping_fee,
+        select s.search_id, s.product_index, m.mall, o.price, o.shipping_fee,
                o.shipping_status, o.effective_price, o.url, o.title, m.finished_at,
                not m.crawled as cached,
-               row_number() over (partition by s.search_id, s.product_key, m.mall
+               row_number() over (partition by s.search_id, s.product_index, m.mall
                                   order by o.effective_price, o.shipping_fee, o.rank) as rn
         from summary s
-        join members m on m.search_id = s.search_id and m.product_key = s.product_key
+        join members m on m.search_id = s.search_id and m.product_index = s.product_index
         join offer o on o.job_id = m.job_id and o.shipping_status <> 'unknown'
         where s.final and s.crawled_any and m.state = 'done' and m.outcome = 'found'
+    ),
+    entries as (
+        select s.product_index, s.product_key, s.search_id, s.observed_at,
+               min(b.effective_price) as lowest_effective_price,
+               (array_agg(b.mall order by b.effective_price, b.shipping_fee, b.mall))[1]
+                   as lowest_mall,
+               jsonb_agg(jsonb_build_object(
+                   'mall', b.mall, 'price', b.price, 'shipping_fee', b.shipping_fee,
+                   'shipping', b.shipping_status, 'effective_price', b.effective_price,
+                   'url', b.url, 'title', b.title, 'observed_at', b.finished_at,
+                   'cached', b.cached)
+                   order by b.effective_price, b.mall) as malls,
+               s.covered_malls, s.complete
+        from summary s
+        join best b on b.search_id = s.search_id and b.product_index = s.product_index
+                   and b.rn = 1
+        group by s.search_id, s.product_index, s.product_key, s.observed_at,
+                 s.covered_malls, s.complete
     )
     insert into price_history (product_key, search_id, recorded_at, observed_at,
                                lowest_effective_price, lowest_mall, malls, covered_malls,
                                complete)
-    select s.product_key, s.search_id, clock_timestamp(), s.observed_at,
-           min(b.effective_price),
-           (array_agg(b.mall order by b.effective_price, b.shipping_fee, b.mall))[1],
-           jsonb_agg(jsonb_build_object(
-               'mall', b.mall, 'price', b.price, 'shipping_fee', b.shipping_fee,
-               'shipping', b.shipping_status, 'effective_price', b.effective_price,
-               'url', b.url, 'title', b.title, 'observed_at', b.finished_at,
-               'cached', b.cached)
-               order by b.effective_price, b.mall),
-           s.covered_malls, s.complete
-    from summary s
-    join best b on b.search_id = s.search_id and b.product_key = s.product_key and b.rn = 1
-    group by s.search_id, s.product_key, s.observed_at, s.covered_malls,
-             s.complete
+    -- NB: a request that lists one product twice has one entry for it (the unique index;
+    -- its two products share the jobs, so their entries are the same).
+    select distinct on (e.search_id, e.product_key)
+           e.product_key, e.search_id, clock_timestamp(), e.observed_at,
+           e.lowest_effective_price, e.lowest_mall, e.malls, e.covered_malls, e.complete
+    from entries e
+    order by e.search_id, e.product_key, e.product_index
     -- A dead job retried to the end turns an incomplete entry into the complete one.
     on conflict (search_id, product_key) where search_id is not null
     do update set recorded_at = excluded.recorded_at,
