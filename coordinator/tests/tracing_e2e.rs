@@ -12,6 +12,15 @@
 //! search, whose alpha job fails because the mall blocks every exit IP, must be one trace
 //! too, with the failure marked as an error span.
 //!
+//! What a trace viewer needs, checked on the same run: no span exported while the services
+//! run (after a few seconds of background loops) has a parent missing from the export, nor
+//! does any span of the whole export; ids, attempts, ports and counts are integer
+//! attributes; every error span has a message; the gRPC edges have SERVER/CLIENT kinds
+//! (the node's Connect, an `lpsctl search` run as a process) and the assignment
+//! PRODUCER/CONSUMER; every resource has `service.version` and its own
+//! `service.instance.id`; WebDriver spans name their command; blocks are in the job's
+//! trace on both sides with the job and the port.
+//!
 //! NB: the only test in this binary: it builds `crawler-node` with cargo (once) and runs
 //! Chromium.
 
@@ -543,6 +552,25 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
         "{status:#?}"
     );
 
+    // lpsctl's call is a CLIENT span the coordinator's SERVER span continues (answered
+    // from the fresh result: no crawl).
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lpsctl"));
+    common_env(&mut command, otlp, "trace-test-lpsctl");
+    let lpsctl = command
+        .args(["search", &product.name, "--max-age", "1h"])
+        .env("LPS_ADDR", format!("http://{grpc_addr}"))
+        .env("LPS_TOKEN", CLIENT_TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+    assert!(lpsctl.status.success(), "lpsctl search: {lpsctl:?}");
+    assert!(
+        !String::from_utf8_lossy(&lpsctl.stdout).contains(r#""level""#),
+        "lpsctl printed log lines: {lpsctl:?}"
+    );
+
     // Metrics labels must not carry secrets either.
     let metrics = reqwest::get(format!("http://{http_addr}/metrics"))
         .await
@@ -925,7 +953,7 @@ fn check_resources(resource_spans: &[ResourceSpans], problems: &mut Vec<String>)
     problems.sort_unstable();
     problems.dedup();
     let ids: HashSet<&String> = instances.values().collect();
-    if ids.len() != 2 {
+    if instances.len() != 3 || ids.len() != instances.len() {
         problems.push(format!("instance ids: {instances:?}"));
     }
 }
@@ -954,6 +982,21 @@ fn kind_problems(all: &[Got]) -> Vec<String> {
                 .any(|c| c.span.span_id == g.span.parent_span_id)
     }) {
         problems.push("no grpc.connect server span under the node's node.connect".into());
+    }
+    let clients: Vec<&Got> = all
+        .iter()
+        .filter(|g| g.service == "trace-test-lpsctl" && g.name() == "lpsctl search")
+        .collect();
+    if clients.len() != 1 || clients[0].kind() != SpanKind::Client {
+        problems.push(format!("lpsctl's client spans: {clients:?}"));
+    }
+    if !all.iter().any(|g| {
+        g.name() == "grpc.search"
+            && clients.iter().any(|c| {
+                c.span.span_id == g.span.parent_span_id && c.span.trace_id == g.span.trace_id
+            })
+    }) {
+        problems.push("no grpc.search under lpsctl's client span".into());
     }
     for g in all {
         let want = match g.name() {

@@ -168,6 +168,26 @@ pub fn init(service_name: &str, format: LogFormat) -> Result<Telemetry, Error> {
     Ok(Telemetry { provider })
 }
 
+/// Installs trace export only, for a command-line tool whose output is its own: no log
+/// lines (a CLI prints its own errors), spans exported when `OTEL_*` says so.
+pub fn init_cli(service_name: &str) -> Result<Telemetry, Error> {
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    let provider = tracer_provider(service_name)?;
+    let otel = provider.as_ref().map(|p| {
+        tracing_opentelemetry::layer()
+            .with_tracer(p.tracer(service_name.to_owned()))
+            .with_filter(filter_fn(exported))
+    });
+    // `RUST_LOG` picks the spans, as in the services (not h2's trace spans).
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(otel)
+        .try_init()
+        .map_err(|_| Error::AlreadyInstalled)?;
+    Ok(Telemetry { provider })
+}
+
 struct Carrier(HashMap<String, String>);
 
 impl Injector for Carrier {
