@@ -1,6 +1,7 @@
 //! LPS telemetry, shared by the coordinator and the crawler node.
 //!
-//! - [`init`] installs the global `tracing` subscriber: text or JSON logs filtered by
+//! - [`init`] (a service) or [`init_cli`] (a command-line tool: export only, no log lines)
+//!   installs the global `tracing` subscriber. [`init`]: text or JSON logs filtered by
 //!   `RUST_LOG`, plus an OpenTelemetry layer exporting spans over OTLP/gRPC when
 //!   `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set. The
 //!   standard `OTEL_*` variables configure it (`OTEL_SERVICE_NAME`, `OTEL_TRACES_SAMPLER`,
