@@ -201,7 +201,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
                 let r = dispatch::run_control_listener(pool, registry, cancel).await;
                 ("control listener", r.map_err(anyhow::Error::from))
             }
-            .instrument(info_span!("dispatch.control")),
+            .instrument(info_span!(parent: None, "dispatch.control", log_only = true)),
         );
     }
     {
@@ -211,7 +211,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
                 reaper::run(queue, every, cancel).await;
                 ("reaper", Ok(()))
             }
-            .instrument(info_span!("reaper")),
+            .instrument(info_span!(parent: None, "reaper", log_only = true)),
         );
     }
 
@@ -228,7 +228,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
                 alerts::run(pool, searches, metrics, alerts, cancel).await;
                 ("alerts", Ok(()))
             }
-            .instrument(info_span!("alerts")),
+            .instrument(info_span!(parent: None, "alerts", log_only = true)),
         );
     }
 
@@ -302,7 +302,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
                 .await;
             ("grpc server", r.map_err(anyhow::Error::from))
         }
-        .instrument(info_span!("grpc.server")),
+        .instrument(info_span!(parent: None, "grpc.server", log_only = true)),
     );
 
     // HTTP: liveness and readiness.
@@ -342,7 +342,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             };
             ("http server", r.map_err(anyhow::Error::from))
         }
-        .instrument(info_span!("http.server")),
+        .instrument(info_span!(parent: None, "http.server", log_only = true)),
     );
 
     info!(

@@ -12,6 +12,15 @@
 //! search, whose alpha job fails because the mall blocks every exit IP, must be one trace
 //! too, with the failure marked as an error span.
 //!
+//! What a trace viewer needs, checked on the same run: no span exported while the services
+//! run (after a few seconds of background loops) has a parent missing from the export, nor
+//! does any span of the whole export; ids, attempts, ports and counts are integer
+//! attributes; every error span has a message; the gRPC edges have SERVER/CLIENT kinds
+//! (the node's Connect, an `lpsctl search` run as a process) and the assignment
+//! PRODUCER/CONSUMER; every resource has `service.version` and its own
+//! `service.instance.id`; WebDriver spans name their command; blocks are in the job's
+//! trace on both sides with the job and the port.
+//!
 //! NB: the only test in this binary: it builds `crawler-node` with cargo (once) and runs
 //! Chromium.
 
@@ -37,7 +46,7 @@ use opentelemetry_proto::tonic::{
         trace_service_server::{TraceService, TraceServiceServer},
     },
     common::v1::{AnyValue, KeyValue, any_value::Value},
-    trace::v1::{ResourceSpans, Span, status::StatusCode},
+    trace::v1::{ResourceSpans, Span, span::SpanKind, status::StatusCode},
 };
 use sqlx::PgPool;
 use tokio::process::{Child, Command};
@@ -135,12 +144,23 @@ impl Got {
         attr(&self.span.attributes, key)
     }
 
+    /// An integer attribute (typed: a number exported as a string is not one).
     fn int(&self, key: &str) -> Option<i64> {
         match self.attr(key)? {
             Value::IntValue(i) => Some(*i),
-            Value::StringValue(s) => s.parse().ok(),
             _ => None,
         }
+    }
+
+    fn is_error(&self) -> bool {
+        self.span
+            .status
+            .as_ref()
+            .is_some_and(|s| s.code == StatusCode::Error as i32)
+    }
+
+    fn kind(&self) -> SpanKind {
+        SpanKind::try_from(self.span.kind).unwrap_or(SpanKind::Unspecified)
     }
 
     fn string(&self, key: &str) -> Option<String> {
@@ -186,6 +206,25 @@ fn flatten(resource_spans: &[ResourceSpans]) -> Vec<Got> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The spans of `children` whose parent is not in `exported` (nor one of the callers'
+/// remote spans), as `service name` lines.
+fn orphans(children: &[Got], exported: &[Got]) -> Vec<String> {
+    let ids: HashSet<(Vec<u8>, Vec<u8>)> = exported
+        .iter()
+        .map(|g| (g.span.trace_id.clone(), g.span.span_id.clone()))
+        .collect();
+    children
+        .iter()
+        .filter(|g| !g.span.parent_span_id.is_empty())
+        .filter(|g| {
+            let parent = hex(&g.span.parent_span_id);
+            parent != CALLER_SPAN_ID && parent != FAILING_CALLER_SPAN_ID
+        })
+        .filter(|g| !ids.contains(&(g.span.trace_id.clone(), g.span.parent_span_id.clone())))
+        .map(|g| format!("{} {}", g.service, g.name()))
+        .collect()
 }
 
 // ------------------------------------------------------------------ the processes
@@ -513,6 +552,25 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
         "{status:#?}"
     );
 
+    // lpsctl's call is a CLIENT span the coordinator's SERVER span continues (answered
+    // from the fresh result: no crawl).
+    let mut command = Command::new(env!("CARGO_BIN_EXE_lpsctl"));
+    common_env(&mut command, otlp, "trace-test-lpsctl");
+    let lpsctl = command
+        .args(["search", &product.name, "--max-age", "1h"])
+        .env("LPS_ADDR", format!("http://{grpc_addr}"))
+        .env("LPS_TOKEN", CLIENT_TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .unwrap();
+    assert!(lpsctl.status.success(), "lpsctl search: {lpsctl:?}");
+    assert!(
+        !String::from_utf8_lossy(&lpsctl.stdout).contains(r#""level""#),
+        "lpsctl printed log lines: {lpsctl:?}"
+    );
+
     // Metrics labels must not carry secrets either.
     let metrics = reqwest::get(format!("http://{http_addr}/metrics"))
         .await
@@ -559,6 +617,33 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
     );
     let failed_job = failed_job.job_id;
 
+    // A few seconds of background loops (reaper, claims, heartbeats, renewals), then what
+    // was exported so far: every span's parent must already be exported, give or take the
+    // export delay (a parent exported only at shutdown is one a viewer never sees while the
+    // service runs).
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let running = flatten(&receiver.resource_spans());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let running_later = flatten(&receiver.resource_spans());
+    let orphaned = orphans(&running, &running_later);
+    let mut orphan_names: Vec<&String> = orphaned.iter().collect();
+    orphan_names.sort_unstable();
+    orphan_names.dedup();
+    eprintln!(
+        "while running: {} spans exported, {} of them with a parent not exported: {orphan_names:?}",
+        running.len(),
+        orphaned.len()
+    );
+    // (Checked at the end, so that one run reports every kind of problem.)
+    let mut problems = Vec::new();
+    if !orphaned.is_empty() {
+        problems.push(format!(
+            "{} of {} spans exported while the services ran have a parent that was not exported: {orphan_names:?}",
+            orphaned.len(),
+            running.len()
+        ));
+    }
+
     // Stop gracefully: the node drains first, then the coordinator; both flush spans.
     drop(client);
     stop(&mut node, "the crawler node").await;
@@ -595,6 +680,53 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
         "the logs were not captured"
     );
 
+    // ---- the whole export: every parent exported, typed attributes, error messages.
+    let orphaned = orphans(&all, &all);
+    if !orphaned.is_empty() {
+        problems.push(format!(
+            "spans whose parent was never exported: {orphaned:?}"
+        ));
+    }
+    check_resources(&resource_spans, &mut problems);
+    check_typed_attributes(&all, &mut problems);
+    let mut silent: Vec<String> = all
+        .iter()
+        .filter(|g| g.is_error())
+        .filter(|g| {
+            let message = g.span.status.as_ref().map_or("", |s| s.message.as_str());
+            message.trim_matches('"').is_empty()
+        })
+        .map(|g| format!("{} {}", g.service, g.name()))
+        .collect();
+    silent.sort_unstable();
+    silent.dedup();
+    if !silent.is_empty() {
+        problems.push(format!("error spans without a message: {silent:?}"));
+    }
+    let webdriver: HashSet<&str> = all
+        .iter()
+        .filter(|g| g.name().starts_with("webdriver.") || g.name() == "run_webdriver_cmd")
+        .map(Got::name)
+        .collect();
+    eprintln!("WebDriver spans: {webdriver:?}");
+    // thirtyfour's own `run_webdriver_cmd` spans name no command: the node's are named
+    // after theirs.
+    if webdriver.contains("run_webdriver_cmd")
+        || ![
+            "webdriver.new_session",
+            "webdriver.navigate",
+            "webdriver.execute",
+        ]
+        .iter()
+        .all(|c| webdriver.contains(c))
+    {
+        problems.push(format!("WebDriver spans: {webdriver:?}"));
+    }
+    problems.extend(kind_problems(&all));
+    for p in &problems {
+        eprintln!("PROBLEM: {p}");
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
     // ---- one trace.
     let (in_trace, described) = one_trace(&all, TRACE_ID, CALLER_SPAN_ID);
 
@@ -760,16 +892,173 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
         }),
         "job {failed_job} failed but no span of it is marked as an error:\n{failing_described}"
     );
+    // The node's run of it ended in failure: an error with the reason.
+    assert!(
+        failing_trace.iter().any(|g| g.service == "trace-test-node"
+            && g.name() == "node.job"
+            && g.int("job.id") == Some(failed_job)
+            && g.is_error()),
+        "the node's failed job is not an error span:\n{failing_described}"
+    );
+    // The blocks the node met are recorded inside the job's trace on both sides, with the
+    // job and the port.
+    for (service, name) in [
+        ("trace-test-node", "node.block"),
+        ("trace-test-coordinator", "ledger.record_block"),
+    ] {
+        let blocks: Vec<&&Got> = failing_trace
+            .iter()
+            .filter(|g| g.service == service && g.name() == name)
+            .collect();
+        assert!(
+            !blocks.is_empty(),
+            "no {service} {name} span in the failing search's trace:\n{failing_described}"
+        );
+        for g in blocks {
+            assert_eq!(g.int("job.id"), Some(failed_job), "{g:#?}");
+            assert!(g.int("port").is_some_and(|p| p > 0), "{g:#?}");
+        }
+    }
 
     // The first search succeeded: no step of it is marked as an error.
-    let errors: Vec<&&Got> = in_trace
-        .iter()
-        .filter(|g| {
-            g.span
-                .status
-                .as_ref()
-                .is_some_and(|s| s.code == StatusCode::Error as i32)
-        })
-        .collect();
+    let errors: Vec<&&Got> = in_trace.iter().filter(|g| g.is_error()).collect();
     assert!(errors.is_empty(), "spans marked as errors: {errors:#?}");
+}
+
+/// Both services say which build and which process sent their spans.
+fn check_resources(resource_spans: &[ResourceSpans], problems: &mut Vec<String>) {
+    let mut instances: HashMap<String, String> = HashMap::new();
+    for rs in resource_spans {
+        let attributes = &rs.resource.as_ref().expect("a resource").attributes;
+        let string = |key: &str| match attr(attributes, key) {
+            Some(Value::StringValue(s)) if !s.is_empty() => Some(s.clone()),
+            _ => None,
+        };
+        let service = string("service.name").unwrap_or_default();
+        if string("service.version").as_deref() != Some(env!("CARGO_PKG_VERSION")) {
+            problems.push(format!(
+                "{service}: resource service.version {:?}",
+                string("service.version")
+            ));
+        }
+        let Some(instance) = string("service.instance.id") else {
+            problems.push(format!("{service}: no resource service.instance.id"));
+            continue;
+        };
+        let known = instances.entry(service.clone()).or_insert(instance.clone());
+        if *known != instance {
+            problems.push(format!("{service} changed its instance id"));
+        }
+    }
+    problems.sort_unstable();
+    problems.dedup();
+    let ids: HashSet<&String> = instances.values().collect();
+    if instances.len() != 3 || ids.len() != instances.len() {
+        problems.push(format!("instance ids: {instances:?}"));
+    }
+}
+
+/// The kinds of the spans at the gRPC edges: the node's Connect call is a client span,
+/// the coordinator's handling of it a server span under it; a Search call is served by
+/// `grpc.search`; an assignment is produced by the coordinator and consumed by the node.
+fn kind_problems(all: &[Got]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let connects: Vec<&Got> = all
+        .iter()
+        .filter(|g| g.service == "trace-test-node" && g.name() == "node.connect")
+        .collect();
+    if connects.is_empty() || connects.iter().any(|g| g.kind() != SpanKind::Client) {
+        problems.push(format!(
+            "node.connect spans and kinds: {:?}",
+            connects.iter().map(|g| g.kind()).collect::<Vec<_>>()
+        ));
+    }
+    if !all.iter().any(|g| {
+        g.service == "trace-test-coordinator"
+            && g.name() == "grpc.connect"
+            && g.kind() == SpanKind::Server
+            && connects
+                .iter()
+                .any(|c| c.span.span_id == g.span.parent_span_id)
+    }) {
+        problems.push("no grpc.connect server span under the node's node.connect".into());
+    }
+    let clients: Vec<&Got> = all
+        .iter()
+        .filter(|g| g.service == "trace-test-lpsctl" && g.name() == "lpsctl search")
+        .collect();
+    if clients.len() != 1 || clients[0].kind() != SpanKind::Client {
+        problems.push(format!("lpsctl's client spans: {clients:?}"));
+    }
+    if !all.iter().any(|g| {
+        g.name() == "grpc.search"
+            && clients.iter().any(|c| {
+                c.span.span_id == g.span.parent_span_id && c.span.trace_id == g.span.trace_id
+            })
+    }) {
+        problems.push("no grpc.search under lpsctl's client span".into());
+    }
+    for g in all {
+        let want = match g.name() {
+            "grpc.search" => SpanKind::Server,
+            "dispatch.assign" => SpanKind::Producer,
+            "node.job" => SpanKind::Consumer,
+            _ => continue,
+        };
+        if g.kind() != want {
+            problems.push(format!(
+                "{} {} is {:?}, not {want:?}",
+                g.service,
+                g.name(),
+                g.kind()
+            ));
+        }
+    }
+    problems.sort_unstable();
+    problems.dedup();
+    problems
+}
+
+/// Ids, counters and numbers are typed attributes, never Debug strings.
+fn check_typed_attributes(all: &[Got], problems: &mut Vec<String>) {
+    let mut found = HashSet::new();
+    const INTS: [&str; 7] = [
+        "job.id",
+        "job.attempt",
+        "job.lease_epoch",
+        "search.id",
+        "port",
+        "ip_request_no",
+        "jobs",
+    ];
+    // Attributes that are strings even when they look like numbers.
+    const STRINGS: [&str; 3] = ["query", "product", "exception.message"];
+    for g in all {
+        for kv in &g.span.attributes {
+            let value = kv.value.as_ref().and_then(|v| v.value.as_ref());
+            let wrong = match value {
+                Some(Value::StringValue(s)) => {
+                    INTS.contains(&kv.key.as_str())
+                        || s.starts_with("Some(")
+                        || s == "None"
+                        || (s.parse::<i64>().is_ok() && !STRINGS.contains(&kv.key.as_str()))
+                }
+                Some(Value::IntValue(_)) | None => false,
+                Some(_) => INTS.contains(&kv.key.as_str()),
+            };
+            if wrong {
+                found.insert(format!(
+                    "{} {}: {} = {value:?}",
+                    g.service,
+                    g.name(),
+                    kv.key
+                ));
+            }
+        }
+    }
+    let mut found: Vec<String> = found.into_iter().collect();
+    found.sort_unstable();
+    if !found.is_empty() {
+        problems.push(format!("untyped attributes: {found:#?}"));
+    }
 }

@@ -188,13 +188,13 @@ impl Jobs {
         let cancel = CancellationToken::new();
         let span = info_span!(
             "node.job",
+            otel.kind = "consumer",
             job.id = lease.job_id,
             job.lease_epoch = lease.epoch,
-            job.attempt = job.attempt,
+            job.attempt = i64::from(job.attempt),
             mall = %job.mall,
             node.id = %self.node_id,
             outcome = tracing::field::Empty,
-            otel.status_code = tracing::field::Empty,
         );
         // One search is one trace: the job continues the Search call's context.
         if let Some(parent) = job.traceparent.as_deref() {
@@ -224,8 +224,8 @@ impl Jobs {
                     // A failed attempt is an error of the job's span (and of its trace).
                     let span = tracing::Span::current();
                     span.record("outcome", outcome_name(&outcome));
-                    if matches!(outcome, Outcome::Failed { .. }) {
-                        span.record("otel.status_code", "error");
+                    if let Outcome::Failed { class, message, .. } = &outcome {
+                        lps_telemetry::fail(&span, format!("{}: {message}", class.as_str()));
                     }
                     return Some(outcome);
                 }

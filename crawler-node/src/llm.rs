@@ -225,7 +225,7 @@ impl LlmClient {
             .instrument(span.clone())
             .await;
         if let Ok(keywords) = &result {
-            span.record("answer.count", keywords.len());
+            span.record("answer.count", keywords.len() as i64);
         }
         settle(&span, result)
     }
@@ -254,7 +254,7 @@ impl LlmClient {
             .instrument(span.clone())
             .await;
         if let Ok(same) = &result {
-            span.record("answer.count", same.len());
+            span.record("answer.count", same.len() as i64);
         }
         settle(&span, result)
     }
@@ -424,7 +424,7 @@ fn settle<T>(span: &Span, result: Result<T, LlmError>) -> Option<T> {
         Ok(answer) => Some(answer),
         Err(err) => {
             span.record("error", tracing::field::display(&err));
-            span.record("otel.status_code", "ERROR");
+            lps_telemetry::fail(span, err.to_string());
             warn!(parent: span, error = %err, kind = err.kind(), "llm call gave no answer; going on without it");
             None
         }

@@ -179,7 +179,7 @@ async fn run(config: Config) -> anyhow::Result<()> {
             executor.set_identity_checked(false);
             tokio::spawn(
                 startup_self_check(config.clone(), executor.clone())
-                    .instrument(info_span!("node.self_check")),
+                    .instrument(info_span!(parent: None, "node.self_check")),
             );
             Node::new(config.clone(), executor).with_link(inbox)
         }
@@ -198,13 +198,15 @@ async fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("LPS_HTTP_ADDR: cannot listen on {}", config.http_addr))?;
     let stop_http = CancellationToken::new();
     let mut http = tokio::spawn(
-        health::serve(listener, node.handle(), stop_http.clone())
-            .instrument(info_span!("node.http", addr = %config.http_addr)),
+        health::serve(listener, node.handle(), stop_http.clone()).instrument(
+            info_span!(parent: None, "node.http", addr = %config.http_addr, log_only = true),
+        ),
     );
 
     let shutdown = CancellationToken::new();
     tokio::spawn(
-        watch_signals(shutdown.clone(), browsers.clone()).instrument(info_span!("node.signals")),
+        watch_signals(shutdown.clone(), browsers.clone())
+            .instrument(info_span!(parent: None, "node.signals", log_only = true)),
     );
 
     let run = node.run(shutdown.clone());

@@ -288,7 +288,7 @@ impl Node {
     #[instrument(
         name = "node.run",
         skip_all,
-        fields(node.id = %self.config.node_id, session.id = tracing::field::Empty),
+        fields(node.id = %self.config.node_id, session.id = tracing::field::Empty, log_only = true),
         err
     )]
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), NodeError> {

@@ -273,9 +273,10 @@ impl ProxySource for NodeLink {
         let span = info_span!(
             "proxy.release",
             mall = %session.mall,
-            port = grant.port,
+            job.id = session.job_id,
+            port = i64::from(grant.port),
             reason = session.reason.as_str(),
-            requests = session.requests,
+            requests = i64::from(session.requests),
         );
         span.in_scope(|| {
             self.report(Report::ProxyRelease {
@@ -289,7 +290,16 @@ impl ProxySource for NodeLink {
 
 impl EventSink for NodeLink {
     fn block(&self, event: BlockEvent) {
-        self.report(Report::Block(event));
+        // NB: called inside the job's span, so the block is part of its search's trace.
+        let span = info_span!(
+            "node.block",
+            mall = %event.mall,
+            job.id = event.job_id,
+            port = i64::from(event.port),
+            ip_request_no = i64::from(event.ip_request_no),
+            marker = %event.marker,
+        );
+        span.in_scope(|| self.report(Report::Block(event)));
     }
 }
 

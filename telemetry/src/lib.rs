@@ -1,6 +1,7 @@
 //! LPS telemetry, shared by the coordinator and the crawler node.
 //!
-//! - [`init`] installs the global `tracing` subscriber: text or JSON logs filtered by
+//! - [`init`] (a service) or [`init_cli`] (a command-line tool: export only, no log lines)
+//!   installs the global `tracing` subscriber. [`init`]: text or JSON logs filtered by
 //!   `RUST_LOG`, plus an OpenTelemetry layer exporting spans over OTLP/gRPC when
 //!   `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set. The
 //!   standard `OTEL_*` variables configure it (`OTEL_SERVICE_NAME`, `OTEL_TRACES_SAMPLER`,
@@ -12,6 +13,19 @@
 //!   reads a caller's `traceparent` from gRPC metadata.
 //! - [`record_span`] exports a span whose start lies in the past (the time a job waited in
 //!   the queue is only known when it is claimed); `tracing` spans always start now.
+//! - Span conventions for a trace viewer: [`fail`] ends a span in failure with its message
+//!   (status ERROR, an `exception` event); `otel.kind = "server"` / `"client"` /
+//!   `"producer"` / `"consumer"` on the spans at the edges between services;
+//!   [`inject_metadata`] sends the current span's context with an outgoing gRPC call. The
+//!   resource names the build (`service.version`) and the process (`service.instance.id`,
+//!   a UUID per start) unless `OTEL_RESOURCE_ATTRIBUTES` does.
+//!
+//! Exported spans are short. A span that lives as long as a loop, a stream or the process
+//! (a reaper, a node session) is declared with the [`LOG_ONLY`] field: it gives its log
+//! lines context but is not exported, so each iteration's spans are roots of their own
+//! instead of children of a parent a collector would only see at shutdown. thirtyfour's
+//! own `run_webdriver_cmd` spans are not exported either (they name no command; the node
+//! exports its own `webdriver.<command>` spans).
 //!
 //! - [`exposition`]: what both services' `/metrics` serve — the Prometheus text format
 //!   0.0.4 unless the scraper asks for OpenMetrics, plus process and build-info families.
@@ -25,13 +39,29 @@ pub mod exposition;
 use std::{collections::HashMap, time::SystemTime};
 
 use opentelemetry::{
-    Context, KeyValue,
+    Context, Key, KeyValue,
     propagation::{Extractor, Injector, TextMapPropagator as _},
-    trace::{Span as _, Tracer as _, TracerProvider as _},
+    trace::{Span as _, Status, Tracer as _, TracerProvider as _},
 };
 use opentelemetry_sdk::{Resource, propagation::TraceContextPropagator, trace::SdkTracerProvider};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-use tracing_subscriber::{EnvFilter, layer::SubscriberExt as _, util::SubscriberInitExt as _};
+use tracing_subscriber::{
+    EnvFilter, Layer as _, filter::filter_fn, layer::SubscriberExt as _,
+    util::SubscriberInitExt as _,
+};
+
+/// The field that marks a long-lived span as one for logs only (see the crate docs):
+/// `info_span!("reaper", log_only = true)`, `#[instrument(fields(log_only = true))]`.
+/// Only its presence counts. NB: create such a span with `parent: None` when it may start
+/// inside an exported span — a child keeps its parent open, so the parent would not be
+/// exported before the loop ends.
+pub const LOG_ONLY: &str = "log_only";
+
+/// Whether the OTLP layer exports spans and events of `meta`.
+fn exported(meta: &tracing::Metadata<'_>) -> bool {
+    !meta.is_span()
+        || !(meta.fields().field(LOG_ONLY).is_some() || meta.target().starts_with("thirtyfour"))
+}
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +122,19 @@ pub fn tracer_provider(default_service_name: &str) -> Result<Option<SdkTracerPro
     if std::env::var("OTEL_SERVICE_NAME").is_err() {
         resource = resource.with_service_name(default_service_name.to_owned());
     }
+    // What OTEL_RESOURCE_ATTRIBUTES says wins over these defaults.
+    let detected = Resource::builder().build();
+    let unset = |key: &'static str| detected.get(&Key::from_static_str(key)).is_none();
+    if unset("service.version") {
+        resource =
+            resource.with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+    }
+    if unset("service.instance.id") {
+        resource = resource.with_attribute(KeyValue::new(
+            "service.instance.id",
+            uuid::Uuid::new_v4().to_string(),
+        ));
+    }
     Ok(Some(
         SdkTracerProvider::builder()
             .with_batch_exporter(exporter)
@@ -109,9 +152,11 @@ pub fn init(service_name: &str, format: LogFormat) -> Result<Telemetry, Error> {
         // For `record_span`: the same exporter and resource as the `tracing` layer.
         opentelemetry::global::set_tracer_provider(provider.clone());
     }
-    let otel = provider
-        .as_ref()
-        .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer(service_name.to_owned())));
+    let otel = provider.as_ref().map(|p| {
+        tracing_opentelemetry::layer()
+            .with_tracer(p.tracer(service_name.to_owned()))
+            .with_filter(filter_fn(exported))
+    });
     let registry = tracing_subscriber::registry().with(filter).with(otel);
     let installed = match format {
         // NB: colour codes only for a terminal: a log file or collector gets plain text.
@@ -126,6 +171,26 @@ pub fn init(service_name: &str, format: LogFormat) -> Result<Telemetry, Error> {
             .try_init(),
     };
     installed.map_err(|_| Error::AlreadyInstalled)?;
+    Ok(Telemetry { provider })
+}
+
+/// Installs trace export only, for a command-line tool whose output is its own: no log
+/// lines (a CLI prints its own errors), spans exported when `OTEL_*` says so.
+pub fn init_cli(service_name: &str) -> Result<Telemetry, Error> {
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    let provider = tracer_provider(service_name)?;
+    let otel = provider.as_ref().map(|p| {
+        tracing_opentelemetry::layer()
+            .with_tracer(p.tracer(service_name.to_owned()))
+            .with_filter(filter_fn(exported))
+    });
+    // `RUST_LOG` picks the spans, as in the services (not h2's trace spans).
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(otel)
+        .try_init()
+        .map_err(|_| Error::AlreadyInstalled)?;
     Ok(Telemetry { provider })
 }
 
@@ -155,6 +220,34 @@ pub fn current_traceparent() -> Option<(String, String)> {
     TraceContextPropagator::new().inject_context(&cx, &mut carrier);
     let parent = carrier.0.remove("traceparent")?;
     Some((parent, carrier.0.remove("tracestate").unwrap_or_default()))
+}
+
+/// Adds the current span's W3C context to an outgoing call's metadata (nothing when the
+/// span is not traced).
+pub fn inject_metadata(metadata: &mut tonic::metadata::MetadataMap) {
+    let Some((parent, state)) = current_traceparent() else {
+        return;
+    };
+    if let Ok(v) = parent.parse() {
+        metadata.insert("traceparent", v);
+    }
+    if !state.is_empty()
+        && let Ok(v) = state.parse()
+    {
+        metadata.insert("tracestate", v);
+    }
+}
+
+/// Ends `span` in failure: status ERROR with `message` as its description, and an
+/// `exception` event carrying the message, as trace viewers expect. A no-op for a span
+/// that is not exported.
+pub fn fail(span: &tracing::Span, message: impl Into<String>) {
+    let message = message.into();
+    span.add_event(
+        "exception",
+        vec![KeyValue::new("exception.message", message.clone())],
+    );
+    span.set_status(Status::error(message));
 }
 
 /// The context carried by W3C `traceparent`/`tracestate` strings (invalid ones give an
@@ -253,6 +346,40 @@ mod tests {
         assert!(!valid_traceparent(
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"
         ));
+    }
+
+    #[test]
+    fn log_only_and_thirtyfour_spans_are_not_exported() {
+        use std::sync::{Arc, Mutex};
+
+        use tracing_subscriber::layer::Context as LayerContext;
+
+        /// Records the names of the spans it sees.
+        struct Names(Arc<Mutex<Vec<String>>>);
+        impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Names {
+            fn on_new_span(
+                &self,
+                attrs: &tracing::span::Attributes<'_>,
+                _: &tracing::span::Id,
+                _: LayerContext<'_, S>,
+            ) {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push(attrs.metadata().name().to_owned());
+            }
+        }
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let subscriber = tracing_subscriber::registry()
+            .with(Names(seen.clone()).with_filter(filter_fn(exported)));
+        tracing::subscriber::with_default(subscriber, || {
+            let _loop = tracing::info_span!("reaper", log_only = true).entered();
+            let _tick = tracing::info_span!("queue.reap").entered();
+            let _cmd =
+                tracing::info_span!(target: "thirtyfour::session::http", "run_webdriver_cmd")
+                    .entered();
+        });
+        assert_eq!(*seen.lock().unwrap(), ["queue.reap"]);
     }
 
     #[test]

@@ -186,18 +186,39 @@ enum Command {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli).await {
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let command = matches.subcommand_name().unwrap_or_default().to_owned();
+    let cli =
+        <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // Traces only when OTEL_* asks for them: one CLIENT span per command, whose context
+    // goes with every call (the coordinator's `grpc.search` continues it).
+    let telemetry = lps_telemetry::init_cli("lpsctl").ok();
+    let span = tracing::info_span!(
+        "lpsctl",
+        otel.name = format!("lpsctl {command}"),
+        otel.kind = "client",
+        rpc.system = "grpc",
+        lpsctl.command = command.as_str(),
+    );
+    let result = tracing::Instrument::instrument(run(cli), span.clone()).await;
+    let code = match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let message = match e.downcast_ref::<Status>() {
                 Some(s) => format!("{:?}: {}", s.code(), s.message()),
                 None => format!("{e:#}"),
             };
+            lps_telemetry::fail(&span, message.as_str());
             eprintln!("lpsctl: {}", message.replace('\n', " "));
             ExitCode::FAILURE
         }
+    };
+    drop(span);
+    if let Some(telemetry) = telemetry {
+        // NB: off the runtime's only thread, which the exporter's channel needs.
+        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
     }
+    code
 }
 
 /// Both service clients over one channel, with the token attached to every call.
@@ -260,6 +281,7 @@ impl Client {
         }
         req.metadata_mut()
             .insert("x-lps-caller", AsciiMetadataValue::from_static("lpsctl"));
+        lps_telemetry::inject_metadata(req.metadata_mut());
         if timeout {
             req.set_timeout(self.timeout);
         }

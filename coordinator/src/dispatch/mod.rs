@@ -165,7 +165,7 @@ impl Registry {
                     }
                 }
             }
-            .instrument(info_span!("dispatch.registry")),
+            .instrument(info_span!(parent: None, "dispatch.registry", log_only = true)),
         );
         Self { tx }
     }
@@ -277,7 +277,7 @@ impl Dispatcher {
                     Err(e) => warn!(node.id = %node_id, error = %e, "releasing a lost node's jobs failed; leases will expire"),
                 }
             }
-            .instrument(info_span!("dispatch.grace")),
+            .instrument(info_span!(parent: None, "dispatch.grace", log_only = true)),
         );
     }
 }
@@ -292,7 +292,7 @@ impl Dispatcher {
             return;
         }
         let this = self.clone();
-        let span = info_span!("dispatch.hand_back_unsent", node.id = %node_id);
+        let span = info_span!(parent: None, "dispatch.hand_back_unsent", node.id = %node_id, log_only = true);
         self.sessions.spawn(
             async move {
                 for lease in leases {

@@ -98,7 +98,7 @@ struct Session {
 const NODE_ROW_REFRESH: Duration = Duration::from_secs(30);
 
 /// Runs a session whose Hello was already validated; returns when the stream is over.
-#[instrument(name = "dispatch.session", skip_all, fields(node.id = %hello.node_id, session.id = %session_id))]
+#[instrument(name = "dispatch.session", skip_all, fields(node.id = %hello.node_id, session.id = %session_id, log_only = true))]
 pub async fn run(
     d: Dispatcher,
     hello: Hello,
@@ -463,9 +463,10 @@ impl Session {
             self.record_queue_wait(&job);
             let span = info_span!(
                 "dispatch.assign",
+                otel.kind = "producer",
                 job.id = job.lease.job_id,
                 job.lease_epoch = job.lease.epoch,
-                job.attempt = job.attempt,
+                job.attempt = i64::from(job.attempt),
                 mall = %job.mall,
                 node.id = %self.node_id,
                 queue.wait_ms = waited,
@@ -551,8 +552,11 @@ impl Session {
     }
 
     /// The attempt of a held job, when known (a span field).
-    fn held_attempt(&self, job_id: i64) -> Option<u32> {
-        self.held.get(&job_id).map(|h| h.attempt).filter(|a| *a > 0)
+    fn held_attempt(&self, job_id: i64) -> Option<i64> {
+        self.held
+            .get(&job_id)
+            .map(|h| i64::from(h.attempt))
+            .filter(|a| *a > 0)
     }
 
     /// Applies one frame. `Ok(Some(end))` ends the session.
@@ -602,10 +606,10 @@ impl Session {
                                 mall = self.held_mall(failure.lease.job_id),
                                 node.id = %self.node_id,
                                 class = failure.class.as_str(),
-                                otel.status_code = "error",
                             ),
                             failure.lease.job_id,
                         );
+                        lps_telemetry::fail(&span, failure.message.as_str());
                         self.fail(seq, &failure).instrument(span).await?;
                     }
                     Err(e) => self.ack(seq, rejected(&e)).await?,
@@ -669,9 +673,8 @@ impl Session {
                                 job.attempt = self.held_attempt(job_id),
                                 mall = self.held_mall(job_id),
                                 node.id = %self.node_id,
-                                port = release.port,
+                                port = i64::from(release.port),
                                 reason = release.reason.as_str(),
-                                otel.status_code = tracing::field::Empty,
                             ),
                             job_id,
                         );
@@ -702,10 +705,28 @@ impl Session {
                 let ack = match model::BlockEvent::try_from(r) {
                     Ok(block) => {
                         self.d.metrics.blocks.inc();
-                        info!(mall = %block.mall, ip_request_no = block.ip_request_no, marker = %block.marker, "bot block reported");
+                        // A block is part of its job's trace (when this session holds it).
+                        let job_id = block.job_id.unwrap_or_default();
+                        let span = self.job_span(
+                            info_span!(
+                                "dispatch.block",
+                                job.id = block.job_id,
+                                job.attempt = self.held_attempt(job_id),
+                                mall = %block.mall,
+                                node.id = %self.node_id,
+                                port = block.port.map(i64::from),
+                                ip_request_no = i64::from(block.ip_request_no),
+                                marker = %block.marker,
+                            ),
+                            job_id,
+                        );
+                        span.in_scope(|| info!("bot block reported"));
                         match &self.d.ledger {
                             Some(ledger) => {
-                                let r = ledger.record_block(&self.node_id, &block).await;
+                                let r = ledger
+                                    .record_block(&self.node_id, &block)
+                                    .instrument(span)
+                                    .await;
                                 self.ledger_applied(r)?
                             }
                             None => (pb::AckStatus::Applied, String::new()),
@@ -903,7 +924,7 @@ impl Session {
             );
             warn!(job.id = job_id, burns = ?released.job_ip_burns, "job over its IP-burn cap; failing it as page_blocked");
             // The job's attempt ends here: an error of its trace (`dispatch.proxy_release`).
-            Span::current().record("otel.status_code", "error");
+            lps_telemetry::fail(&Span::current(), failure.message.as_str());
             match self.d.queue.fail_if_leased(&self.node_id, &failure).await {
                 Ok(_) | Err(queue::Error::LeaseLost(_)) => {
                     self.held.remove(&job_id);

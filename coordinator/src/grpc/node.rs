@@ -56,6 +56,33 @@ impl NodeService for NodeApi {
         &self,
         request: Request<Streaming<pb::NodeMessage>>,
     ) -> Result<Response<Self::ConnectStream>, Status> {
+        // The server side of the node's `node.connect`: until the stream is handed to its
+        // session (which is not part of this span: it lives as long as the stream).
+        let span = tracing::info_span!(
+            "grpc.connect",
+            otel.kind = "server",
+            rpc.system = "grpc",
+            rpc.service = "lps.v1.NodeService",
+            rpc.method = "Connect",
+            node.id = tracing::field::Empty,
+        );
+        if let Some((parent, state)) = lps_telemetry::parent_from_metadata(request.metadata()) {
+            lps_telemetry::set_parent(&span, &parent, &state);
+        }
+        let result = self.open(request).instrument(span.clone()).await;
+        if let Err(status) = &result {
+            lps_telemetry::fail(&span, status.message());
+        }
+        result
+    }
+}
+
+impl NodeApi {
+    /// Authenticates the stream, reads its Hello and starts its session.
+    async fn open(
+        &self,
+        request: Request<Streaming<pb::NodeMessage>>,
+    ) -> Result<Response<ReceiverStream<Result<pb::CoordinatorMessage, Status>>>, Status> {
         if self.require_client_cert {
             crate::tls::require_client_cert(&request)?;
         }
@@ -93,7 +120,10 @@ impl NodeService for NodeApi {
         }
         let (tx, rx) = mpsc::channel(256);
         let session_id = Uuid::new_v4();
-        let span = tracing::info_span!("node.stream", node.id = %hello.node_id);
+        tracing::Span::current().record("node.id", hello.node_id.as_str());
+        // NB: a root for logs only, so it neither keeps `grpc.connect` open nor is the
+        // parent of what the session does (see `lps_telemetry::LOG_ONLY`).
+        let span = tracing::info_span!(parent: None, "node.stream", node.id = %hello.node_id, log_only = true);
         self.dispatcher.sessions.spawn(
             session::run(self.dispatcher.clone(), hello, session_id, inbound, tx).instrument(span),
         );

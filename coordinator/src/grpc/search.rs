@@ -128,10 +128,13 @@ impl pb::search_service_server::SearchService for SearchApi {
         let req = SearchRequest::try_from(request.into_inner()).map_err(invalid)?;
         let span = info_span!(
             "grpc.search",
-            products = req.products.len(),
+            otel.kind = "server",
+            rpc.system = "grpc",
+            rpc.service = "lps.v1.SearchService",
+            rpc.method = "Search",
+            products = req.products.len() as i64,
             search.id = tracing::field::Empty,
             client = %caller.name,
-            otel.status_code = tracing::field::Empty,
             grpc.code = tracing::field::Empty,
         );
         // One search is one trace: continue the caller's, and store this span's context
@@ -177,8 +180,8 @@ impl pb::search_service_server::SearchService for SearchApi {
         .instrument(span.clone())
         .await;
         if let Err(status) = &result {
-            span.record("otel.status_code", "error");
             span.record("grpc.code", tracing::field::debug(status.code()));
+            lps_telemetry::fail(&span, status.message());
         }
         result
     }
@@ -215,9 +218,9 @@ impl pb::search_service_server::SearchService for SearchApi {
             tx,
         };
         tokio::spawn(
-            watcher
-                .run(first, req.after_version)
-                .instrument(info_span!("search.watch", search.id = id)),
+            watcher.run(first, req.after_version).instrument(
+                info_span!(parent: None, "search.watch", search.id = id, log_only = true),
+            ),
         );
         Ok(Response::new(ReceiverStream::new(rx)))
     }

@@ -113,7 +113,7 @@ impl Ledger {
     /// normally, but they are never granted again. Re-added ports are enabled again.
     /// Replicas starting together take turns under an advisory lock; with different
     /// configurations the last one to start wins.
-    #[instrument(name = "ledger.reconcile", skip_all, fields(ports = self.config.ports.len()), err)]
+    #[instrument(name = "ledger.reconcile", skip_all, fields(ports = self.config.ports.len() as i64), err)]
     pub async fn reconcile(&self) -> Result<Reconciled, Error> {
         let ports: Vec<i32> = self
             .config
@@ -141,7 +141,7 @@ impl Ledger {
 
     /// Leases the least recently used free port to `node` for `mall` (and `job`, `None` for
     /// a warm-up). `NoneFree` says when the next port should free up.
-    #[instrument(name = "ledger.acquire", skip_all, fields(node.id = %node, mall = %mall, job.id = ?job_id), err)]
+    #[instrument(name = "ledger.acquire", skip_all, fields(node.id = %node, mall = %mall, job.id = job_id), err)]
     pub async fn acquire(
         &self,
         node: &str,
@@ -179,7 +179,7 @@ impl Ledger {
 
     /// Extends `node`'s live leases on `ports` (its heartbeat). Returns the renewed ones; a
     /// port missing from the answer is no longer the node's and must not be used.
-    #[instrument(name = "ledger.renew", skip_all, fields(node.id = %node, ports = ports.len()), err)]
+    #[instrument(name = "ledger.renew", skip_all, fields(node.id = %node, ports = ports.len() as i64), err)]
     pub async fn renew(&self, node: &str, ports: &[u16]) -> Result<Vec<RenewedPort>, Error> {
         self.extend(node, ports, false).await
     }
@@ -187,7 +187,7 @@ impl Ledger {
     /// [`Ledger::renew`] for the ports a reconnecting node lists: a lease that ran out
     /// while the node was away (its coordinator gone, the database down) is renewed too as
     /// long as nobody took the port since.
-    #[instrument(name = "ledger.reattach", skip_all, fields(node.id = %node, ports = ports.len()), err)]
+    #[instrument(name = "ledger.reattach", skip_all, fields(node.id = %node, ports = ports.len() as i64), err)]
     pub async fn reattach(&self, node: &str, ports: &[u16]) -> Result<Vec<RenewedPort>, Error> {
         self.extend(node, ports, true).await
     }
@@ -231,7 +231,7 @@ impl Ledger {
     #[instrument(
         name = "ledger.release",
         skip_all,
-        fields(node.id = %node, port, lease.id = ?lease_id, reason = reason.as_str(), mall = %session.mall, job.id = ?session.job_id),
+        fields(node.id = %node, port = i64::from(port), lease.id = lease_id, reason = reason.as_str(), mall = %session.mall, job.id = session.job_id),
         err
     )]
     pub async fn release(
@@ -281,7 +281,7 @@ impl Ledger {
     #[instrument(
         name = "ledger.record_session",
         skip_all,
-        fields(node.id = %node, port, reason = reason.as_str(), mall = %session.mall),
+        fields(node.id = %node, port = i64::from(port), reason = reason.as_str(), mall = %session.mall, job.id = session.job_id),
         err
     )]
     pub async fn record_session(
@@ -312,7 +312,7 @@ impl Ledger {
     }
 
     /// Records a detected bot block (a `BlockEvent` report).
-    #[instrument(name = "ledger.record_block", skip_all, fields(node.id = %node, mall = %block.mall, ip_request_no = block.ip_request_no), err)]
+    #[instrument(name = "ledger.record_block", skip_all, fields(node.id = %node, mall = %block.mall, job.id = block.job_id, port = block.port.map(i64::from), ip_request_no = i64::from(block.ip_request_no)), err)]
     pub async fn record_block(&self, node: &str, block: &BlockEvent) -> Result<(), Error> {
         sqlx::query_file!(
             "src/ledger/sql/record_block.sql",

@@ -58,7 +58,7 @@ impl JobListener {
         let this = Self { tx };
         let task = tokio::spawn(
             async move { this.run(listener, cancel).await }
-                .instrument(info_span!("queue.listener")),
+                .instrument(info_span!(parent: None, "queue.listener", log_only = true)),
         );
         Ok((Wakeups { rx }, task))
     }

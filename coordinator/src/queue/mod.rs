@@ -214,7 +214,7 @@ impl Queue {
     /// Accepts a search: its request row, its items, and a job per new (mall, product) key,
     /// all in one statement. An unknown or disabled mall rejects the whole request and stores
     /// nothing. A repeated idempotency key returns the first search (`replayed`).
-    #[instrument(name = "queue.enqueue", skip_all, fields(products = req.products.len()), err)]
+    #[instrument(name = "queue.enqueue", skip_all, fields(products = req.products.len() as i64), err)]
     pub async fn enqueue(
         &self,
         req: &SearchRequest,
@@ -453,7 +453,7 @@ impl Queue {
 
     /// Renews the leases `node` still holds, never past their deadlines. Returns the renewed
     /// ones; a lease missing from the answer is lost and its job must stop.
-    #[instrument(name = "queue.renew", skip_all, fields(node.id = %node, jobs = leases.len()), err(level = "info"))]
+    #[instrument(name = "queue.renew", skip_all, fields(node.id = %node, jobs = leases.len() as i64), err(level = "info"))]
     pub async fn renew_if_leased(
         &self,
         node: &str,
@@ -530,9 +530,9 @@ impl Queue {
         n: u32,
     ) -> Result<CompletedAndClaimed, Error> {
         let span = if results.is_empty() {
-            info_span!("queue.claim", node.id = %node, n)
+            info_span!("queue.claim", node.id = %node, n = i64::from(n))
         } else {
-            info_span!("queue.complete", node.id = %node, jobs = results.len(), n)
+            info_span!("queue.complete", node.id = %node, jobs = results.len() as i64, n = i64::from(n))
         };
         let mut reported = CompleteColumns::with_capacity(results.len());
         let mut seen = HashSet::with_capacity(results.len());
@@ -831,7 +831,7 @@ impl Queue {
 
     /// Cancels jobs: queued ones in place, running ones with their lease ended now. Returns
     /// what was cancelled, with the node of each running one so it can be told to stop.
-    #[instrument(name = "queue.cancel", skip_all, fields(jobs = job_ids.len()), err(level = "info"))]
+    #[instrument(name = "queue.cancel", skip_all, fields(jobs = job_ids.len() as i64), err(level = "info"))]
     pub async fn cancel(&self, job_ids: &[i64]) -> Result<Vec<Cancelled>, Error> {
         let rows = sqlx::query_file!("src/queue/sql/cancel.sql", job_ids, self.now)
             .fetch_all(&self.pool)

@@ -207,8 +207,8 @@ impl Queue {
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         let span = info_span!(
             "queue.batch",
-            requests = batch.len(),
-            jobs = batch.iter().map(|r| r.leases.len()).sum::<usize>(),
+            requests = batch.len() as i64,
+            jobs = batch.iter().map(|r| r.leases.len()).sum::<usize>() as i64,
             claimed = field::Empty,
         );
         for r in &batch {
@@ -219,7 +219,7 @@ impl Queue {
             Ok(answers) => {
                 span.record(
                     "claimed",
-                    answers.iter().map(|a| a.claimed.len()).sum::<usize>(),
+                    answers.iter().map(|a| a.claimed.len()).sum::<usize>() as i64,
                 );
                 for (request, answer) in batch.into_iter().zip(answers) {
                     self.answer(request, Ok(answer)).await;

@@ -443,7 +443,7 @@ pub async fn read_loaded_page(
         let page = reader.cards(&last);
         if let Some(chosen) = page.chosen.and_then(|i| page.per_source.get(i)) {
             span.record("source", chosen.source_name.as_str());
-            span.record("cards", chosen.cards.len());
+            span.record("cards", chosen.cards.len() as i64);
         }
         page
     };

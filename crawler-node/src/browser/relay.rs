@@ -268,8 +268,9 @@ impl Relay {
             refused: Mutex::default(),
         });
         let task = tokio::spawn(
-            accept_loop(listener, shared.clone(), stop.clone())
-                .instrument(debug_span!("browser.relay", relay.addr = %addr)),
+            accept_loop(listener, shared.clone(), stop.clone()).instrument(
+                debug_span!(parent: None, "browser.relay", relay.addr = %addr, log_only = true),
+            ),
         );
         Ok(Self {
             addr,

@@ -126,7 +126,7 @@ pub struct Browser {
 
 impl Browser {
     /// Starts Chromium through the WebDriver server at `driver_url`, in `slot`'s directory.
-    #[instrument(name = "browser.launch", skip_all, fields(slot = slot.index()), err(level = "warn"))]
+    #[instrument(name = "browser.launch", skip_all, fields(slot = slot.index() as i64), err(level = "warn"))]
     pub async fn launch(
         driver_url: &str,
         slot: &ProfileSlot,

@@ -56,6 +56,8 @@ pub(super) async fn open(
         });
         let mut request = Request::new(UnboundedReceiverStream::new(rx));
         request.metadata_mut().insert("authorization", auth);
+        // The coordinator's `grpc.connect` continues this call's span (`node.connect`).
+        lps_telemetry::inject_metadata(request.metadata_mut());
         debug!(held, "hello sent");
         let mut inbound = client.connect(request).await?.into_inner();
         match inbound.message().await? {

@@ -330,8 +330,12 @@ impl Link {
                 self.attempts += 1;
                 let span = info_span!(
                     "node.connect",
+                    otel.kind = "client",
+                    rpc.system = "grpc",
+                    rpc.service = "lps.v1.NodeService",
+                    rpc.method = "Connect",
                     node.id = %self.config.node_id,
-                    attempt = self.attempts,
+                    attempt = self.attempts as i64,
                     coordinator = %self.config.coordinator_url,
                 );
                 let attempt = open(self.endpoint.clone(), self.auth.clone(), self.hello());

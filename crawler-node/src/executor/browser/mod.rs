@@ -331,7 +331,7 @@ impl Executor for BrowserExecutor {
             "browser.job",
             job.id = job.job_id(),
             mall = %job.mall,
-            attempt = job.attempt,
+            job.attempt = i64::from(job.attempt),
         );
         // NB: under a node this span is a child of `node.job`, which continues the
         // Search call's trace already; run on its own, it continues the trace itself.
@@ -575,7 +575,7 @@ impl BrowserExecutor {
         let inner = Arc::downgrade(&self.inner);
         // NB: a root span. The first job starts the watch, but the watch outlives it: under
         // the job's span it would hold that search's trace open for the node's lifetime.
-        let span = info_span!(parent: None, "browser.chromedriver_watch");
+        let span = info_span!(parent: None, "browser.chromedriver_watch", log_only = true);
         tokio::spawn(watch_driver(inner).instrument(span));
     }
 }

@@ -243,7 +243,7 @@ impl<'a> Run<'a> {
                 "browser.round",
                 job.id = self.job.job_id(),
                 mall = %self.job.mall,
-                round = number,
+                round = i64::from(number),
                 kind = kind_str(round.kind),
             );
             let offers = self.search_round(round, query).instrument(span).await?;
