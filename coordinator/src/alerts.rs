@@ -8,6 +8,14 @@
 //! and once when it resolves, never on every evaluation. The webhook is called after the
 //! state change committed (no transaction is held across it); a failed post is logged.
 //!
+//! A rule announces only what lasted: its condition must hold for [`AlertConfig::fire_after`]
+//! (`LPS_ALERT_FOR`) before it fires, and must be gone for [`AlertConfig::resolve_after`]
+//! (`LPS_ALERT_RESOLVE_AFTER`) before it resolves, so a figure hovering at its threshold
+//! does not page on every crossing ([`step`]). An event rule (`block_ended_sessions_6h`)
+//! fires when its count rises and resolves after the quiet period, not when the events age
+//! out of its 6-hour window. Messages name the deployment (`LPS_DEPLOYMENT`), the replica
+//! that evaluated, and the command that shows more.
+//!
 //! `layout_changed` watches every mall's share of `layout` failures over the attempts of
 //! the last 15 minutes (the ops snapshot's `layout_share_15m`): it fires while some mall
 //! with at least [`Thresholds::layout_min_attempts`] finished attempts is above
@@ -86,6 +94,69 @@ pub struct Verdict {
     /// What the figure is made of, for the announcement (empty for most rules;
     /// `layout_changed`: the malls above the threshold).
     pub detail: String,
+    /// An event count: the condition is "it rose since the last evaluation", not "it is at
+    /// or above the threshold".
+    pub event: bool,
+}
+
+/// A rule's stored state (`alert_state`): what was announced, and the raw condition with
+/// when it last changed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RuleState {
+    pub firing: bool,
+    pub condition: bool,
+    pub condition_since: chrono::DateTime<chrono::Utc>,
+    pub value: f64,
+}
+
+/// The next state of a rule given its verdict at `now` (pure): the condition is the
+/// verdict's (for an event rule: its count rose above the stored value), and the announced
+/// state follows it only once it has held for `fire_after` (firing) or `resolve_after`
+/// (resolving). `previous` is `None` for a rule never evaluated.
+pub fn step(
+    previous: Option<RuleState>,
+    verdict: &Verdict,
+    now: chrono::DateTime<chrono::Utc>,
+    fire_after: Duration,
+    resolve_after: Duration,
+) -> RuleState {
+    let condition = if verdict.event {
+        previous.is_some_and(|p| verdict.value > p.value) && verdict.firing
+    } else {
+        verdict.firing
+    };
+    let (was_firing, since) = match previous {
+        Some(p) if p.condition == condition => (p.firing, p.condition_since),
+        Some(p) => (p.firing, now),
+        None => (false, now),
+    };
+    let held = (now - since).to_std().unwrap_or_default();
+    // NB: an event has no duration: it fires at once; its quiet period is the hold-down.
+    let firing = match (was_firing, condition) {
+        (false, true) => verdict.event || held >= fire_after,
+        (true, false) => held < resolve_after,
+        (state, _) => state,
+    };
+    RuleState {
+        firing,
+        condition,
+        condition_since: since,
+        value: verdict.value,
+    }
+}
+
+/// The command an operator runs to see more of what `rule` is about.
+fn hint(rule: &str) -> &'static str {
+    match rule {
+        "dead_last_hour" | "deadline_kills_last_hour" | "stuck_running" => {
+            "`lpsctl ops`, then `lpsctl job <id>` (RetryDead: `lpsctl retry-dead`)"
+        }
+        "blocks_last_hour" | "block_ended_sessions_6h" | "proxy_ports_available_pct" => {
+            "`lpsctl ports` and `lpsctl ports advise <mall>`"
+        }
+        "layout_changed" => "`lpsctl ops` (layout per mall), then `lpsctl job <id> --evidence DIR`",
+        _ => "`lpsctl ops`",
+    }
 }
 
 /// Evaluates every rule (pure; the loop does the I/O).
@@ -98,6 +169,7 @@ pub fn evaluate(t: &Thresholds, ops: &OpsSnapshot) -> Vec<Verdict> {
         value,
         threshold,
         detail: String::new(),
+        event: false,
     };
     let mut v = vec![
         at_least("dead_last_hour", q.dead_last_hour as f64, t.dead_last_hour),
@@ -122,11 +194,14 @@ pub fn evaluate(t: &Thresholds, ops: &OpsSnapshot) -> Vec<Verdict> {
             q.cost_usd_last_hour,
             t.cost_usd_last_hour,
         ),
-        at_least(
-            "block_ended_sessions_6h",
-            f.block_ended_sessions_6h as f64,
-            t.block_ended_sessions_6h,
-        ),
+        Verdict {
+            event: true,
+            ..at_least(
+                "block_ended_sessions_6h",
+                f.block_ended_sessions_6h as f64,
+                t.block_ended_sessions_6h,
+            )
+        },
     ];
     v.push(ports_available(t, f));
     v.push(layout_changed(t, ops));
@@ -157,6 +232,7 @@ fn ports_available(t: &Thresholds, f: &FleetOps) -> Verdict {
         value: pct,
         threshold: t.ports_available_pct,
         detail: low.join(", "),
+        event: false,
     }
 }
 
@@ -189,6 +265,7 @@ fn spend_cap_reached(ops: &OpsSnapshot) -> Verdict {
             .fold(0.0, f64::max),
         threshold: 1.0,
         detail: capped.join(", "),
+        event: false,
     }
 }
 
@@ -220,6 +297,7 @@ fn layout_changed(t: &Thresholds, ops: &OpsSnapshot) -> Verdict {
             .fold(0.0, f64::max),
         threshold: t.layout_share,
         detail: above.join(", "),
+        event: false,
     }
 }
 
@@ -233,6 +311,14 @@ struct SlackMessage {
 pub struct AlertConfig {
     pub thresholds: Thresholds,
     pub interval: Duration,
+    /// How long a rule's condition must hold before it fires (`LPS_ALERT_FOR`).
+    pub fire_after: Duration,
+    /// How long it must be gone before the rule resolves (`LPS_ALERT_RESOLVE_AFTER`).
+    pub resolve_after: Duration,
+    /// Names the deployment in messages (`LPS_DEPLOYMENT`).
+    pub deployment: String,
+    /// Names this replica in messages (its coordinator id).
+    pub replica: String,
     /// Slack-compatible incoming webhook (secret: never logged).
     pub webhook_url: Option<String>,
 }
@@ -242,6 +328,9 @@ impl std::fmt::Debug for AlertConfig {
         f.debug_struct("AlertConfig")
             .field("thresholds", &self.thresholds)
             .field("interval", &self.interval)
+            .field("fire_after", &self.fire_after)
+            .field("resolve_after", &self.resolve_after)
+            .field("deployment", &self.deployment)
             .field("webhook_url", &self.webhook_url.as_ref().map(|_| "***"))
             .finish()
     }
@@ -313,12 +402,12 @@ async fn evaluate_once(
     metrics.update(&ops);
     if let Some(evaluator) = evaluator {
         match evaluator
-            .transitions(&evaluate(&config.thresholds, &ops))
+            .transitions(&evaluate(&config.thresholds, &ops), config)
             .await
         {
             Ok(changes) => {
                 for verdict in &changes {
-                    announce(client, config.webhook_url.as_deref(), verdict).await;
+                    announce(client, config, verdict).await;
                 }
             }
             Err(e) => warn!(error = %e, "alert evaluation failed"),
@@ -354,30 +443,53 @@ impl Evaluator {
         Ok(locked.then_some(Self(tx)))
     }
 
-    /// Stores each rule's state and returns the rules whose state changed.
-    async fn transitions(mut self, verdicts: &[Verdict]) -> Result<Vec<Verdict>, sqlx::Error> {
+    /// Steps each rule's stored state ([`step`]) and returns the rules whose announced
+    /// state changed, with it.
+    async fn transitions(
+        mut self,
+        verdicts: &[Verdict],
+        config: &AlertConfig,
+    ) -> Result<Vec<Verdict>, sqlx::Error> {
         let tx = &mut self.0;
+        let now: chrono::DateTime<chrono::Utc> =
+            sqlx::query_scalar!(r#"select now() as "now!""#)
+                .fetch_one(&mut **tx)
+                .await?;
         let mut changed = Vec::new();
         for v in verdicts {
-            let previous: Option<bool> =
-                sqlx::query_scalar!("select firing from alert_state where rule = $1", v.rule)
-                    .fetch_optional(&mut **tx)
-                    .await?;
+            let previous = sqlx::query_as!(
+                RuleState,
+                "select firing, condition, condition_since, value from alert_state where rule = $1",
+                v.rule
+            )
+            .fetch_optional(&mut **tx)
+            .await?;
+            let next = step(previous, v, now, config.fire_after, config.resolve_after);
             sqlx::query!(
-                "insert into alert_state (rule, firing, value, threshold, since)
-             values ($1, $2, $3, $4, now())
-             on conflict (rule) do update set
-                 firing = excluded.firing, value = excluded.value, threshold = excluded.threshold,
-                 since = case when alert_state.firing = excluded.firing then alert_state.since else now() end",
+                "insert into alert_state (rule, firing, value, threshold, since, condition,
+                                          condition_since)
+                 values ($1, $2, $3, $4, $5, $6, $7)
+                 on conflict (rule) do update set
+                     firing = excluded.firing, value = excluded.value,
+                     threshold = excluded.threshold,
+                     since = case when alert_state.firing = excluded.firing
+                                  then alert_state.since else excluded.since end,
+                     condition = excluded.condition, condition_since = excluded.condition_since",
                 v.rule,
-                v.firing,
+                next.firing,
                 v.value,
-                v.threshold
+                v.threshold,
+                now,
+                next.condition,
+                next.condition_since
             )
             .execute(&mut **tx)
             .await?;
-            if previous.unwrap_or(false) != v.firing {
-                changed.push(v.clone());
+            if previous.is_some_and(|p| p.firing) != next.firing {
+                changed.push(Verdict {
+                    firing: next.firing,
+                    ..v.clone()
+                });
             }
         }
         self.0.commit().await?;
@@ -385,7 +497,14 @@ impl Evaluator {
     }
 }
 
-async fn announce(client: &reqwest::Client, webhook: Option<&str>, v: &Verdict) {
+async fn announce(client: &reqwest::Client, config: &AlertConfig, v: &Verdict) {
+    let webhook = config.webhook_url.as_deref();
+    let whence = format!(
+        " — deployment {}, replica {}; see {}",
+        config.deployment,
+        config.replica,
+        hint(v.rule)
+    );
     let text = if v.firing {
         warn!(
             rule = v.rule,
@@ -402,12 +521,13 @@ async fn announce(client: &reqwest::Client, webhook: Option<&str>, v: &Verdict) 
             text.push_str(": ");
             text.push_str(&v.detail);
         }
+        text.push_str(&whence);
         text
     } else {
         info!(rule = v.rule, value = v.value, "alert resolved");
         format!(
-            ":white_check_mark: LPS alert {} resolved: {:.2}",
-            v.rule, v.value
+            ":white_check_mark: LPS alert {} resolved: {:.2} — deployment {}, replica {}",
+            v.rule, v.value, config.deployment, config.replica
         )
     };
     let Some(url) = webhook else { return };
@@ -423,6 +543,63 @@ async fn announce(client: &reqwest::Client, webhook: Option<&str>, v: &Verdict) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+
+    fn verdict(value: f64, threshold: f64, event: bool) -> Verdict {
+        Verdict {
+            rule: "r",
+            firing: value >= threshold,
+            value,
+            threshold,
+            detail: String::new(),
+            event,
+        }
+    }
+
+    #[test]
+    fn a_rule_fires_on_what_lasted_and_resolves_after_a_hold_down() {
+        let t0 = chrono::Utc::now();
+        let at = |s: i64| t0 + chrono::Duration::seconds(s);
+        let (fire, resolve) = (Duration::from_secs(30), Duration::from_secs(120));
+        let mut state = None;
+        let mut announced = Vec::new();
+        // Above the threshold at 0 s, below at 5 s, above again at 20 s and from then on.
+        for (s, value) in [(0, 5.0), (5, 0.0), (20, 5.0), (35, 5.0), (50, 5.0), (65, 5.0)] {
+            let next = step(state, &verdict(value, 1.0, false), at(s), fire, resolve);
+            if next.firing != state.is_some_and(|p: RuleState| p.firing) {
+                announced.push((s, next.firing));
+            }
+            state = Some(next);
+        }
+        assert_eq!(announced, [(50, true)], "fires once the condition held 30 s");
+        // Gone for 5 s and back: no resolve, no second firing.
+        for (s, value) in [(70, 0.0), (75, 5.0), (80, 0.0), (150, 0.0), (210, 0.0)] {
+            let next = step(state, &verdict(value, 1.0, false), at(s), fire, resolve);
+            if next.firing != state.is_some_and(|p| p.firing) {
+                announced.push((s, next.firing));
+            }
+            state = Some(next);
+        }
+        assert_eq!(announced, [(50, true), (210, false)], "resolved 120 s after it was gone");
+    }
+
+    #[test]
+    fn an_event_rule_fires_on_a_rise_and_resolves_after_quiet() {
+        let t0 = chrono::Utc::now();
+        let at = |s: i64| t0 + chrono::Duration::seconds(s);
+        let (fire, resolve) = (Duration::from_secs(30), Duration::from_secs(120));
+        let first = step(None, &verdict(0.0, 1.0, true), at(0), fire, resolve);
+        assert!(!first.firing);
+        let rose = step(Some(first), &verdict(1.0, 1.0, true), at(15), fire, resolve);
+        assert!(rose.firing, "an event fires at once");
+        // The 6-hour count stays at 1: quiet from here on.
+        let still = step(Some(rose), &verdict(1.0, 1.0, true), at(60), fire, resolve);
+        assert!(still.firing && !still.condition);
+        let quiet = step(Some(still), &verdict(1.0, 1.0, true), at(200), fire, resolve);
+        assert!(!quiet.firing, "resolved after the quiet period, not after 6 h");
+        let again = step(Some(quiet), &verdict(2.0, 1.0, true), at(230), fire, resolve);
+        assert!(again.firing, "a new event fires again");
+    }
     use crate::{
         queue::{MallQueueOps, QueueOps},
         search::MallFleetOps,

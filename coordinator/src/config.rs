@@ -160,6 +160,16 @@ pub struct ServeArgs {
     /// How often metrics are refreshed and alert rules evaluated.
     #[arg(long, env = "LPS_ALERT_INTERVAL", default_value = "15s", value_parser = duration)]
     pub alert_interval: Duration,
+    /// How long an alert rule's condition must hold before it fires (0s: at once).
+    #[arg(long, env = "LPS_ALERT_FOR", default_value = "30s", value_parser = duration)]
+    pub alert_for: Duration,
+    /// How long a firing rule's condition must be gone before it resolves; also an event
+    /// rule's quiet period (`block_ended_sessions_6h`).
+    #[arg(long, env = "LPS_ALERT_RESOLVE_AFTER", default_value = "2m", value_parser = duration)]
+    pub alert_resolve_after: Duration,
+    /// Names this deployment in alert messages (the Helm chart sets the release name).
+    #[arg(long, env = "LPS_DEPLOYMENT", default_value = "lps")]
+    pub deployment: String,
     #[arg(long, env = "LPS_ALERT_DEAD_1H", default_value_t = 1.0)]
     pub alert_dead_1h: f64,
     #[arg(long, env = "LPS_ALERT_BLOCKS_1H", default_value_t = 80.0)]
@@ -629,8 +639,15 @@ impl ServeArgs {
                 layout_min_attempts: self.alert_layout_min_attempts,
             },
             interval: self.alert_interval,
+            fire_after: self.alert_for,
+            resolve_after: self.alert_resolve_after,
+            deployment: self.deployment.trim().to_owned(),
+            replica: String::new(),
             webhook_url: self.alert_webhook_url.filter(|u| !u.is_empty()),
         };
+        if alerts.deployment.is_empty() || alerts.deployment.len() > 128 {
+            return Err(bad("LPS_DEPLOYMENT", "must be 1..=128 characters"));
+        }
         if !self.proxy_usd_per_gb.is_finite() || self.proxy_usd_per_gb < 0.0 {
             return Err(bad("LPS_PROXY_USD_PER_GB", "must be a non-negative number"));
         }
@@ -652,6 +669,10 @@ impl ServeArgs {
             let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "coordinator".into());
             format!("{host}-{}", std::process::id())
         });
+        let alerts = crate::alerts::AlertConfig {
+            replica: coordinator_id.clone(),
+            ..alerts
+        };
         Ok(Config {
             database_url,
             db_max_connections: self.db_max_connections,

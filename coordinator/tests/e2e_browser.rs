@@ -404,6 +404,10 @@ async fn gamma_answers_are_the_truth_and_a_redesign_is_a_layout_alert_once(pool:
         &[
             "--alert-interval",
             "1s",
+            "--alert-for",
+            "0s",
+            "--alert-resolve-after",
+            "0s",
             "--alert-webhook-url",
             &hook,
             "--alert-layout-share",

@@ -21,6 +21,10 @@ async fn coordinator(pool: PgPool, hook: SocketAddr) -> Running {
     let flags = [
         "--alert-interval",
         "200ms",
+        "--alert-for",
+        "0s",
+        "--alert-resolve-after",
+        "0s",
         "--alert-oldest-queued",
         "1s",
         "--alert-webhook-url",
@@ -165,6 +169,11 @@ async fn a_mall_whose_every_port_cools_reads_zero_and_fires_once(pool: PgPool) {
     assert!(
         fired[0].contains("proxy_ports_available_pct firing: 0.00")
             && fired[0].contains("testmall-alpha: 0 of 8 ports available (8 cooling)"),
+        "{fired:?}"
+    );
+    // It says where and how to look.
+    assert!(
+        fired[0].contains("deployment lps, replica ") && fired[0].contains("`lpsctl ports`"),
         "{fired:?}"
     );
 

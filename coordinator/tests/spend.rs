@@ -214,6 +214,10 @@ fn flags<'a>(extra: &[&'a str]) -> Vec<&'a str> {
         "90s",
         "--alert-interval",
         "200ms",
+        "--alert-for",
+        "0s",
+        "--alert-resolve-after",
+        "0s",
         "--shutdown-timeout",
         "3s",
     ];
