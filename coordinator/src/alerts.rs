@@ -451,10 +451,9 @@ impl Evaluator {
         config: &AlertConfig,
     ) -> Result<Vec<Verdict>, sqlx::Error> {
         let tx = &mut self.0;
-        let now: chrono::DateTime<chrono::Utc> =
-            sqlx::query_scalar!(r#"select now() as "now!""#)
-                .fetch_one(&mut **tx)
-                .await?;
+        let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar!(r#"select now() as "now!""#)
+            .fetch_one(&mut **tx)
+            .await?;
         let mut changed = Vec::new();
         for v in verdicts {
             let previous = sqlx::query_as!(
@@ -544,7 +543,6 @@ async fn announce(client: &reqwest::Client, config: &AlertConfig, v: &Verdict) {
 mod tests {
     use super::*;
 
-
     fn verdict(value: f64, threshold: f64, event: bool) -> Verdict {
         Verdict {
             rule: "r",
@@ -564,14 +562,25 @@ mod tests {
         let mut state = None;
         let mut announced = Vec::new();
         // Above the threshold at 0 s, below at 5 s, above again at 20 s and from then on.
-        for (s, value) in [(0, 5.0), (5, 0.0), (20, 5.0), (35, 5.0), (50, 5.0), (65, 5.0)] {
+        for (s, value) in [
+            (0, 5.0),
+            (5, 0.0),
+            (20, 5.0),
+            (35, 5.0),
+            (50, 5.0),
+            (65, 5.0),
+        ] {
             let next = step(state, &verdict(value, 1.0, false), at(s), fire, resolve);
             if next.firing != state.is_some_and(|p: RuleState| p.firing) {
                 announced.push((s, next.firing));
             }
             state = Some(next);
         }
-        assert_eq!(announced, [(50, true)], "fires once the condition held 30 s");
+        assert_eq!(
+            announced,
+            [(50, true)],
+            "fires once the condition held 30 s"
+        );
         // Gone for 5 s and back: no resolve, no second firing.
         for (s, value) in [(70, 0.0), (75, 5.0), (80, 0.0), (150, 0.0), (210, 0.0)] {
             let next = step(state, &verdict(value, 1.0, false), at(s), fire, resolve);
@@ -580,7 +589,11 @@ mod tests {
             }
             state = Some(next);
         }
-        assert_eq!(announced, [(50, true), (210, false)], "resolved 120 s after it was gone");
+        assert_eq!(
+            announced,
+            [(50, true), (210, false)],
+            "resolved 120 s after it was gone"
+        );
     }
 
     #[test]
@@ -595,9 +608,24 @@ mod tests {
         // The 6-hour count stays at 1: quiet from here on.
         let still = step(Some(rose), &verdict(1.0, 1.0, true), at(60), fire, resolve);
         assert!(still.firing && !still.condition);
-        let quiet = step(Some(still), &verdict(1.0, 1.0, true), at(200), fire, resolve);
-        assert!(!quiet.firing, "resolved after the quiet period, not after 6 h");
-        let again = step(Some(quiet), &verdict(2.0, 1.0, true), at(230), fire, resolve);
+        let quiet = step(
+            Some(still),
+            &verdict(1.0, 1.0, true),
+            at(200),
+            fire,
+            resolve,
+        );
+        assert!(
+            !quiet.firing,
+            "resolved after the quiet period, not after 6 h"
+        );
+        let again = step(
+            Some(quiet),
+            &verdict(2.0, 1.0, true),
+            at(230),
+            fire,
+            resolve,
+        );
         assert!(again.firing, "a new event fires again");
     }
     use crate::{
