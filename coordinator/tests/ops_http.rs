@@ -341,7 +341,7 @@ async fn metrics_pass_promtool_in_the_text_format(pool: PgPool) {
         "process_resident_memory_bytes ",
         "process_open_fds ",
         "process_start_time_seconds ",
-        "lps_build_info{service=\"coordinator\",version=\"",
+        "lps_build_info{component=\"coordinator\",version=\"",
     ] {
         assert!(text.contains(line), "no {line:?} in\n{text}");
     }

@@ -60,6 +60,17 @@ pub struct MallReasonLabels {
     pub reason: String,
 }
 
+/// Every verdict a page load ends with (the `verdict` label of `page_load`).
+pub const PAGE_VERDICTS: [&str; 7] = [
+    "results",
+    "no_results",
+    "blocked",
+    "unreadable",
+    "layout",
+    "error_page",
+    "failed",
+];
+
 /// How a job left its slot on this node (the `outcome` label of `jobs_finished`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobEnd {
@@ -269,6 +280,61 @@ impl NodeMetrics {
         }
     }
 
+    /// Creates every counter and histogram of `malls` at 0, for each outcome, verdict,
+    /// direction and reason the node reports, so that the first event shows as an increase
+    /// (a series born at 1 has none for `rate` and `increase`).
+    pub fn init_malls<'a>(&self, malls: impl IntoIterator<Item = &'a str>) {
+        let classes: Vec<&str> = (1..64)
+            .filter_map(|n| ErrorClass::try_from(n).ok())
+            .map(ErrorClass::as_str)
+            .collect();
+        let ends = [
+            JobEnd::Found,
+            JobEnd::NotFound,
+            JobEnd::Cancelled,
+            JobEnd::HandedBack,
+        ];
+        let outcomes: Vec<&str> = ends.iter().map(|e| e.as_str()).chain(classes).collect();
+        for mall in malls {
+            let labels = |outcome: &str| MallOutcomeLabels {
+                mall: mall.to_owned(),
+                outcome: outcome.to_owned(),
+            };
+            for outcome in &outcomes {
+                let _ = self.jobs_finished.get_or_create(&labels(outcome));
+            }
+            for verdict in PAGE_VERDICTS {
+                let _ = self.page_load.get_or_create(&PageLoadLabels {
+                    mall: mall.to_owned(),
+                    verdict: verdict.to_owned(),
+                });
+            }
+            for direction in ["in", "out"] {
+                let _ = self.proxy_bytes.get_or_create(&BytesLabels {
+                    mall: mall.to_owned(),
+                    direction: direction.to_owned(),
+                });
+            }
+            let _ = self.blocks.get_or_create(&MallLabels {
+                mall: mall.to_owned(),
+            });
+            let _ = self.layout_pages.get_or_create(&MallLabels {
+                mall: mall.to_owned(),
+            });
+            for reason in EndReason::ALL {
+                let _ = self.ip_sessions_ended.get_or_create(&MallReasonLabels {
+                    mall: mall.to_owned(),
+                    reason: reason.as_str().to_owned(),
+                });
+            }
+        }
+        for reason in [BrowserRestart::Failed, BrowserRestart::Unresponsive] {
+            let _ = self.browser_restarts.get_or_create(&ReasonLabels {
+                reason: reason.as_str().to_owned(),
+            });
+        }
+    }
+
     /// A job left its slot.
     pub fn job_finished(&self, mall: &MallId, end: JobEnd) {
         self.jobs_finished
@@ -279,8 +345,8 @@ impl NodeMetrics {
             .inc();
     }
 
-    /// A search page load took `elapsed` and ended with `verdict` (`results`,
-    /// `no_results`, `blocked`, `unreadable`, `error_page`, `failed`).
+    /// A search page load took `elapsed` and ended with `verdict` (one of
+    /// [`PAGE_VERDICTS`]).
     pub fn page_loaded(&self, mall: &MallId, verdict: &'static str, elapsed: Duration) {
         self.page_load
             .get_or_create(&PageLoadLabels {
@@ -347,7 +413,7 @@ impl NodeMetrics {
     }
 
     /// The exposition in `format`, with the process and build-info families
-    /// (`lps_build_info{service="crawler-node"}`).
+    /// (`lps_build_info{component="crawler-node"}`).
     pub fn encode_as(&self, format: Format) -> String {
         let mut out = String::new();
         // NB: encoding into a String cannot fail.
@@ -432,7 +498,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("lps_build_info{service=\"crawler-node\""),
+            text.contains("lps_build_info{component=\"crawler-node\""),
             "{text}"
         );
         let Ok(mut child) = std::process::Command::new("promtool")
@@ -471,6 +537,32 @@ mod tests {
         assert!(!text.contains("lps_node_jobs_finished_total"), "{text}");
         assert!(!text.contains("lps_node_page_load_seconds_count"), "{text}");
         assert!(text.contains("lps_node_jobs_running 0"), "{text}");
+    }
+
+    #[test]
+    fn a_known_mall_s_series_start_at_zero() {
+        let m = NodeMetrics::new();
+        m.init_malls(["testmall-alpha"]);
+        let text = m.encode();
+        for line in [
+            "lps_node_jobs_finished_total{mall=\"testmall-alpha\",outcome=\"found\"} 0",
+            "lps_node_jobs_finished_total{mall=\"testmall-alpha\",outcome=\"handed_back\"} 0",
+            "lps_node_jobs_finished_total{mall=\"testmall-alpha\",outcome=\"page_blocked\"} 0",
+            "lps_node_page_load_seconds_count{mall=\"testmall-alpha\",verdict=\"failed\"} 0",
+            "lps_node_proxy_bytes_total{mall=\"testmall-alpha\",direction=\"out\"} 0",
+            "lps_node_blocks_total{mall=\"testmall-alpha\"} 0",
+            "lps_node_layout_pages_total{mall=\"testmall-alpha\"} 0",
+            "lps_node_ip_sessions_ended_total{mall=\"testmall-alpha\",reason=\"rotate\"} 0",
+            "lps_node_browser_restarts_total{reason=\"failed\"} 0",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        // The first event counts from there.
+        m.blocked(&mall());
+        assert!(
+            m.encode()
+                .contains("lps_node_blocks_total{mall=\"testmall-alpha\"} 1")
+        );
     }
 
     #[test]

@@ -83,6 +83,16 @@ pub enum EndReason {
 }
 
 impl EndReason {
+    pub const ALL: [Self; 7] = [
+        Self::Budget,
+        Self::Block,
+        Self::ProxyError,
+        Self::Window,
+        Self::Idle,
+        Self::Shutdown,
+        Self::Rotate,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Budget => "budget",

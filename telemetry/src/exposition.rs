@@ -44,8 +44,8 @@ impl Format {
 }
 
 /// The whole exposition: `openmetrics` (a registry's encoding, ending in `# EOF`) plus the
-/// process families and `lps_build_info{service,version} 1`, in `format`.
-pub fn render(openmetrics: &str, service: &str, version: &str, format: Format) -> String {
+/// process families and `lps_build_info{component,version} 1`, in `format`.
+pub fn render(openmetrics: &str, component: &str, version: &str, format: Format) -> String {
     let body = openmetrics
         .trim_end()
         .strip_suffix("# EOF")
@@ -60,7 +60,7 @@ pub fn render(openmetrics: &str, service: &str, version: &str, format: Format) -
     let _ = write!(
         out,
         "# HELP lps_build_info The running build (always 1).\n# TYPE lps_build_info gauge\n\
-         lps_build_info{{service=\"{service}\",version=\"{version}\"}} 1\n"
+         lps_build_info{{component=\"{component}\",version=\"{version}\"}} 1\n"
     );
     match format {
         Format::OpenMetrics => {
@@ -263,7 +263,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("lps_build_info{service=\"coordinator\",version=\"1.2.3\"} 1"),
+            text.contains("lps_build_info{component=\"coordinator\",version=\"1.2.3\"} 1"),
             "{text}"
         );
         let om_out = render(om, "coordinator", "1.2.3", Format::OpenMetrics);

@@ -491,6 +491,14 @@ impl Link {
             resend = self.outbox.len(),
             "welcomed by the coordinator"
         );
+        // Every series of the malls this node crawls starts at 0.
+        let malls = &self.config.malls;
+        self.shared.metrics.init_malls(
+            profiles
+                .malls()
+                .into_iter()
+                .filter(|mall| malls.is_empty() || malls.iter().any(|m| m.as_str() == *mall)),
+        );
         self.profiles = Arc::new(profiles);
         self.shared.profiles.send_replace(self.profiles.clone());
         self.out = Some(opened.out);

@@ -1096,6 +1096,7 @@ impl<'a> Run<'a> {
 }
 
 /// The `verdict` label of a search page load.
+/// The page-load verdict of `read`: one of [`PAGE_VERDICTS`](crate::metrics::PAGE_VERDICTS).
 fn verdict_str(read: &Result<PageRead, BrowserError>) -> &'static str {
     match read {
         Ok(PageRead::Cards(_)) => "results",
