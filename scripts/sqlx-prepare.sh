@@ -9,7 +9,8 @@ lps_pg_ensure
 admin_url=$DATABASE_URL
 url=$(lps_pg_url_with_db "$admin_url" lps_sqlx)
 psql "$admin_url" -qc 'drop database if exists lps_sqlx' -qc 'create database lps_sqlx'
-for f in migrations/*.sql; do psql "$url" -v ON_ERROR_STOP=1 -q -f "$f"; done
+# One transaction per migration, as sqlx applies them.
+for f in migrations/*.sql; do psql "$url" -1 -v ON_ERROR_STOP=1 -q -f "$f"; done
 rm -rf .sqlx && mkdir -p .sqlx
 # Touch the sources so every query macro runs again.
 find coordinator bench -name '*.rs' -exec touch {} +

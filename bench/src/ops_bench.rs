@@ -21,7 +21,7 @@ use lps_coordinator::{
     queue::{Queue, QueueConfig},
     search::Searches,
 };
-use sqlx::{Executor as _, PgPool};
+use sqlx::PgPool;
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -48,10 +48,11 @@ const QUEUED: u64 = 200;
 const RUNNING: u64 = 40;
 
 async fn seed(pool: &PgPool, finished: u64) -> anyhow::Result<()> {
-    for sql in [
-        "insert into mall (mall_id) values ('bench-a'), ('bench-b') on conflict do nothing",
+    let statements: [String; 8] = [
+        "insert into mall (mall_id) values ('bench-a'), ('bench-b') on conflict do nothing"
+            .to_owned(),
         // History: 90 % done, 7 % dead, 3 % cancelled, two days old.
-        &format!(
+        format!(
             "insert into job (dedupe_key, mall, product_name, product_key, priority, state,
                               outcome, error_class, finished_at, created_at, run_after,
                               lease_epoch)
@@ -68,20 +69,23 @@ async fn seed(pool: &PgPool, finished: u64) -> anyhow::Result<()> {
         "insert into job_attempt (job_id, lease_epoch, node_id, started_at, ended_at, ended)
          select job_id, 1, 'bench-node', finished_at - interval '20 seconds', finished_at,
                 (case when state = 'done' then 'done' else 'failed' end)::attempt_end
-         from job where state <> 'cancelled'",
+         from job where state <> 'cancelled'"
+            .to_owned(),
         "insert into ip_session (host, port, mall, node_id, job_id, requests, ok, blocked,
                                  elapsed_ms, end_reason, ended_at)
          select 'gw', 10000 + job_id % 50, mall, 'bench-node', job_id, 3, 2, 1, 60000,
                 (case when job_id % 20 = 0 then 'block' else 'budget' end)::session_end_reason,
                 finished_at
-         from job where job_id % 10 = 0",
+         from job where job_id % 10 = 0"
+            .to_owned(),
         "insert into bot_detection (mall, ip_request_no, host, port, marker, node_id, job_id,
                                     detected_at)
          select mall, 3, 'gw', 10000 + job_id % 50, 'captcha', 'bench-node', job_id,
                 finished_at
-         from job where job_id % 10 = 0",
+         from job where job_id % 10 = 0"
+            .to_owned(),
         // In hand: queued a few minutes ago, and running on a node.
-        &format!(
+        format!(
             "insert into job (dedupe_key, mall, product_name, product_key, priority,
                               created_at, run_after)
              select 'q' || g, 'bench-a', 'queued ' || g, 'name:queued ' || g, 50,
@@ -89,16 +93,19 @@ async fn seed(pool: &PgPool, finished: u64) -> anyhow::Result<()> {
              from generate_series(1, {}) g",
             QUEUED + RUNNING
         ),
-        &format!(
+        format!(
             "update job set state = 'running', node_id = 'bench-node', lease_epoch = 1,
                             lease_until = now() + interval '1 hour', run_started_at = now(),
                             deadline_at = now() + interval '1 hour'
              where job_id in (select job_id from job where state = 'queued'
                               order by job_id limit {RUNNING})"
         ),
-        "vacuum analyze",
-    ] {
-        pool.execute(sql).await?;
+        "vacuum analyze".to_owned(),
+    ];
+    for sql in statements {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(pool)
+            .await?;
     }
     Ok(())
 }
@@ -113,7 +120,9 @@ fn median_and_p95(mut times: Vec<Duration>) -> (f64, f64) {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     anyhow::ensure!(args.runs > 0, "--runs must be at least 1");
-    println!("| finished jobs | snapshot p50 ms | snapshot p95 ms | counts before 0019 p50 ms | p95 ms |");
+    println!(
+        "| finished jobs | snapshot p50 ms | snapshot p95 ms | counts before 0019 p50 ms | p95 ms |"
+    );
     println!("|---:|---:|---:|---:|---:|");
     for &finished in &args.finished {
         let url = lps_bench::fresh_database(&args.database_url, "lps_bench_ops").await?;

@@ -42,6 +42,10 @@ struct Args {
     /// what it costs the claim and completion statements.
     #[arg(long)]
     without_history_trigger: bool,
+    /// Disable the job-count triggers on `job` (migration 0019), to measure what keeping
+    /// the ops snapshot's counts costs the queue.
+    #[arg(long)]
+    without_tally: bool,
     #[arg(long, env = "DATABASE_URL")]
     database_url: String,
 }
@@ -57,6 +61,13 @@ async fn main() -> anyhow::Result<()> {
     let url = lps_bench::fresh_database(&args.database_url, "lps_bench").await?;
     let pool = db::connect(&url, 40).await?;
     db::migrate(&pool).await?;
+    if args.without_tally {
+        pool.execute(
+            "alter table job disable trigger job_finished_tally, disable trigger job_mark_moved,
+                             disable trigger job_tally_inserted, disable trigger job_tally_deleted",
+        )
+        .await?;
+    }
     if args.without_history_trigger {
         pool.execute(
             "alter table job disable trigger job_price_history, disable trigger job_mark_finished",

@@ -11,8 +11,8 @@ use lps_coordinator::{
     search::{RetryDeadFilter, Searches},
 };
 use lps_proto::model::{
-    ErrorClass, JobFailure, JobResult, MallId, Offer, Priority, ProductSpec,
-    SearchRequest, ShippingStatus,
+    ErrorClass, JobFailure, JobResult, MallId, Offer, Priority, ProductSpec, SearchRequest,
+    ShippingStatus,
 };
 use sqlx::{
     PgPool,
@@ -49,7 +49,10 @@ async fn snapshot(queue: &Queue) -> HashMap<String, i64> {
 
 async fn assert_counts_true(pool: &PgPool, queue: &Queue, when: &str) {
     let (said, is) = (snapshot(queue).await, truth(pool).await);
-    assert_eq!(said, is, "after {when}: the snapshot says {said:?}, the table {is:?}");
+    assert_eq!(
+        said, is,
+        "after {when}: the snapshot says {said:?}, the table {is:?}"
+    );
 }
 
 fn offer(mall: &MallId) -> Offer {
@@ -125,7 +128,8 @@ async fn the_snapshot_counts_follow_every_transition(_: PgPoolOptions, opts: PgC
                                 JobFailure::new(job.lease, ErrorClass::Permanent, "no such page");
                             queue.fail_if_leased(&node, &failure).await.unwrap();
                         }
-                        1 => results.push(JobResult::found(job.lease, vec![offer(&job.mall)]).unwrap()),
+                        1 => results
+                            .push(JobResult::found(job.lease, vec![offer(&job.mall)]).unwrap()),
                         _ => results.push(JobResult::not_found(job.lease)),
                     }
                 }
@@ -142,12 +146,23 @@ async fn the_snapshot_counts_follow_every_transition(_: PgPoolOptions, opts: PgC
     }
     let states = truth(&pool).await;
     for state in ["done", "dead", "cancelled"] {
-        assert!(states.get(state).copied().unwrap_or(0) > 0, "no {state} job: {states:?}");
+        assert!(
+            states.get(state).copied().unwrap_or(0) > 0,
+            "no {state} job: {states:?}"
+        );
     }
-    assert_counts_true(&pool, &queue, "concurrent claims, completions, failures, cancels").await;
+    assert_counts_true(
+        &pool,
+        &queue,
+        "concurrent claims, completions, failures, cancels",
+    )
+    .await;
 
     // Dead → queued, then claimed and finished again.
-    let retried = searches.retry_dead(&RetryDeadFilter::default()).await.unwrap();
+    let retried = searches
+        .retry_dead(&RetryDeadFilter::default())
+        .await
+        .unwrap();
     assert!(!retried.is_empty());
     assert_counts_true(&pool, &queue, "RetryDead").await;
     loop {

@@ -10,7 +10,8 @@ source scripts/lib/postgres.sh
 lps_pg_ensure
 url=$(lps_pg_url_with_db "$DATABASE_URL" lps_claimbench)
 psql "$DATABASE_URL" -qc 'drop database if exists lps_claimbench' -qc 'create database lps_claimbench'
-for f in migrations/*.sql; do psql "$url" -v ON_ERROR_STOP=1 -q -f "$f"; done
+# One transaction per migration, as sqlx applies them.
+for f in migrations/*.sql; do psql "$url" -1 -v ON_ERROR_STOP=1 -q -f "$f"; done
 psql "$url" -v ON_ERROR_STOP=1 -q <<'SQL'
 insert into mall (mall_id, enabled, max_running, min_start_gap_ms)
 select 'm' || g, true, case when g >= 5 then 1000 end, 0 from generate_series(0, 9) g;
