@@ -5,10 +5,12 @@
 //! A sweep runs every [`RetentionConfig::interval`] on whichever replica wins a session
 //! advisory lock (`pg_try_advisory_lock`, [`SWEEP_LOCK`]); the others skip that round. It
 //! holds one connection for the sweep (the lock's session) and runs each kind's rule as
-//! bounded batches: one autocommit statement per batch deleting at most
-//! [`RetentionConfig::batch`] rows, in key-range order (age column, id) after the last row
-//! the previous batch deleted, with `FOR UPDATE … SKIP LOCKED` so a row another
-//! transaction holds is left for the next sweep and nobody waits for a sweep. No claim
+//! bounded batches: one autocommit statement per batch that scans the next
+//! [`RetentionConfig::batch`] rows in key-range order (age column, id) after the last row
+//! the previous batch scanned — an ordered index read that stops at the limit, so rows a
+//! rule keeps are read once per sweep — and deletes those the rule lets go, with
+//! `FOR UPDATE … SKIP LOCKED` so a row another transaction holds is left for the next
+//! sweep and nobody waits for a sweep. No claim
 //! reads or locks what a sweep deletes: claims lock queued jobs, sweeps only finished ones.
 //!
 //! What each rule keeps is written in its SQL file (`retention/sql/`); in short, nothing an
@@ -25,7 +27,8 @@
 //! To add a rule (say, delivered outbox rows): a [`Kind`] variant with its arms in
 //! [`Kind::as_str`], [`Kind::setting`] and [`Kind::delete_batch`], its place in
 //! [`Kind::ALL`], a field in [`RetentionArgs`] read in [`RetentionArgs::validate`], and a
-//! `sql/<kind>.sql` of the same shape as the others.
+//! `sql/<kind>.sql` of the same shape as the others: parameters age (ms), batch size and
+//! the (time, id) cursor; it returns the rows deleted and scanned and the last scanned key.
 
 use std::time::{Duration, Instant};
 
@@ -62,10 +65,12 @@ pub enum Kind {
     BotDetections,
 }
 
-/// What one batch did: rows deleted and the key of the last one (the next batch's cursor).
+/// What one batch did: rows deleted, rows scanned (at most the batch size; fewer means the
+/// rule has reached its age limit) and the key of the last one scanned (the next cursor).
 #[derive(Debug)]
 struct Batch {
     deleted: i64,
+    scanned: i64,
     last_at: Option<DateTime<Utc>>,
     last_id: Option<i64>,
 }
@@ -105,7 +110,8 @@ impl Kind {
         }
     }
 
-    /// Deletes one batch of at most `limit` rows older than `age_ms` after the cursor.
+    /// Scans the next `limit` rows older than `age_ms` after the cursor and deletes those
+    /// the rule lets go.
     async fn delete_batch(
         self,
         conn: &mut PgConnection,
@@ -308,6 +314,9 @@ pub async fn sweep(
     if !locked {
         return Ok(None);
     }
+    // NB: a sweep whose future is dropped mid-batch (an aborted task) returns the
+    // connection to the pool still holding the lock; the pool closes its connections at
+    // shutdown, which releases it. The loop only stops between batches (`cancel`).
     let result = sweep_locked(&mut conn, config, cancel, &mut on_batch).await;
     release(conn, result.is_ok()).await;
     let deleted = result?;
@@ -353,7 +362,7 @@ async fn sweep_locked(
             total += n;
             on_batch(rule.kind, n);
             match (batch.last_at, batch.last_id) {
-                (Some(at), Some(id)) if batch.deleted >= limit => cursor = (at, id),
+                (Some(at), Some(id)) if batch.scanned >= limit => cursor = (at, id),
                 _ => break,
             }
         }
