@@ -232,6 +232,22 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         );
     }
 
+    {
+        let (pool, retention, metrics, cancel) = (
+            pool.clone(),
+            config.retention.clone(),
+            metrics.clone(),
+            loops.clone(),
+        );
+        tasks.spawn(
+            async move {
+                crate::retention::run(pool, retention, metrics, cancel).await;
+                ("retention", Ok(()))
+            }
+            .instrument(info_span!(parent: None, "retention", log_only = true)),
+        );
+    }
+
     // gRPC: services, health and reflection.
     let (health, health_service) = tonic_health::server::health_reporter();
     let readiness = Readiness::new(health, metrics.database_reachable.clone()).await;

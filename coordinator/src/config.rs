@@ -206,6 +206,8 @@ pub struct ServeArgs {
     pub spend_cap_hourly_usd: Option<f64>,
     #[command(flatten)]
     pub ledger: crate::ledger::LedgerArgs,
+    #[command(flatten)]
+    pub retention: crate::retention::RetentionArgs,
     /// Comma-separated ids of the malls searches may use (the others stay disabled).
     #[arg(
         long,
@@ -252,6 +254,8 @@ pub struct Config {
     pub spend_cap_hourly_usd: Option<f64>,
     /// The proxy ledger; `None` when no gateway is configured (nodes then get no IPs).
     pub ledger: Option<crate::ledger::LedgerConfig>,
+    /// What the retention sweeps delete (no rules: nothing).
+    pub retention: crate::retention::RetentionConfig,
 }
 
 impl std::fmt::Debug for Config {
@@ -654,6 +658,7 @@ impl ServeArgs {
         crate::queue::check_spend_cap(self.spend_cap_hourly_usd)
             .map_err(|reason| bad("LPS_SPEND_CAP_HOURLY_USD", reason))?;
         let ledger = self.ledger.validate()?;
+        let retention = self.retention.validate()?;
         let tls = crate::tls::ServerTls::load(
             self.tls_cert.as_deref(),
             self.tls_key.as_deref(),
@@ -702,6 +707,7 @@ impl ServeArgs {
             proxy_usd_per_gb: self.proxy_usd_per_gb,
             spend_cap_hourly_usd: self.spend_cap_hourly_usd,
             ledger,
+            retention,
         })
     }
 }

@@ -18,5 +18,6 @@ pub mod profiles;
 pub mod queue;
 pub mod readiness;
 pub mod reaper;
+pub mod retention;
 pub mod search;
 pub mod tls;

@@ -59,6 +59,11 @@ pub struct GrpcLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MethodLabels {
     pub method: String,
 }
@@ -109,6 +114,8 @@ pub struct Metrics {
     pub db_pool_connections: Family<StateLabels, Gauge>,
     pub db_pool_max_connections: Gauge,
     pub database_reachable: Gauge,
+    pub retention_deleted: Family<KindLabels, Counter>,
+    pub retention_sweep_duration: Histogram,
 }
 
 impl Default for Metrics {
@@ -335,6 +342,24 @@ impl Metrics {
             database_reachable.clone(),
         );
         database_reachable.set(1);
+        let retention_deleted = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "retention_deleted",
+            "Rows the retention sweeps of this replica deleted, by kind (a job counts without the attempts, offers and reports deleted with it)",
+            retention_deleted.clone(),
+        );
+        for kind in crate::retention::Kind::ALL {
+            let _ = retention_deleted.get_or_create(&KindLabels {
+                kind: kind.as_str().into(),
+            });
+        }
+        let retention_sweep_duration =
+            Histogram::new([0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0]);
+        registry.register(
+            "retention_sweep_duration_seconds",
+            "Duration of the retention sweeps this replica ran (it held the sweep lock)",
+            retention_sweep_duration.clone(),
+        );
         Self {
             registry,
             jobs,
@@ -374,7 +399,21 @@ impl Metrics {
             db_pool_connections,
             db_pool_max_connections,
             database_reachable,
+            retention_deleted,
+            retention_sweep_duration,
         }
+    }
+
+    /// Counts `rows` deleted by one retention batch of `kind`.
+    pub fn record_retention_batch(&self, kind: &str, rows: u64) {
+        self.retention_deleted
+            .get_or_create(&KindLabels { kind: kind.into() })
+            .inc_by(rows);
+    }
+
+    /// Records one finished retention sweep.
+    pub fn record_retention_sweep(&self, elapsed: std::time::Duration) {
+        self.retention_sweep_duration.observe(elapsed.as_secs_f64());
     }
 
     /// Creates the per-mall event series of `malls` at 0, so that `rate()` and

@@ -1,10 +1,11 @@
 //! `lpsctl`: the LPS command line for people and scripts. Talks to a coordinator's
-//! SearchService and OpsService; tables on stdout by default, JSON with `--json`; progress
-//! on stderr; a failure is one line on stderr (`lpsctl: <status code>: <message>`) and a
+//! SearchService and OpsService; tables on stdout by default, JSON with `--json`, CSV with
+//! `--csv` (search results and price history, for spreadsheets); progress on stderr; a failure is one line on stderr (`lpsctl: <status code>: <message>`) and a
 //! nonzero exit status.
 //!
 //! ```text
 //! lpsctl search "제주 삼다수 2L x 12" --mall naver --wait
+//! lpsctl search --file products.csv --wait --csv > prices.csv
 //! lpsctl watch 42 ; lpsctl job 1234 ; lpsctl ops ; lpsctl nodes ; lpsctl ports
 //! lpsctl retry-dead --mall coupang ; lpsctl drain node-7
 //! ```
@@ -15,7 +16,7 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::{Context as _, anyhow, bail};
 use clap::{Parser, Subcommand, ValueEnum};
-use lps_coordinator::cli::{json, text};
+use lps_coordinator::cli::{csv, json, text};
 use lps_proto::{
     model::timestamp_to_pb,
     pb::{self, ops_service_client::OpsServiceClient, search_service_client::SearchServiceClient},
@@ -67,8 +68,16 @@ struct Cli {
     #[arg(long, env = "LPS_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration, global = true)]
     timeout: Duration,
     /// Print JSON instead of tables.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, conflicts_with = "csv")]
     json: bool,
+    /// Print CSV instead of tables (search, status, watch, history): a header row, then
+    /// one row per product and mall (per entry and mall for history), UTF-8, CRLF.
+    #[arg(long, global = true)]
+    csv: bool,
+    /// Start CSV output with a UTF-8 byte-order mark (Excel then reads Hangul right when
+    /// it opens the file by double-click). Without it none is written.
+    #[arg(long, global = true, requires = "csv")]
+    bom: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -92,13 +101,21 @@ enum PortsAction {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Ask for the lowest price of a product.
+    /// Ask for the lowest price of a product, or of every product in a CSV file.
     Search {
         /// The product as a person would type it into a mall's search box.
-        name: String,
+        #[arg(required_unless_present = "file", conflicts_with = "file")]
+        name: Option<String>,
         /// The product's code in your catalog (its stable identity).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "file")]
         code: Option<String>,
+        /// A CSV file of products, one search for all of them: columns name, code
+        /// (optional), brand (optional, put in front of the name unless it names it); a
+        /// first row with a `name` field is a header naming the columns. UTF-8 with or
+        /// without a BOM, RFC 4180 quoting. A bad row is an error naming its line and
+        /// column, and nothing is searched.
+        #[arg(long)]
+        file: Option<PathBuf>,
         /// A mall to search (repeatable); default: every enabled mall.
         #[arg(long = "mall")]
         malls: Vec<String>,
@@ -393,24 +410,68 @@ fn ago(d: Duration) -> anyhow::Result<prost_types::Timestamp> {
     Ok(timestamp_to_pb(chrono::Utc::now() - d))
 }
 
+/// Whether `command` can print `--csv`.
+fn has_csv(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Search { .. }
+            | Command::Status { .. }
+            | Command::Watch { .. }
+            | Command::History { .. }
+    )
+}
+
+/// The products of a search: the one named, or those of `--file`, validated before any
+/// call is made.
+fn products(
+    name: Option<String>,
+    code: Option<String>,
+    file: Option<&PathBuf>,
+) -> anyhow::Result<Vec<pb::Product>> {
+    match file {
+        Some(path) => {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            Ok(csv::read_products(&path.display().to_string(), &bytes)?)
+        }
+        None => Ok(vec![pb::Product {
+            code: code.unwrap_or_default(),
+            name: name.unwrap_or_default(),
+        }]),
+    }
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    if cli.csv && !has_csv(&cli.command) {
+        bail!("--csv is for search, status, watch and history");
+    }
+    // NB: the file is read and checked before connecting, so a bad one starts nothing.
+    let file_products = match &cli.command {
+        Command::Search {
+            file: Some(path), ..
+        } => Some(products(None, None, Some(path))?),
+        _ => None,
+    };
     let mut client = Client::connect(&cli).await?;
     let as_json = cli.json;
+    let (as_csv, bom) = (cli.csv, cli.bom);
     match cli.command {
         Command::Search {
             name,
             code,
+            file: _,
             malls,
             priority,
             max_age,
             idempotency_key,
             wait,
         } => {
+            let products = match file_products {
+                Some(products) => products,
+                None => products(name, code, None)?,
+            };
             let req = pb::SearchRequest {
-                products: vec![pb::Product {
-                    code: code.unwrap_or_default(),
-                    name,
-                }],
+                products: products.clone(),
                 malls,
                 priority_class: match priority {
                     PriorityArg::Interactive => pb::PriorityClass::Interactive,
@@ -425,6 +486,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if !wait {
                 if as_json {
                     print_json(&json::search_response(&accepted))?;
+                } else if as_csv {
+                    print!("{}", csv::search_response(&accepted, &products, bom));
                 } else {
                     print!("{}", text::accepted(&accepted));
                 }
@@ -446,6 +509,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await?;
             if as_json {
                 print_json(&json::search_status(&status))?;
+            } else if as_csv {
+                print!("{}", csv::search_status(&status, bom));
             } else {
                 print!("{}", text::search_status(&status));
             }
@@ -464,7 +529,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     }
                 })
                 .await?;
-            if !as_json {
+            if as_csv {
+                print!("{}", csv::search_status(&status, bom));
+            } else if !as_json {
                 print!("{}", text::search_status(&status));
             }
         }
@@ -476,6 +543,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .into_inner();
             if as_json {
                 print_json(&json::search_status(&status))?;
+            } else if as_csv {
+                print!("{}", csv::search_status(&status, bom));
             } else {
                 print!("{}", text::search_status(&status));
             }
@@ -557,6 +626,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             h.entries.truncate(limit as usize);
             if as_json {
                 print_json(&json::price_history(&h))?;
+            } else if as_csv {
+                print!("{}", csv::price_history(&h, bom));
             } else {
                 print!("{}", text::price_history(&h));
             }
