@@ -662,6 +662,7 @@ mod tests {
             },
             alerts: vec![],
             clients: Vec::new(),
+            deliveries: Default::default(),
         }
     }
 

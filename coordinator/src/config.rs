@@ -206,6 +206,8 @@ pub struct ServeArgs {
     pub spend_cap_hourly_usd: Option<f64>,
     #[command(flatten)]
     pub ledger: crate::ledger::LedgerArgs,
+    #[command(flatten)]
+    pub delivery: crate::delivery::DeliveryArgs,
     /// Comma-separated ids of the malls searches may use (the others stay disabled).
     #[arg(
         long,
@@ -252,6 +254,8 @@ pub struct Config {
     pub spend_cap_hourly_usd: Option<f64>,
     /// The proxy ledger; `None` when no gateway is configured (nodes then get no IPs).
     pub ledger: Option<crate::ledger::LedgerConfig>,
+    /// Delivery destinations and the delivery worker's settings.
+    pub delivery: crate::delivery::DeliveryConfig,
 }
 
 impl std::fmt::Debug for Config {
@@ -273,6 +277,7 @@ impl std::fmt::Debug for Config {
             .field("malls", &self.malls)
             .field("alerts", &self.alerts)
             .field("ledger", &self.ledger)
+            .field("delivery", &self.delivery)
             .finish_non_exhaustive()
     }
 }
@@ -654,6 +659,7 @@ impl ServeArgs {
         crate::queue::check_spend_cap(self.spend_cap_hourly_usd)
             .map_err(|reason| bad("LPS_SPEND_CAP_HOURLY_USD", reason))?;
         let ledger = self.ledger.validate()?;
+        let delivery = self.delivery.validate()?;
         let tls = crate::tls::ServerTls::load(
             self.tls_cert.as_deref(),
             self.tls_key.as_deref(),
@@ -702,6 +708,7 @@ impl ServeArgs {
             proxy_usd_per_gb: self.proxy_usd_per_gb,
             spend_cap_hourly_usd: self.spend_cap_hourly_usd,
             ledger,
+            delivery,
         })
     }
 }

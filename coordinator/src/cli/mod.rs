@@ -5,6 +5,7 @@
 //! Everything a mall wrote (titles, sellers, URLs) is untrusted: the text renderer replaces
 //! control characters, so a crafted title cannot send escape sequences to a terminal.
 
+pub mod delivery;
 pub mod json;
 pub mod table;
 pub mod text;
