@@ -716,3 +716,71 @@ async fn two_replicas_on_one_database_deliver_each_event_once(
     one.shutdown().await;
     two.shutdown().await;
 }
+
+/// The trigger's lock: two transactions finishing a search's last two jobs at once still
+/// make exactly one event per destination (each would otherwise see the other's job
+/// running and neither would insert).
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn the_last_two_jobs_finishing_at_once_make_one_event(pool: PgPool) {
+    use lps_coordinator::queue::{EnqueueContext, QueueConfig};
+    use lps_proto::model::{Priority, ProductSpec, SearchRequest};
+    const SEARCHES: usize = 30;
+    // Two queues, two batchers: their completions are separate transactions.
+    let one = Queue::new(pool.clone(), QueueConfig::default());
+    let two = Queue::new(pool.clone(), QueueConfig::default());
+    one.upsert_mall(&MallLimits::unlimited(MallId::new(MALL).unwrap()))
+        .await
+        .unwrap();
+    for i in 0..SEARCHES {
+        let products = vec![
+            ProductSpec::new(None, &format!("첫째 {i}")).unwrap(),
+            ProductSpec::new(None, &format!("둘째 {i}")).unwrap(),
+        ];
+        let req = SearchRequest::new(
+            products,
+            vec![MallId::new(MALL).unwrap()],
+            Priority::INTERACTIVE,
+            None,
+            None,
+        )
+        .unwrap()
+        .with_destinations(vec!["a".into(), "b".into()], false)
+        .unwrap();
+        one.enqueue(&req, &EnqueueContext::default()).await.unwrap();
+    }
+    let leases: HashMap<i64, _> = one
+        .claim(NODE, None, 2 * SEARCHES as u32)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| (j.lease.job_id, j.lease))
+        .collect();
+    assert_eq!(leases.len(), 2 * SEARCHES);
+    let pairs: Vec<(i64, Vec<i64>)> = sqlx::query_as(
+        "select search_id, array_agg(job_id order by job_id) from search_item group by 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for (_, jobs) in &pairs {
+        let first = JobResult::not_found(leases[&jobs[0]]);
+        let second = JobResult::not_found(leases[&jobs[1]]);
+        let (a, b) = tokio::join!(
+            one.complete_if_leased(NODE, &first),
+            two.complete_if_leased(NODE, &second),
+        );
+        a.unwrap();
+        b.unwrap();
+    }
+    let events: Vec<(i64, i64)> = sqlx::query_as(
+        "select search_id, count(*) from delivery where product_index is null group by 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(events.len(), SEARCHES, "every search has its events");
+    assert!(
+        events.iter().all(|(_, n)| *n == 2),
+        "one per destination: {events:?}"
+    );
+}
