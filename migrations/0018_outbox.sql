@@ -144,6 +144,10 @@ begin
     join search_request r on r.search_id = e.search_id
     cross join lateral unnest(r.destinations) as d (destination)
     on conflict do nothing;
+    -- Wakes the delivery workers when the transaction commits (their poll is the fallback).
+    if found then
+        perform pg_notify('lps_delivery', '');
+    end if;
     return null;
 end $$;
 

@@ -118,7 +118,8 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     );
     let mut tasks = JoinSet::new();
 
-    let (wakeups, listener_task) = JobListener::spawn(&pool, loops.clone()).await?;
+    let (wakeups, delivery_wakeups, listener_task) =
+        JobListener::spawn_with_deliveries(&pool, loops.clone()).await?;
     tasks.spawn(async move {
         (
             "job listener",
@@ -240,7 +241,8 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             metrics.clone(),
             &config.coordinator_id,
         )
-        .context("building the delivery worker's HTTP client")?;
+        .context("building the delivery worker's HTTP client")?
+        .with_wakeups(delivery_wakeups);
         let cancel = loops.clone();
         tasks.spawn(
             async move {

@@ -8,6 +8,10 @@
 //! free permits), and a claim lasts the time limit plus a margin, so a replica that dies
 //! mid-request leaves a row another replica claims once the claim expires.
 //!
+//! The worker wakes when a transaction that stored delivery events commits (NOTIFY on
+//! `lps_delivery`, through the job listener's connection) and polls every
+//! `LPS_DELIVERY_POLL` besides, for retries that come due and lost notifications.
+//!
 //! One attempt: the payload (a `DeliveryEvent` in the proto3 JSON mapping) is rendered from
 //! the search's status on the first attempt and stored with its outcome, so every later
 //! attempt sends the same bytes; the request is signed with a fresh timestamp
@@ -30,7 +34,12 @@ use super::{
     Claimed, DeliveryConfig, Outbox, Recorded, backoff,
     signature::{EVENT_ID_HEADER, SIGNATURE_HEADER, sign},
 };
-use crate::{grpc::search::status_to_pb, metrics::Metrics, queue, search::Searches};
+use crate::{
+    grpc::search::status_to_pb,
+    metrics::Metrics,
+    queue::{self, Wakeups},
+    search::Searches,
+};
 
 /// The full name of the payload's proto type.
 pub const EVENT_TYPE: &str = "lps.v1.DeliveryEvent";
@@ -51,6 +60,8 @@ pub struct Worker {
     client: reqwest::Client,
     /// Names this worker on its claims (the replica's id).
     id: Arc<str>,
+    /// Moves when delivery events were stored (`None`: poll only).
+    wakeups: Option<Wakeups>,
 }
 
 impl Worker {
@@ -75,11 +86,19 @@ impl Worker {
             metrics,
             client,
             id: Arc::from(id),
+            wakeups: None,
         })
     }
 
+    /// Wakes the worker when delivery events are stored, besides its poll.
+    #[must_use]
+    pub fn with_wakeups(mut self, wakeups: Wakeups) -> Self {
+        self.wakeups = Some(wakeups);
+        self
+    }
+
     /// Claims and posts deliveries until `cancel`.
-    pub async fn run(self, cancel: CancellationToken) {
+    pub async fn run(mut self, cancel: CancellationToken) {
         let concurrency = usize::try_from(self.config.concurrency).unwrap_or(1).max(1);
         let permits = Arc::new(Semaphore::new(concurrency));
         let claim_for = self.config.timeout + CLAIM_MARGIN;
@@ -93,6 +112,9 @@ impl Worker {
             while in_flight.try_join_next().is_some() {}
             let free = permits.available_permits();
             let mut more_due = false;
+            if let Some(w) = &mut self.wakeups {
+                w.mark_seen();
+            }
             if free > 0 {
                 let n = u32::try_from(free).unwrap_or(u32::MAX);
                 match self.outbox.claim(&self.id, n, claim_for).await {
@@ -127,10 +149,18 @@ impl Worker {
             if more_due && permits.available_permits() > 0 {
                 continue;
             }
-            let poll = self.config.poll.mul_f64(0.75 + fastrand::f64() * 0.5);
+            let poll = self.config.poll;
+            let woken = async {
+                match &mut self.wakeups {
+                    Some(w) => {
+                        w.wait(poll).await;
+                    }
+                    None => tokio::time::sleep(poll.mul_f64(0.8 + fastrand::f64() * 0.4)).await,
+                }
+            };
             tokio::select! {
                 () = cancel.cancelled() => break,
-                () = tokio::time::sleep(poll) => {}
+                () = woken => {}
                 Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
             }
         }

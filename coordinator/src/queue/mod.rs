@@ -50,7 +50,7 @@ use tokio::sync::oneshot;
 use tracing::{Instrument as _, info_span, instrument};
 
 pub use error::Error;
-pub use listener::{JobListener, Wakeups};
+pub use listener::{DELIVERY_CHANNEL, JobListener, Wakeups};
 pub use outage::Outages;
 pub use settle::BatchCounts;
 pub use spend::{SPEND_WINDOW, Spent, check_cap as check_spend_cap};

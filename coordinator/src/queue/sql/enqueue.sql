@@ -112,6 +112,9 @@ events as (
     on conflict do nothing
     returning delivery_id
 ),
+delivery_notified as (
+    select pg_notify('lps_delivery', '') from (select 1 from events limit 1) e
+),
 notified as (
     select pg_notify('lps_job', m.mall)
     from (select distinct mall from upserted where inserted) m
@@ -124,4 +127,5 @@ select
     coalesce((select array_agg(job_id order by item_no) from items), '{}') as "job_ids!: Vec<i64>",
     coalesce((select array_agg(disposition::text order by item_no) from items), '{}') as "dispositions!: Vec<String>",
     (select count(*) from notified) as "notified!",
-    (select count(*) from events) as "events!"
+    (select count(*) from events) as "events!",
+    (select count(*) from delivery_notified) as "delivery_notified!"
