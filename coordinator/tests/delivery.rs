@@ -784,3 +784,66 @@ async fn the_last_two_jobs_finishing_at_once_make_one_event(pool: PgPool) {
         "one per destination: {events:?}"
     );
 }
+
+/// A replica claims only events of destinations it has configured: one without `b` (a
+/// rollout adding it) leaves b's events pending, untouched, for a replica that has it.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_replica_leaves_events_of_destinations_it_lacks(
+    _: PgPoolOptions,
+    opts: PgConnectOptions,
+) {
+    let (addr, receiver) = Receiver::start().await;
+    let only_a = format!("a=http://{addr}/a");
+    let secret_a = format!("a={SECRET_A}");
+    let narrow = common::start_on(
+        own_pool(&opts).await,
+        &[
+            "--coordinator-id",
+            "narrow",
+            "--destinations",
+            &only_a,
+            "--destination-secrets",
+            &secret_a,
+            "--delivery-poll",
+            "20ms",
+        ],
+    )
+    .await;
+    narrow
+        .queue
+        .upsert_mall(&MallLimits::unlimited(MallId::new(MALL).unwrap()))
+        .await
+        .unwrap();
+    // Stored straight through the queue: this replica's SearchService would refuse `b`.
+    let req = lps_proto::model::SearchRequest::new(
+        vec![lps_proto::model::ProductSpec::new(None, "삼다수 2L").unwrap()],
+        vec![MallId::new(MALL).unwrap()],
+        lps_proto::model::Priority::INTERACTIVE,
+        None,
+        None,
+    )
+    .unwrap()
+    .with_destinations(vec!["a".into(), "b".into()], false)
+    .unwrap();
+    let ctx = lps_coordinator::queue::EnqueueContext {
+        client: common::CLIENT_NAME.into(),
+        ..Default::default()
+    };
+    let id = narrow.queue.enqueue(&req, &ctx).await.unwrap().search_id;
+    finish_all(&narrow.queue).await;
+    receiver.wait("a", 1, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(receiver.got("b").is_empty());
+    let (mut client, _) = clients(&narrow).await;
+    let d = get_search(&mut client, id).await.deliveries;
+    let b = d.iter().find(|d| d.destination == "b").unwrap();
+    assert_eq!(b.state, pb::DeliveryState::Pending as i32, "{d:#?}");
+    assert_eq!(b.attempts, 0, "no attempt spent on a replica without b");
+
+    let full = coordinator(own_pool(&opts).await, addr, &["--coordinator-id", "full"]).await;
+    receiver.wait("b", 1, Duration::from_secs(10)).await;
+    wait_deliveries(&mut client, id, 2, pb::DeliveryState::Delivered).await;
+    assert_eq!(receiver.got("a").len(), 1);
+    full.shutdown().await;
+    narrow.shutdown().await;
+}

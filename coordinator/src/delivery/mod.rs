@@ -161,11 +161,13 @@ impl Outbox {
         &self.pool
     }
 
-    /// Claims at most `n` due deliveries for `worker`, each for `claim_for`.
+    /// Claims at most `n` due deliveries to `destinations` for `worker`, each for
+    /// `claim_for`.
     #[instrument(name = "delivery.claim", skip_all, fields(count = tracing::field::Empty), err)]
     pub async fn claim(
         &self,
         worker: &str,
+        destinations: &[String],
         n: u32,
         claim_for: Duration,
     ) -> Result<Vec<Claimed>, Error> {
@@ -174,7 +176,8 @@ impl Outbox {
             worker,
             i64::from(n),
             millis(claim_for),
-            self.now
+            self.now,
+            destinations
         )
         .fetch_all(&self.pool)
         .await?;

@@ -19,6 +19,10 @@
 //! redirect — never followed —, a timeout, a refused connection) a failed attempt, retried
 //! after [`super::backoff`] or dead after `LPS_DELIVERY_MAX_ATTEMPTS`.
 //!
+//! A replica claims only events of destinations it has configured (none: it claims
+//! nothing), so one whose configuration lacks a destination — a rollout adding it — leaves
+//! those events to the replicas that have it.
+//!
 //! Shutdown: no new claims; requests in flight get up to their time limit to finish;
 //! whatever is cut off is claimed again after its claim expires (at-least-once).
 
@@ -102,6 +106,12 @@ impl Worker {
         let concurrency = usize::try_from(self.config.concurrency).unwrap_or(1).max(1);
         let permits = Arc::new(Semaphore::new(concurrency));
         let claim_for = self.config.timeout + CLAIM_MARGIN;
+        let destinations: Vec<String> = self
+            .config
+            .destinations
+            .names()
+            .map(str::to_owned)
+            .collect();
         let mut in_flight = JoinSet::new();
         info!(
             destinations = ?self.config.destinations.names().collect::<Vec<_>>(),
@@ -115,9 +125,13 @@ impl Worker {
             if let Some(w) = &mut self.wakeups {
                 w.mark_seen();
             }
-            if free > 0 {
+            if free > 0 && !destinations.is_empty() {
                 let n = u32::try_from(free).unwrap_or(u32::MAX);
-                match self.outbox.claim(&self.id, n, claim_for).await {
+                match self
+                    .outbox
+                    .claim(&self.id, &destinations, n, claim_for)
+                    .await
+                {
                     Ok(claimed) => {
                         more_due = claimed.len() == free;
                         for claim in claimed {
