@@ -187,6 +187,10 @@ pub struct ServeArgs {
     pub alert_ports_available_pct: f64,
     #[arg(long, env = "LPS_ALERT_BLOCK_SESSIONS_6H", default_value_t = 1.0)]
     pub alert_block_sessions_6h: f64,
+    /// `deliveries_dead` fires when this many delivery events are dead (every attempt
+    /// failed; `lpsctl deliveries --dead`).
+    #[arg(long, env = "LPS_ALERT_DELIVERIES_DEAD", default_value_t = 1.0)]
+    pub alert_deliveries_dead: f64,
     /// `layout_changed` fires when a mall's share of layout failures (no card source read
     /// a healthy page) among its attempts of the last 15 minutes is above this (0..=1).
     #[arg(long, env = "LPS_ALERT_LAYOUT_SHARE", default_value_t = crate::alerts::DEFAULT_LAYOUT_SHARE)]
@@ -608,6 +612,7 @@ impl ServeArgs {
                 self.alert_ports_available_pct,
             ),
             ("LPS_ALERT_BLOCK_SESSIONS_6H", self.alert_block_sessions_6h),
+            ("LPS_ALERT_DELIVERIES_DEAD", self.alert_deliveries_dead),
         ] {
             if !value.is_finite() || value < 0.0 {
                 return Err(bad(setting, "must be a non-negative number"));
@@ -640,6 +645,7 @@ impl ServeArgs {
                 cost_usd_last_hour: self.alert_cost_1h_usd,
                 ports_available_pct: self.alert_ports_available_pct,
                 block_ended_sessions_6h: self.alert_block_sessions_6h,
+                deliveries_dead: self.alert_deliveries_dead,
                 layout_share: self.alert_layout_share,
                 layout_min_attempts: self.alert_layout_min_attempts,
             },

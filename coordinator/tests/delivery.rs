@@ -470,7 +470,7 @@ async fn a_dead_delivery_shows_and_an_operator_retry_delivers_it(
     let running = coordinator(
         own_pool(&opts).await,
         addr,
-        &["--delivery-max-attempts", "2"],
+        &["--delivery-max-attempts", "2", "--alert-for", "0s"],
     )
     .await;
     let (mut client, mut ops) = clients(&running).await;
@@ -512,6 +512,25 @@ async fn a_dead_delivery_shows_and_an_operator_retry_delivers_it(
             break;
         }
         assert!(tokio::time::Instant::now() < deadline, "{metrics}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The built-in alert rule fires (the chart's PrometheusRule has it too).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let alerts = ops
+            .get_ops(with_token(pb::GetOpsRequest {}, CLIENT_TOKEN))
+            .await
+            .unwrap()
+            .into_inner()
+            .alerts;
+        if alerts
+            .iter()
+            .any(|a| a.rule == "deliveries_dead" && a.firing)
+        {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{alerts:#?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
