@@ -218,6 +218,8 @@ impl Worker {
             }
             (_, error) => {
                 let error = error.as_deref().unwrap_or("failed");
+                // NB: a failed attempt is an error span (status ERROR with the message).
+                lps_telemetry::fail(&tracing::Span::current(), error);
                 let delay = backoff(
                     claim.attempt,
                     self.config.backoff_base,
