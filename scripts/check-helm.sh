@@ -412,7 +412,8 @@ class Checker:
                        "lps_bytes_total", "lps_cost_usd_total", "lps_alert_firing",
                        "lps_dead_last_hour", "lps_stuck_running", "lps_deadline_kills_last_hour",
                        "lps_cost_usd_last_hour", "lps_mall_spend_usd_last_hour",
-                       "lps_mall_proxy_ports_available",
+                       "lps_mall_proxy_ports_available", "lps_outbox_pending", "lps_outbox_dead",
+                       "lps_deliveries_total",
                        # the crawler nodes' own /metrics
                        "lps_node_jobs_finished_total", "lps_node_page_load_seconds_bucket",
                        "lps_node_proxy_bytes_total", "lps_node_browser_restarts_total",
@@ -420,7 +421,8 @@ class Checker:
             if not re.search(rf"\b{metric}\b", exprs):
                 self.errors.append(f"dashboard: no panel queries {metric}")
         # Deployment-wide gauges come from every coordinator replica: never sum them.
-        for metric in ("lps_nodes_connected", "lps_node_free_slots", "lps_jobs", "lps_dead_last_hour"):
+        for metric in ("lps_nodes_connected", "lps_node_free_slots", "lps_jobs", "lps_dead_last_hour",
+                       "lps_outbox_pending", "lps_outbox_dead"):
             if re.search(rf"sum[^(]*\([^()]*\b{metric}\b", exprs):
                 self.errors.append(f"dashboard: {metric} is deployment-wide; aggregate it with max")
         # lps_blocks_total (this replica's count) has no mall label.

@@ -46,6 +46,10 @@ struct Args {
     /// the ops snapshot's counts costs the queue.
     #[arg(long)]
     without_tally: bool,
+    /// Disable the delivery-event trigger (migration 0018) for this run, to measure what it
+    /// costs the queue when no search names a destination.
+    #[arg(long)]
+    without_delivery_trigger: bool,
     #[arg(long, env = "DATABASE_URL")]
     database_url: String,
 }
@@ -73,6 +77,10 @@ async fn main() -> anyhow::Result<()> {
             "alter table job disable trigger job_price_history, disable trigger job_mark_finished",
         )
         .await?;
+    }
+    if args.without_delivery_trigger {
+        pool.execute("alter table job disable trigger job_delivery_events")
+            .await?;
     }
     let defaults = QueueConfig::default();
     let queue = Queue::new(

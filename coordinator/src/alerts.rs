@@ -59,6 +59,9 @@ pub struct Thresholds {
     pub cost_usd_last_hour: f64,
     pub ports_available_pct: f64,
     pub block_ended_sessions_6h: f64,
+    /// `deliveries_dead`: delivery events dead after their last attempt (an operator
+    /// retries them).
+    pub deliveries_dead: f64,
     /// `layout_changed` fires when a mall's share of layout failures over the last 15
     /// minutes is above this (0..=1).
     pub layout_share: f64,
@@ -78,6 +81,7 @@ impl Default for Thresholds {
             cost_usd_last_hour: 1.0,
             ports_available_pct: 30.0,
             block_ended_sessions_6h: 1.0,
+            deliveries_dead: 1.0,
             layout_share: DEFAULT_LAYOUT_SHARE,
             layout_min_attempts: DEFAULT_LAYOUT_MIN_ATTEMPTS,
         }
@@ -155,6 +159,7 @@ fn hint(rule: &str) -> &'static str {
             "`lpsctl ports` and `lpsctl ports advise <mall>`"
         }
         "layout_changed" => "`lpsctl ops` (layout per mall), then `lpsctl job <id> --evidence DIR`",
+        "deliveries_dead" => "`lpsctl deliveries --dead`, then `lpsctl delivery retry <id>`",
         _ => "`lpsctl ops`",
     }
 }
@@ -184,6 +189,11 @@ pub fn evaluate(t: &Thresholds, ops: &OpsSnapshot) -> Vec<Verdict> {
             t.oldest_queued.as_secs_f64(),
         ),
         at_least("stuck_running", q.stuck_running as f64, t.stuck_running),
+        at_least(
+            "deliveries_dead",
+            ops.deliveries.dead as f64,
+            t.deliveries_dead,
+        ),
         at_least(
             "deadline_kills_last_hour",
             q.deadline_kills_last_hour as f64,
@@ -662,6 +672,7 @@ mod tests {
             },
             alerts: vec![],
             clients: Vec::new(),
+            deliveries: Default::default(),
         }
     }
 

@@ -2,8 +2,9 @@
 //!
 //! [`start`] binds the listeners (port 0 works, for tests), migrates, and spawns: the gRPC
 //! server and the HTTP health server (TLS when configured, see [`crate::tls`]), the job
-//! listener, the control listener, the reaper, the alert loop and the database probe that
-//! keeps gRPC health and `/readyz` current ([`crate::readiness`]).
+//! listener, the control listener, the reaper, the alert loop, the delivery worker
+//! ([`crate::delivery::worker`]) and the database probe that keeps gRPC health and
+//! `/readyz` current ([`crate::readiness`]).
 //! A background task that exits on its own is fatal: [`Running::wait`] returns its error.
 //!
 //! Shutdown ([`Running::shutdown`]), all under `shutdown_timeout`: health flips to
@@ -117,7 +118,8 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     );
     let mut tasks = JoinSet::new();
 
-    let (wakeups, listener_task) = JobListener::spawn(&pool, loops.clone()).await?;
+    let (wakeups, delivery_wakeups, listener_task) =
+        JobListener::spawn_with_deliveries(&pool, loops.clone()).await?;
     tasks.spawn(async move {
         (
             "job listener",
@@ -248,6 +250,25 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         );
     }
 
+    {
+        let worker = crate::delivery::worker::Worker::new(
+            Searches::new(queue.clone()),
+            config.delivery.clone(),
+            metrics.clone(),
+            &config.coordinator_id,
+        )
+        .context("building the delivery worker's HTTP client")?
+        .with_wakeups(delivery_wakeups);
+        let cancel = loops.clone();
+        tasks.spawn(
+            async move {
+                worker.run(cancel).await;
+                ("delivery worker", Ok(()))
+            }
+            .instrument(info_span!(parent: None, "delivery.worker", log_only = true)),
+        );
+    }
+
     // gRPC: services, health and reflection.
     let (health, health_service) = tonic_health::server::health_reporter();
     let readiness = Readiness::new(health, metrics.database_reachable.clone()).await;
@@ -285,7 +306,8 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         .with_limits(grpc::limits::ClientLimits::new(
             config.client_limits.clone(),
         ))
-        .with_shutdown(shutdown.clone());
+        .with_shutdown(shutdown.clone())
+        .with_destinations(config.delivery.destinations.clone());
     let ops_api = grpc::ops::OpsApi::new(queue.clone(), tokens.clone()).with_ledger(ledger.clone());
     let mut server = tonic::transport::Server::builder();
     if let Some(tls) = &config.tls {

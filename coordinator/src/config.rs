@@ -187,6 +187,10 @@ pub struct ServeArgs {
     pub alert_ports_available_pct: f64,
     #[arg(long, env = "LPS_ALERT_BLOCK_SESSIONS_6H", default_value_t = 1.0)]
     pub alert_block_sessions_6h: f64,
+    /// `deliveries_dead` fires when this many delivery events are dead (every attempt
+    /// failed; `lpsctl deliveries --dead`).
+    #[arg(long, env = "LPS_ALERT_DELIVERIES_DEAD", default_value_t = 1.0)]
+    pub alert_deliveries_dead: f64,
     /// `layout_changed` fires when a mall's share of layout failures (no card source read
     /// a healthy page) among its attempts of the last 15 minutes is above this (0..=1).
     #[arg(long, env = "LPS_ALERT_LAYOUT_SHARE", default_value_t = crate::alerts::DEFAULT_LAYOUT_SHARE)]
@@ -208,6 +212,8 @@ pub struct ServeArgs {
     pub ledger: crate::ledger::LedgerArgs,
     #[command(flatten)]
     pub retention: crate::retention::RetentionArgs,
+    #[command(flatten)]
+    pub delivery: crate::delivery::DeliveryArgs,
     /// Comma-separated ids of the malls searches may use (the others stay disabled).
     #[arg(
         long,
@@ -256,6 +262,8 @@ pub struct Config {
     pub ledger: Option<crate::ledger::LedgerConfig>,
     /// What the retention sweeps delete (no rules: nothing).
     pub retention: crate::retention::RetentionConfig,
+    /// Delivery destinations and the delivery worker's settings.
+    pub delivery: crate::delivery::DeliveryConfig,
 }
 
 impl std::fmt::Debug for Config {
@@ -277,6 +285,7 @@ impl std::fmt::Debug for Config {
             .field("malls", &self.malls)
             .field("alerts", &self.alerts)
             .field("ledger", &self.ledger)
+            .field("delivery", &self.delivery)
             .finish_non_exhaustive()
     }
 }
@@ -607,6 +616,7 @@ impl ServeArgs {
                 self.alert_ports_available_pct,
             ),
             ("LPS_ALERT_BLOCK_SESSIONS_6H", self.alert_block_sessions_6h),
+            ("LPS_ALERT_DELIVERIES_DEAD", self.alert_deliveries_dead),
         ] {
             if !value.is_finite() || value < 0.0 {
                 return Err(bad(setting, "must be a non-negative number"));
@@ -639,6 +649,7 @@ impl ServeArgs {
                 cost_usd_last_hour: self.alert_cost_1h_usd,
                 ports_available_pct: self.alert_ports_available_pct,
                 block_ended_sessions_6h: self.alert_block_sessions_6h,
+                deliveries_dead: self.alert_deliveries_dead,
                 layout_share: self.alert_layout_share,
                 layout_min_attempts: self.alert_layout_min_attempts,
             },
@@ -659,6 +670,7 @@ impl ServeArgs {
             .map_err(|reason| bad("LPS_SPEND_CAP_HOURLY_USD", reason))?;
         let ledger = self.ledger.validate()?;
         let retention = self.retention.validate()?;
+        let delivery = self.delivery.validate()?;
         let tls = crate::tls::ServerTls::load(
             self.tls_cert.as_deref(),
             self.tls_key.as_deref(),
@@ -708,6 +720,7 @@ impl ServeArgs {
             spend_cap_hourly_usd: self.spend_cap_hourly_usd,
             ledger,
             retention,
+            delivery,
         })
     }
 }

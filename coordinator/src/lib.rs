@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod db;
+pub mod delivery;
 pub mod dispatch;
 pub mod grpc;
 pub mod ledger;

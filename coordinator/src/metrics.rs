@@ -48,6 +48,16 @@ pub struct ReportLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: String,
+}
+
+/// The outcomes of delivery attempts (`deliveries_total`): delivered, failed and retried
+/// later, dead after the last attempt, the claim expired before the outcome was recorded,
+/// or the outcome not recorded (the database failed).
+pub const DELIVERY_OUTCOMES: [&str; 5] = ["delivered", "retry", "dead", "claim_lost", "unrecorded"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RuleLabels {
     pub rule: String,
 }
@@ -100,6 +110,9 @@ pub struct Metrics {
     pub block_ended_sessions_6h: Gauge,
     pub mall_layout_share_15m: Family<MallLabels, FGauge>,
     pub alert_firing: Family<RuleLabels, Gauge>,
+    pub outbox_pending: Gauge,
+    pub outbox_dead: Gauge,
+    pub deliveries: Family<OutcomeLabels, Counter>,
     pub claims: Counter,
     pub pickup_latency: Histogram,
     pub job_duration: Family<MallOutcomeLabels, Histogram>,
@@ -360,6 +373,29 @@ impl Metrics {
             "Duration of the retention sweeps this replica ran (it held the sweep lock)",
             retention_sweep_duration.clone(),
         );
+        let outbox_pending = Gauge::default();
+        registry.register(
+            "outbox_pending",
+            "Delivery events waiting for an attempt or in one (deployment-wide)",
+            outbox_pending.clone(),
+        );
+        let outbox_dead = Gauge::default();
+        registry.register(
+            "outbox_dead",
+            "Delivery events dead after their last attempt (deployment-wide; lpsctl deliveries --dead)",
+            outbox_dead.clone(),
+        );
+        let deliveries = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "deliveries",
+            "Delivery attempts this replica made, by outcome",
+            deliveries.clone(),
+        );
+        for outcome in DELIVERY_OUTCOMES {
+            let _ = deliveries.get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            });
+        }
         Self {
             registry,
             jobs,
@@ -385,6 +421,9 @@ impl Metrics {
             block_ended_sessions_6h,
             mall_layout_share_15m,
             alert_firing,
+            outbox_pending,
+            outbox_dead,
+            deliveries,
             claims,
             pickup_latency,
             job_duration,
@@ -450,8 +489,19 @@ impl Metrics {
             .set(i64::from(pool.options().get_max_connections()));
     }
 
+    /// Counts one delivery attempt's outcome (one of [`DELIVERY_OUTCOMES`]).
+    pub fn record_delivery(&self, outcome: &str) {
+        self.deliveries
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+
     /// Sets the deployment-wide gauges from an ops snapshot.
     pub fn update(&self, ops: &OpsSnapshot) {
+        self.outbox_pending.set(ops.deliveries.pending);
+        self.outbox_dead.set(ops.deliveries.dead);
         let q = &ops.queue;
         for (state, n) in [
             ("queued", q.queued),

@@ -316,6 +316,55 @@ async fn each_rule_deletes_what_is_old_and_keeps_what_is_needed(pool: PgPool) {
     );
 }
 
+/// Delivered outbox rows go by their own age; a pending or dead one stays, and keeps its
+/// search from the searches rule (the delivery would go with it).
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn delivered_events_go_and_undelivered_ones_keep_their_search(pool: PgPool) {
+    let queue = queue(&pool).await;
+    let mut searches = Vec::new();
+    for product in ["delivered", "pending", "dead"] {
+        searches.push(search(&queue, &[product]).await);
+        finish(&queue, product, None).await;
+    }
+    let (delivered, pending, dead) = (searches[0], searches[1], searches[2]);
+    exec(
+        &pool,
+        &format!(
+            "insert into delivery (search_id, search_version, destination, state, attempts,
+                                   next_attempt_at, delivered_at)
+             values ({delivered}, 1, 'old', 'delivered', 1, now(), now() - interval '10 days'),
+                    ({delivered}, 1, 'fresh', 'delivered', 1, now(), now()),
+                    ({pending}, 1, 'hook', 'pending', 0, now() + interval '1 hour', null),
+                    ({dead}, 1, 'hook', 'dead', 12, now(), null)"
+        ),
+    )
+    .await;
+    backdate_everything(&pool).await;
+
+    let report = sweep(&pool, &config(&[(Kind::Deliveries, 7 * DAY)], 100)).await;
+    assert_eq!(report.deleted(Kind::Deliveries), 1);
+    let left: Vec<String> = sqlx::query_scalar(
+        "select destination || ':' || state from delivery order by search_id, destination",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(left, ["fresh:delivered", "hook:pending", "hook:dead"]);
+
+    // Every search is 40 days old and final; only the one whose events were all delivered
+    // goes (with its delivered event).
+    let report = sweep(&pool, &config(&[(Kind::Searches, 30 * DAY)], 100)).await;
+    assert_eq!(report.deleted(Kind::Searches), 1);
+    let kept: HashSet<i64> = sqlx::query_scalar("select search_id from search_request")
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(kept, HashSet::from([pending, dead]));
+    assert_eq!(count(&pool, "select count(*) from delivery").await, 2);
+}
+
 #[sqlx::test(migrator = "MIGRATOR")]
 async fn history_is_thinned_to_one_entry_per_product_mall_and_day(pool: PgPool) {
     // Product p: on day -100 three alpha entries (the complete 10:00 one is the day's) and

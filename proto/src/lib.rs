@@ -4,9 +4,11 @@
 //!   servers). Only gRPC adapters use these types.
 //! - [`model`]: the validated types the rest of LPS works with. Validation happens once, in
 //!   `TryFrom<pb::X>` on receive; a [`model::FieldError`] names the offending field.
-//! - [`FILE_DESCRIPTOR_SET`]: the encoded descriptors, for gRPC reflection.
+//! - [`json`]: the proto3 JSON mapping of any message (delivery payloads).
+//! - [`FILE_DESCRIPTOR_SET`]: the encoded descriptors, for gRPC reflection and [`json`].
 #![forbid(unsafe_code)]
 
+pub mod json;
 pub mod model;
 
 /// Generated protobuf and gRPC code for package `lps.v1`.

@@ -12,8 +12,10 @@ use std::{fmt, time::Duration};
 
 use crate::pb;
 
+pub mod delivery;
 pub mod node;
 pub mod proxy;
+pub use delivery::*;
 pub use node::*;
 pub use proxy::*;
 
@@ -394,6 +396,11 @@ pub struct SearchRequest {
     /// Accept a stored `found` result at most this old instead of crawling.
     pub max_age: Option<Duration>,
     pub idempotency_key: Option<String>,
+    /// Destinations to notify when the search is final (names; whether each is configured
+    /// is the coordinator's check).
+    pub destinations: Vec<DestinationName>,
+    /// Also an event per product as it becomes final (only with destinations).
+    pub notify_each_product: bool,
 }
 
 impl SearchRequest {
@@ -453,7 +460,21 @@ impl SearchRequest {
                 .filter(|age| !age.is_zero())
                 .map(|age| age.min(MAX_MAX_AGE)),
             idempotency_key,
+            destinations: Vec::new(),
+            notify_each_product: false,
         })
+    }
+
+    /// The same request notifying `destinations` when final (and each product, when
+    /// `notify_each_product`); the rules of `SearchRequest.destinations`.
+    pub fn with_destinations(
+        mut self,
+        destinations: Vec<String>,
+        notify_each_product: bool,
+    ) -> Result<Self, FieldError> {
+        self.destinations = delivery::destinations(destinations, notify_each_product)?;
+        self.notify_each_product = notify_each_product;
+        Ok(self)
     }
 }
 
@@ -499,7 +520,8 @@ impl TryFrom<pb::SearchRequest> for SearchRequest {
             .map(|d| duration_from_pb("max_age", d))
             .transpose()?;
         let key = Some(req.idempotency_key).filter(|k| !k.is_empty());
-        Self::new(products, malls, priority, max_age, key)
+        Self::new(products, malls, priority, max_age, key)?
+            .with_destinations(req.destinations, req.notify_each_product)
     }
 }
 

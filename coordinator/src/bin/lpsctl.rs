@@ -8,6 +8,7 @@
 //! lpsctl search --file products.csv --wait --csv > prices.csv
 //! lpsctl watch 42 ; lpsctl job 1234 ; lpsctl ops ; lpsctl nodes ; lpsctl ports
 //! lpsctl retry-dead --mall coupang ; lpsctl drain node-7
+//! lpsctl deliveries --dead ; lpsctl delivery retry 17
 //! ```
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout)]
@@ -16,7 +17,7 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::{Context as _, anyhow, bail};
 use clap::{Parser, Subcommand, ValueEnum};
-use lps_coordinator::cli::{csv, json, text};
+use lps_coordinator::cli::{csv, delivery, json, text};
 use lps_proto::{
     model::timestamp_to_pb,
     pb::{self, ops_service_client::OpsServiceClient, search_service_client::SearchServiceClient},
@@ -100,6 +101,15 @@ enum PortsAction {
 }
 
 #[derive(Debug, Subcommand)]
+enum DeliveryAction {
+    /// Make a dead delivery pending again, due now, with fresh attempts (admin token).
+    Retry {
+        /// The delivery's id (`lpsctl deliveries --dead`).
+        delivery_id: i64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum Command {
     /// Ask for the lowest price of a product, or of every product in a CSV file.
     Search {
@@ -127,6 +137,13 @@ enum Command {
         /// Makes a retried submission return the first search.
         #[arg(long)]
         idempotency_key: Option<String>,
+        /// A configured delivery destination to notify when the search is final
+        /// (repeatable).
+        #[arg(long = "destination")]
+        destinations: Vec<String>,
+        /// Also notify the destinations as each product becomes final.
+        #[arg(long)]
+        notify_each_product: bool,
         /// Wait until the search is final and print its result.
         #[arg(long)]
         wait: bool,
@@ -199,6 +216,24 @@ enum Command {
     },
     /// Ask a node to drain: finish running jobs, take no new ones, leave (admin token).
     Drain { node_id: String },
+    /// Webhook deliveries of searches, newest first: state, attempts, last error, next try
+    /// (admin token).
+    Deliveries {
+        /// Only dead ones (every attempt failed; `lpsctl delivery retry ID` retries one).
+        #[arg(long)]
+        dead: bool,
+        /// Only this search's.
+        #[arg(long)]
+        search: Option<i64>,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+    /// One delivery: `delivery retry ID` (admin token).
+    Delivery {
+        #[command(subcommand)]
+        action: DeliveryAction,
+    },
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -464,6 +499,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             priority,
             max_age,
             idempotency_key,
+            destinations,
+            notify_each_product,
             wait,
         } => {
             let products = match file_products {
@@ -481,6 +518,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 priority: None,
                 max_age: max_age.map(lps_proto::model::duration_to_pb),
                 idempotency_key: idempotency_key.unwrap_or_default(),
+                destinations,
+                notify_each_product,
             };
             let accepted = client.search.search(client.unary(req)).await?.into_inner();
             if !wait {
@@ -737,6 +776,54 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 print_json(&serde_json::json!({ "requeued": r.requeued }))?;
             } else {
                 println!("{} dead jobs requeued", r.requeued);
+            }
+        }
+        Command::Deliveries {
+            dead,
+            search,
+            limit,
+        } => {
+            let mut req = pb::ListDeliveriesRequest {
+                dead_only: dead,
+                search_id: search.unwrap_or_default(),
+                page_size: limit.min(1000),
+                ..Default::default()
+            };
+            let mut all = Vec::new();
+            loop {
+                let page = client
+                    .ops
+                    .list_deliveries(client.unary(req.clone()))
+                    .await?
+                    .into_inner();
+                all.extend(page.deliveries);
+                if page.next_page_token.is_empty() || all.len() >= limit as usize {
+                    break;
+                }
+                req.page_token = page.next_page_token;
+            }
+            all.truncate(limit as usize);
+            if as_json {
+                print_json(&delivery::json_list(&all))?;
+            } else {
+                print!("{}", delivery::text(&all));
+            }
+        }
+        Command::Delivery {
+            action: DeliveryAction::Retry { delivery_id },
+        } => {
+            let d = client
+                .ops
+                .retry_delivery(client.unary(pb::RetryDeliveryRequest { delivery_id }))
+                .await?
+                .into_inner();
+            if as_json {
+                print_json(&delivery::json(&d))?;
+            } else {
+                println!(
+                    "delivery {} of search {} to {} is pending again",
+                    d.delivery_id, d.search_id, d.destination
+                );
             }
         }
         Command::Drain { node_id } => {

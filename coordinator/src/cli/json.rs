@@ -84,6 +84,7 @@ pub fn search_status(s: &pb::SearchStatus) -> Value {
                 "offers": m.offers.iter().map(offer).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
+        "deliveries": super::delivery::json_list(&s.deliveries),
     })
 }
 
@@ -205,6 +206,10 @@ pub fn ops(s: &pb::OpsSnapshot) -> Value {
         "block_ended_sessions_6h": s.block_ended_sessions_6h,
         "nodes_connected": s.nodes_connected,
         "free_slots": s.free_slots,
+        "deliveries_pending": s.deliveries_pending,
+        "deliveries_dead": s.deliveries_dead,
+        "deliveries_delivered_last_hour": s.deliveries_delivered_last_hour,
+        "oldest_pending_delivery_age_secs": seconds(s.oldest_pending_delivery_age.as_ref()),
         "malls": s.malls.iter().map(|m| json!({
             "mall": m.mall,
             "queued": m.queued,

@@ -6,6 +6,7 @@
 //! control characters, so a crafted title cannot send escape sequences to a terminal.
 
 pub mod csv;
+pub mod delivery;
 pub mod json;
 pub mod table;
 pub mod text;

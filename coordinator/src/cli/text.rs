@@ -191,6 +191,10 @@ pub fn search_status(s: &pb::SearchStatus) -> String {
             out.push('\n');
         }
     }
+    if !s.deliveries.is_empty() {
+        out.push_str("\ndeliveries:\n");
+        out.push_str(&super::delivery::text(&s.deliveries));
+    }
     out
 }
 
@@ -473,6 +477,16 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
     kv(
         "nodes connected:",
         format!("{} ({} free slots)", s.nodes_connected, s.free_slots),
+    );
+    kv(
+        "deliveries:",
+        format!(
+            "{} pending (oldest {:.0}s), {} dead, {} delivered in 1h",
+            s.deliveries_pending,
+            seconds(s.oldest_pending_delivery_age.as_ref()),
+            s.deliveries_dead,
+            s.deliveries_delivered_last_hour
+        ),
     );
     let layout: Vec<String> = s
         .malls

@@ -34,6 +34,7 @@ pub fn status(e: queue::Error) -> Status {
             lease.job_id, lease.epoch
         )),
         queue::Error::NotFound(what, id) => Status::not_found(format!("{what} {id} not found")),
+        queue::Error::Precondition(message) => Status::failed_precondition(message),
         queue::Error::KeyReused { key, search_id } => {
             let message = format!(
                 "idempotency_key {key:?} was used for search {search_id} with a different request; \

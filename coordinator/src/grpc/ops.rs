@@ -11,10 +11,11 @@ use lps_proto::{
 use tonic::{Request, Response, Status};
 use tracing::info;
 
-use super::{invalid, paging, status};
+use super::{invalid, paging, search::delivery_to_pb, status};
 use crate::{
     auth::{Role, Tokens},
     control,
+    delivery::{DeliveryFilter, Outbox},
     queue::Queue,
     search::{NodeInfo, OpsSnapshot, ProxyPortInfo, RetryDeadFilter, Searches},
 };
@@ -23,6 +24,7 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct OpsApi {
     searches: Searches,
+    outbox: Outbox,
     tokens: Arc<Tokens>,
     ledger: Option<crate::ledger::Ledger>,
 }
@@ -31,6 +33,7 @@ impl OpsApi {
     pub fn new(queue: Queue, tokens: Arc<Tokens>) -> Self {
         Self {
             ledger: None,
+            outbox: Outbox::new(queue.pool().clone()),
             searches: Searches::new(queue),
             tokens,
         }
@@ -164,6 +167,68 @@ impl pb::ops_service_server::OpsService for OpsApi {
         }))
     }
 
+    async fn list_deliveries(
+        &self,
+        request: Request<pb::ListDeliveriesRequest>,
+    ) -> Result<Response<pb::ListDeliveriesResponse>, Status> {
+        self.tokens.check(request.metadata(), Role::Admin)?;
+        let req = request.into_inner();
+        if req.search_id < 0 {
+            return Err(invalid(FieldError::new(
+                "search_id",
+                "must not be negative",
+            )));
+        }
+        let filter = DeliveryFilter {
+            dead_only: req.dead_only,
+            search_id: Some(req.search_id).filter(|id| *id > 0),
+        };
+        let bound = format!("{}|{}", filter.dead_only, req.search_id);
+        let before = paging::decode(&req.page_token, "deliveries", &bound)
+            .map_err(invalid)?
+            .map(|p| {
+                p.parse::<i64>().map_err(|_| {
+                    invalid(FieldError::new("page_token", "is not a token of this list"))
+                })
+            })
+            .transpose()?;
+        let limit = paging::page_size(req.page_size, DEFAULT_FLEET_PAGE, MAX_FLEET_PAGE);
+        let page = self
+            .outbox
+            .list(&filter, before, limit)
+            .await
+            .map_err(status)?;
+        let next_page_token = match page.items.last() {
+            Some(last) if page.more => {
+                paging::encode("deliveries", &bound, &last.delivery_id.to_string())
+            }
+            _ => String::new(),
+        };
+        Ok(Response::new(pb::ListDeliveriesResponse {
+            deliveries: page.items.iter().map(delivery_to_pb).collect(),
+            next_page_token,
+        }))
+    }
+
+    async fn retry_delivery(
+        &self,
+        request: Request<pb::RetryDeliveryRequest>,
+    ) -> Result<Response<pb::Delivery>, Status> {
+        self.tokens.check(request.metadata(), Role::Admin)?;
+        let id = request.into_inner().delivery_id;
+        if id <= 0 {
+            return Err(invalid(FieldError::new("delivery_id", "must be positive")));
+        }
+        let delivery = self.outbox.retry_if_dead(id).await.map_err(status)?;
+        info!(
+            delivery.id = id,
+            search.id = delivery.search_id,
+            destination = %delivery.destination,
+            "dead delivery retried"
+        );
+        Ok(Response::new(delivery_to_pb(&delivery)))
+    }
+
     async fn drain_node(
         &self,
         request: Request<pb::DrainNodeRequest>,
@@ -276,6 +341,12 @@ pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
                 active_searches: c.active_searches,
             })
             .collect(),
+        deliveries_pending: s.deliveries.pending,
+        deliveries_dead: s.deliveries.dead,
+        deliveries_delivered_last_hour: s.deliveries.delivered_last_hour,
+        oldest_pending_delivery_age: Some(duration_to_pb(
+            s.deliveries.oldest_pending.unwrap_or(Duration::ZERO),
+        )),
     }
 }
 

@@ -25,6 +25,7 @@ use super::{
 };
 use crate::{
     auth::{Caller, Tokens},
+    delivery::{DeliveryInfo, DeliveryState, Destinations, Outbox},
     queue::{Disposition, EnqueueContext, Queue},
     search::{
         self, AttemptInfo, HistoryCursor, HistoryQuery, JobInfo, MallStatus, PriceHistoryEntry,
@@ -56,17 +57,45 @@ pub struct SearchApi {
     limits: ClientLimits,
     watch_poll: Duration,
     shutdown: CancellationToken,
+    /// The destinations a search may name (none by default).
+    destinations: Arc<Destinations>,
+    outbox: Outbox,
 }
 
 impl SearchApi {
     pub fn new(queue: Queue, tokens: Arc<Tokens>) -> Self {
         Self {
             searches: Searches::new(queue.clone()),
+            outbox: Outbox::new(queue.pool().clone()),
             queue,
             tokens,
             limits: ClientLimits::default(),
             watch_poll: DEFAULT_WATCH_POLL,
             shutdown: CancellationToken::new(),
+            destinations: Arc::default(),
+        }
+    }
+
+    /// The destinations searches may name (`LPS_DESTINATIONS`).
+    #[must_use]
+    pub fn with_destinations(mut self, destinations: Destinations) -> Self {
+        self.destinations = Arc::new(destinations);
+        self
+    }
+
+    /// `destinations[i]` when a named destination is not configured.
+    fn check_destinations(&self, req: &SearchRequest) -> Result<(), Status> {
+        match req
+            .destinations
+            .iter()
+            .enumerate()
+            .find(|(_, d)| self.destinations.get(d.as_str()).is_none())
+        {
+            Some((i, d)) => Err(invalid(FieldError::new(
+                format!("destinations[{i}]"),
+                format!("no destination {d} is configured"),
+            ))),
+            None => Ok(()),
         }
     }
 
@@ -126,6 +155,7 @@ impl pb::search_service_server::SearchService for SearchApi {
         let mut ctx = enqueue_context(&request);
         ctx.client = caller.name.to_string();
         let req = SearchRequest::try_from(request.into_inner()).map_err(invalid)?;
+        self.check_destinations(&req)?;
         let span = info_span!(
             "grpc.search",
             otel.kind = "server",
@@ -193,7 +223,16 @@ impl pb::search_service_server::SearchService for SearchApi {
         let (caller, _admitted) = self.admit(&request)?;
         let id = positive("search_id", request.into_inner().search_id)?;
         let status = self.status_for(&caller, id).await?;
-        Ok(Response::new(status_to_pb(&status)))
+        let mut pb = status_to_pb(&status);
+        pb.deliveries = self
+            .outbox
+            .for_search(id)
+            .await
+            .map_err(super::status)?
+            .iter()
+            .map(delivery_to_pb)
+            .collect();
+        Ok(Response::new(pb))
     }
 
     type WatchSearchStream = ReceiverStream<Result<pb::SearchStatus, Status>>;
@@ -596,6 +635,35 @@ pub fn status_to_pb(s: &SearchStatus) -> pb::SearchStatus {
         cancelled: s.is_cancelled(),
         client: s.client.clone(),
         caller: s.caller.clone().unwrap_or_default(),
+        deliveries: Vec::new(),
+    }
+}
+
+/// A delivery on the wire.
+pub fn delivery_to_pb(d: &DeliveryInfo) -> pb::Delivery {
+    pb::Delivery {
+        delivery_id: d.delivery_id,
+        event_id: d.event_id.to_string(),
+        destination: d.destination.clone(),
+        kind: match d.product_index {
+            Some(_) => pb::DeliveryEventKind::ProductFinal,
+            None => pb::DeliveryEventKind::SearchFinal,
+        } as i32,
+        product_index: d.product_index,
+        state: match d.state {
+            DeliveryState::Pending => pb::DeliveryState::Pending,
+            DeliveryState::Delivering => pb::DeliveryState::Delivering,
+            DeliveryState::Delivered => pb::DeliveryState::Delivered,
+            DeliveryState::Dead => pb::DeliveryState::Dead,
+        } as i32,
+        attempts: d.attempts,
+        last_error: d.last_error.clone().unwrap_or_default(),
+        last_status: d.last_status.map_or(0, u32::from),
+        next_attempt_at: Some(timestamp_to_pb(d.next_attempt_at)),
+        created_at: Some(timestamp_to_pb(d.created_at)),
+        delivered_at: d.delivered_at.map(timestamp_to_pb),
+        search_id: d.search_id,
+        search_version: d.search_version,
     }
 }
 

@@ -18,6 +18,10 @@ pub enum Error {
     LeaseLost(Lease),
     #[error("{0} {1} not found")]
     NotFound(&'static str, i64),
+    /// The thing exists but is not in the state the call needs (a delivery retried that
+    /// is not dead); the message says which state it is in.
+    #[error("{0}")]
+    Precondition(String),
     /// The client's idempotency key names an earlier search with a different request.
     #[error("idempotency key {key:?} was used for search {search_id} with a different request")]
     KeyReused { key: String, search_id: i64 },

@@ -1,6 +1,8 @@
 //! Wakes claimers when jobs are enqueued (LISTEN/NOTIFY on [`super::JOB_CHANNEL`]), with a
 //! jittered poll as the fallback for lost notifications, listener reconnects and jobs that
-//! become claimable by time alone (backoff ends, gaps pass).
+//! become claimable by time alone (backoff ends, gaps pass). The same connection LISTENs on
+//! [`DELIVERY_CHANNEL`] for the delivery worker (a delivery event was stored), so delivery
+//! holds no connection of its own.
 //!
 //! [`Wakeups`] is a counter behind a `watch` channel: a claimer notes the counter before it
 //! claims and waits for it to move, so a notification that arrives between "claimed
@@ -14,6 +16,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span, warn};
 
 use super::{Error, JOB_CHANNEL};
+
+/// The NOTIFY channel on which a transaction that stored delivery events wakes the
+/// delivery workers (migration 0018's trigger, the enqueue statement).
+pub const DELIVERY_CHANNEL: &str = "lps_delivery";
 
 /// A handle claimers wait on. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -43,6 +49,7 @@ impl Wakeups {
 #[derive(Debug)]
 pub struct JobListener {
     tx: watch::Sender<u64>,
+    deliveries: watch::Sender<u64>,
 }
 
 impl JobListener {
@@ -52,15 +59,25 @@ impl JobListener {
         pool: &PgPool,
         cancel: CancellationToken,
     ) -> Result<(Wakeups, tokio::task::JoinHandle<()>), Error> {
+        let (jobs, _, task) = Self::spawn_with_deliveries(pool, cancel).await?;
+        Ok((jobs, task))
+    }
+
+    /// [`Self::spawn`], also returning the delivery workers' wake-ups.
+    pub async fn spawn_with_deliveries(
+        pool: &PgPool,
+        cancel: CancellationToken,
+    ) -> Result<(Wakeups, Wakeups, tokio::task::JoinHandle<()>), Error> {
         let mut listener = PgListener::connect_with(pool).await?;
-        listener.listen(JOB_CHANNEL).await?;
+        listener.listen_all([JOB_CHANNEL, DELIVERY_CHANNEL]).await?;
         let (tx, rx) = watch::channel(0u64);
-        let this = Self { tx };
+        let (deliveries, deliveries_rx) = watch::channel(0u64);
+        let this = Self { tx, deliveries };
         let task = tokio::spawn(
             async move { this.run(listener, cancel).await }
                 .instrument(info_span!(parent: None, "queue.listener", log_only = true)),
         );
-        Ok((Wakeups { rx }, task))
+        Ok((Wakeups { rx }, Wakeups { rx: deliveries_rx }, task))
     }
 
     async fn run(self, mut listener: PgListener, cancel: CancellationToken) {
@@ -70,9 +87,13 @@ impl JobListener {
                 r = listener.try_recv() => r,
             };
             match received {
+                Ok(Some(n)) if n.channel() == DELIVERY_CHANNEL => {
+                    debug!("delivery event stored");
+                    self.deliveries.send_modify(|n| *n = n.wrapping_add(1));
+                }
                 Ok(Some(n)) => {
                     debug!(mall = n.payload(), "job enqueued");
-                    self.bump();
+                    self.tx.send_modify(|n| *n = n.wrapping_add(1));
                 }
                 // NB: `None` means the connection was lost and PgListener will reconnect on the
                 // next call; notifications sent meanwhile are gone, so wake everyone to look.
@@ -92,7 +113,10 @@ impl JobListener {
         }
     }
 
+    /// Wakes every claimer (and, as notifications may have been lost, every delivery
+    /// worker) to look.
     fn bump(&self) {
         self.tx.send_modify(|n| *n = n.wrapping_add(1));
+        self.deliveries.send_modify(|n| *n = n.wrapping_add(1));
     }
 }

@@ -50,7 +50,7 @@ use tokio::sync::oneshot;
 use tracing::{Instrument as _, info_span, instrument};
 
 pub use error::Error;
-pub use listener::{JobListener, Wakeups};
+pub use listener::{DELIVERY_CHANNEL, JobListener, Wakeups};
 pub use outage::Outages;
 pub use settle::BatchCounts;
 pub use spend::{SPEND_WINDOW, Spent, check_cap as check_spend_cap};
@@ -125,20 +125,28 @@ struct LimitedMalls(Mutex<Option<(Instant, Arc<HashSet<String>>)>>);
 const LIMITS_TTL: Duration = Duration::from_secs(1);
 
 /// SHA-256 (hex) of what a search asks for: products (code, name) in order, malls as a
-/// set (empty: every enabled mall), priority and `max_age`. Two requests with one digest
-/// are the same request; the idempotency key itself is not part of it.
+/// set (empty: every enabled mall), priority and `max_age`, and — only when it names any,
+/// so digests of requests without them did not change — its destinations as a set and
+/// `notify_each_product`. Two requests with one digest are the same request; the
+/// idempotency key itself is not part of it.
 pub fn request_digest(req: &SearchRequest) -> String {
     use sha2::{Digest as _, Sha256};
     let mut malls: Vec<&str> = req.malls.iter().map(MallId::as_str).collect();
     malls.sort_unstable();
     let products: Vec<(Option<&str>, &str)> =
         req.products.iter().map(|p| (p.code(), p.name())).collect();
-    let canonical = serde_json::json!({
+    let mut canonical = serde_json::json!({
         "products": products,
         "malls": malls,
         "priority": req.priority.get(),
         "max_age_ms": req.max_age.map(millis),
     });
+    if !req.destinations.is_empty() {
+        let mut destinations: Vec<&str> = req.destinations.iter().map(|d| d.as_str()).collect();
+        destinations.sort_unstable();
+        canonical["destinations"] = serde_json::json!(destinations);
+        canonical["notify_each_product"] = serde_json::json!(req.notify_each_product);
+    }
     Sha256::digest(canonical.to_string().as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -244,6 +252,7 @@ impl Queue {
             }
         }
         let digest = request_digest(req);
+        let destinations: Vec<String> = req.destinations.iter().map(|d| d.to_string()).collect();
         // NB: two calls with one new key race to insert it; the loser's statement fails on
         // the unique index and a second one finds the winner's search to replay.
         let mut tries = 0;
@@ -267,6 +276,8 @@ impl Queue {
                 self.now,
                 ctx.client.as_str(),
                 digest.as_str(),
+                &destinations,
+                req.notify_each_product,
             )
             .fetch_one(&self.pool)
             .await;

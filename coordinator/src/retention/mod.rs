@@ -15,7 +15,7 @@
 //!
 //! What each rule keeps is written in its SQL file (`retention/sql/`); in short, nothing an
 //! unfinished search still needs is deleted: a search goes only when none of its jobs is
-//! queued or running, a job only when it is finished and no kept search refers to it, the
+//! queued or running and none of its deliveries is undelivered, a job only when it is finished and no kept search refers to it, the
 //! newest found result of a product and mall (which a Search with any `max_age` answers
 //! from) and a still-cached "not found" stay, and each product's newest price-history
 //! entry survives any age. Searches are swept before jobs ([`Kind::ALL`] is the order),
@@ -24,7 +24,7 @@
 //! Cancellation-safe: a sweep stops between batches when cancelled; a batch is one
 //! statement, so it either committed or left nothing.
 //!
-//! To add a rule (say, delivered outbox rows): a [`Kind`] variant with its arms in
+//! To add a rule: a [`Kind`] variant with its arms in
 //! [`Kind::as_str`], [`Kind::setting`] and [`Kind::delete_batch`], its place in
 //! [`Kind::ALL`], a field in [`RetentionArgs`] read in [`RetentionArgs::validate`], and a
 //! `sql/<kind>.sql` of the same shape as the others: parameters age (ms), batch size and
@@ -63,6 +63,8 @@ pub enum Kind {
     IpSessions,
     /// Bot-detection records.
     BotDetections,
+    /// Delivered outbox rows (pending and dead ones are never deleted).
+    Deliveries,
 }
 
 /// What one batch did: rows deleted, rows scanned (at most the batch size; fewer means the
@@ -77,13 +79,14 @@ struct Batch {
 
 impl Kind {
     /// Every kind, in sweep order (searches before the jobs their items refer to).
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Searches,
         Self::Jobs,
         Self::HistoryThin,
         Self::History,
         Self::IpSessions,
         Self::BotDetections,
+        Self::Deliveries,
     ];
 
     /// The metric label and log name.
@@ -95,6 +98,7 @@ impl Kind {
             Self::History => "history",
             Self::IpSessions => "ip_sessions",
             Self::BotDetections => "bot_detections",
+            Self::Deliveries => "deliveries",
         }
     }
 
@@ -107,6 +111,7 @@ impl Kind {
             Self::History => "LPS_RETAIN_HISTORY",
             Self::IpSessions => "LPS_RETAIN_IP_SESSIONS",
             Self::BotDetections => "LPS_RETAIN_BOT_DETECTIONS",
+            Self::Deliveries => "LPS_RETAIN_DELIVERIES",
         }
     }
 
@@ -133,6 +138,7 @@ impl Kind {
             Self::History => rule!("src/retention/sql/history.sql"),
             Self::IpSessions => rule!("src/retention/sql/ip_sessions.sql"),
             Self::BotDetections => rule!("src/retention/sql/bot_detections.sql"),
+            Self::Deliveries => rule!("src/retention/sql/deliveries.sql"),
         }
     }
 }
@@ -166,6 +172,11 @@ pub struct RetentionArgs {
     /// Delete bot-detection records older than this. Unset/off: kept.
     #[arg(long, env = "LPS_RETAIN_BOT_DETECTIONS")]
     pub retain_bot_detections: Option<String>,
+    /// Delete delivered outbox rows this long after their delivery (a search's deliveries
+    /// also go with the search). Pending and dead ones stay, and so does their search.
+    /// Unset/off: kept with their search.
+    #[arg(long, env = "LPS_RETAIN_DELIVERIES")]
+    pub retain_deliveries: Option<String>,
     /// Time between retention sweeps (one replica sweeps at a time).
     #[arg(long, env = "LPS_RETENTION_INTERVAL", default_value = DEFAULT_INTERVAL)]
     pub retention_interval: String,
@@ -234,6 +245,7 @@ impl RetentionArgs {
                 Kind::History => &self.retain_history,
                 Kind::IpSessions => &self.retain_ip_sessions,
                 Kind::BotDetections => &self.retain_bot_detections,
+                Kind::Deliveries => &self.retain_deliveries,
             };
             age(kind.setting(), raw.as_deref())
         };
@@ -472,6 +484,10 @@ mod tests {
                 "60d"
             ]),
             "LPS_RETAIN_HISTORY_DAILY_AFTER"
+        );
+        assert_eq!(
+            setting(&["--retain-deliveries", "10m"]),
+            "LPS_RETAIN_DELIVERIES"
         );
         assert_eq!(setting(&["--retention-batch", "0"]), "LPS_RETENTION_BATCH");
         assert_eq!(

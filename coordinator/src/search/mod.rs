@@ -479,12 +479,20 @@ impl Searches {
         let clients = sqlx::query_file_as!(ClientOps, "src/search/sql/client_ops.sql", self.now)
             .fetch_all(self.queue.pool())
             .await?;
+        let outbox = crate::delivery::Outbox::new(self.pool().clone());
+        let deliveries = match self.now {
+            Some(now) => outbox.at(now),
+            None => outbox,
+        }
+        .ops()
+        .await?;
         Ok(OpsSnapshot {
             at: self.now.unwrap_or_else(Utc::now),
             queue,
             fleet,
             alerts,
             clients,
+            deliveries,
         })
     }
 }

@@ -499,6 +499,8 @@ pub struct OpsSnapshot {
     pub alerts: Vec<AlertInfo>,
     /// Clients with a search in the last 24 hours, busiest first.
     pub clients: Vec<ClientOps>,
+    /// The delivery outbox.
+    pub deliveries: crate::delivery::DeliveryOps,
 }
 
 /// One client's searches of the last 24 hours.

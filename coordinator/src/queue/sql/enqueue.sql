@@ -7,7 +7,12 @@
 -- $1 priority, $2 max_age_ms (null: no fresh-result answers), $3 idempotency key,
 -- $4 caller, $5 traceparent, $6 tracestate, $7..$11 items (product_index, mall,
 -- product_code, product_name, product_key), $12 run_timeout_ms, $13 max_attempts,
--- $14 now (null: the database clock), $15 client, $16 request digest (SHA-256 hex).
+-- $14 now (null: the database clock), $15 client, $16 request digest (SHA-256 hex),
+-- $17 destinations to notify when final, $18 whether each product's final status is an
+-- event too.
+--
+-- A search answered from the caches alone is final as it is stored: its delivery events
+-- are inserted here (a later job change cannot fire the trigger of migration 0018 for it).
 with
 clock as materialized (select coalesce($14::timestamptz, clock_timestamp()) as now),
 input as (
@@ -30,9 +35,10 @@ go as (
 ),
 req as (
     insert into search_request (priority, max_age_ms, idempotency_key, caller, traceparent,
-                                created_at, client, request_digest)
+                                created_at, client, request_digest, destinations,
+                                notify_products)
     select $1::smallint, $2::bigint, $3::text, $4::text, $5::text, clock.now, $15::text,
-           $16::text
+           $16::text, $17::text[], $18::boolean
     from go, clock where go.ok
     returning search_id
 ),
@@ -81,7 +87,33 @@ items as (
     cross join input
     join cached c using (item_no)
     left join upserted u using (dedupe_key)
-    returning item_no, job_id, disposition
+    returning item_no, product_index, job_id, disposition
+),
+-- Final at once: the search when every item is a cached answer, a product (when asked)
+-- when every item of it is.
+-- NB: a left join: this statement's new jobs are not visible to it, and an item of one
+-- must still count (as not cached).
+finals as (
+    select null::int as product_index, max(j.change_seq) as version
+    from items i left join job j on j.job_id = i.job_id
+    having bool_and(i.disposition in ('cached_result', 'cached_not_found'))
+    union all
+    select i.product_index, max(j.change_seq)
+    from items i left join job j on j.job_id = i.job_id
+    where $18::boolean
+    group by i.product_index
+    having bool_and(i.disposition in ('cached_result', 'cached_not_found'))
+),
+events as (
+    insert into delivery (search_id, product_index, search_version, destination,
+                          next_attempt_at)
+    select req.search_id, f.product_index, f.version, d.destination, clock.now
+    from req, clock, finals f, unnest($17::text[]) as d (destination)
+    on conflict do nothing
+    returning delivery_id
+),
+delivery_notified as (
+    select pg_notify('lps_delivery', '') from (select 1 from events limit 1) e
 ),
 notified as (
     select pg_notify('lps_job', m.mall)
@@ -94,4 +126,6 @@ select
     (select array_agg(mall order by mall) from unknown) as "unknown_malls?: Vec<String>",
     coalesce((select array_agg(job_id order by item_no) from items), '{}') as "job_ids!: Vec<i64>",
     coalesce((select array_agg(disposition::text order by item_no) from items), '{}') as "dispositions!: Vec<String>",
-    (select count(*) from notified) as "notified!"
+    (select count(*) from notified) as "notified!",
+    (select count(*) from events) as "events!",
+    (select count(*) from delivery_notified) as "delivery_notified!"

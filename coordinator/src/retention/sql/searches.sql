@@ -1,5 +1,6 @@
 -- Retention: one batch of searches created before the age ($1 ms) that are final (no
--- item's job is queued or running), deleted with their items (on delete cascade); their
+-- item's job is queued or running) and have no undelivered delivery event, deleted with
+-- their items and delivered events (on delete cascade); their
 -- price-history entries stay, with search_id set null. The batch scans the next $2
 -- searches in (created_at, search_id) order after the cursor ($3, $4) — an ordered index
 -- read that stops at the limit — and deletes those of them that may go; rows another
@@ -25,6 +26,12 @@ victims as (
           from search_item si
           join job j on j.job_id = si.job_id
           where si.search_id = s.search_id and j.state in ('queued', 'running')
+          offset 0)
+      -- An event not yet delivered (pending, being tried, dead until an operator retries
+      -- it) keeps its search: the delivery goes with it (on delete cascade).
+      and not exists (
+          select 1 from delivery d
+          where d.search_id = s.search_id and d.state <> 'delivered'
           offset 0)
     for update of s skip locked
 ),
