@@ -2,7 +2,8 @@
 # The whole LPS test suite, exactly as CI runs it (.ci/run calls this).
 #
 # Brings up what the tests need (PostgreSQL, Chromium + ChromeDriver, promtool), then:
-# formatting, clippy with warnings as errors, the Helm chart checks, every crate's tests (unit,
+# formatting, clippy with warnings as errors, `.sqlx/` freshness (scripts/sqlx-prepare.sh
+# --check), the API docs with warnings as errors, the Helm chart checks, every crate's tests (unit,
 # #[sqlx::test] on real PostgreSQL, services on 127.0.0.1:0, real Chromium against the
 # test mall, the chart's autoscaling SQL), the Python client example against the real
 # stack (examples/python/ci.sh, counted as one test), the chart's LPS_* names against the
@@ -28,6 +29,10 @@ lps_log "database: ${DATABASE_URL%%@*}@…"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# What drifts without failing a build: the committed .sqlx/ query data against the queries
+# and migrations, and the API docs (broken or private intra-doc links, bad HTML).
+scripts/sqlx-prepare.sh --check
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked --quiet
 scripts/check-helm.sh
 
 log=$(mktemp)

@@ -231,7 +231,7 @@ impl ServerTls {
 }
 
 /// An axum listener that hands out TLS streams. Handshakes run in tasks of their own, each
-/// under [`HANDSHAKE_TIMEOUT`], so a client that connects and stays silent holds up no
+/// under `HANDSHAKE_TIMEOUT`, so a client that connects and stays silent holds up no
 /// one; a failed handshake is logged at debug and dropped. `accept` is cancellation-safe
 /// (a handshake finished while nobody waited is returned by the next call).
 pub struct HttpTlsListener {

@@ -1,6 +1,6 @@
 //! LPS site profiles: malls as data (DESIGN §5).
 //!
-//! - [`format`]: the TOML file format (version 2), its validation and the built-in malls;
+//! - [`format`](mod@format): the TOML file format (version 2), its validation and the built-in malls;
 //! - [`compiled`]: a profile's selectors, regexes and JSON paths parsed once (validation is
 //!   compiling: a profile that does not compile names the field);
 //! - [`extract`]: reading result cards out of what a page holds (card elements, inline JSON,

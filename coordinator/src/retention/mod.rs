@@ -25,7 +25,7 @@
 //! statement, so it either committed or left nothing.
 //!
 //! To add a rule: a [`Kind`] variant with its arms in
-//! [`Kind::as_str`], [`Kind::setting`] and [`Kind::delete_batch`], its place in
+//! [`Kind::as_str`], [`Kind::setting`] and `Kind::delete_batch`, its place in
 //! [`Kind::ALL`], a field in [`RetentionArgs`] read in [`RetentionArgs::validate`], and a
 //! `sql/<kind>.sql` of the same shape as the others: parameters age (ms), batch size and
 //! the (time, id) cursor; it returns the rows deleted and scanned and the last scanned key.
