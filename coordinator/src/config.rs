@@ -565,8 +565,14 @@ impl ServeArgs {
         {
             return Err(bad("LPS_HEARTBEAT_INTERVAL", "must be 50ms..=60s"));
         }
-        if self.reap_interval.is_zero() || self.claim_poll.is_zero() {
-            return Err(bad("LPS_REAP_INTERVAL", "intervals must be positive"));
+        for (setting, value) in [
+            ("LPS_REAP_INTERVAL", self.reap_interval),
+            ("LPS_CLAIM_POLL", self.claim_poll),
+            ("LPS_SHUTDOWN_TIMEOUT", self.shutdown_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(bad(setting, "must be positive"));
+            }
         }
         let silent_node =
             silent_node_window(self.heartbeat_interval, self.node_grace, self.reap_interval);
@@ -931,6 +937,15 @@ mod tests {
             .validate()
             .unwrap_err();
         assert_eq!(e.setting, "LPS_ALERT_LAYOUT_MIN_ATTEMPTS");
+        // Each zero duration is named as itself.
+        for (flag, setting) in [
+            ("--reap-interval", "LPS_REAP_INTERVAL"),
+            ("--claim-poll", "LPS_CLAIM_POLL"),
+            ("--shutdown-timeout", "LPS_SHUTDOWN_TIMEOUT"),
+        ] {
+            let e = args(&[flag, "0s"]).validate().unwrap_err();
+            assert_eq!(e.setting, setting, "{flag} 0s");
+        }
         let e = Cli::try_parse_from(["coordinator", "--job-deadline", "soon"]).unwrap_err();
         assert!(e.to_string().contains("job-deadline"), "{e}");
     }
@@ -947,5 +962,30 @@ mod tests {
         }
         let e = Cli::try_parse_from(["coordinator", "--spend-cap-hourly-usd", "lots"]).unwrap_err();
         assert!(e.to_string().contains("spend-cap-hourly-usd"), "{e}");
+    }
+
+    /// Every `--flag` is named as its `LPS_*` variable (`--node-slots`, LPS_NODE_SLOTS).
+    #[test]
+    fn flags_are_named_as_their_variables() {
+        use clap::CommandFactory as _;
+        fn walk(cmd: &clap::Command, wrong: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let (Some(long), Some(env)) = (arg.get_long(), arg.get_env()) else {
+                    continue;
+                };
+                let env = env.to_string_lossy();
+                if let Some(name) = env.strip_prefix("LPS_")
+                    && name.to_lowercase().replace('_', "-") != long
+                {
+                    wrong.push(format!("--{long} vs {env}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, wrong);
+            }
+        }
+        let mut wrong = Vec::new();
+        walk(&Cli::command(), &mut wrong);
+        assert!(wrong.is_empty(), "{wrong:?}");
     }
 }

@@ -125,7 +125,7 @@ pub struct Config {
     pub node_id: String,
 
     /// Browser slots: how many jobs run at once (1..=64).
-    #[arg(long, env = "LPS_NODE_SLOTS", default_value_t = DEFAULT_SLOTS)]
+    #[arg(long = "node-slots", alias = "slots", env = "LPS_NODE_SLOTS", default_value_t = DEFAULT_SLOTS)]
     pub slots: u32,
 
     /// Mall ids this node crawls, comma-separated; empty = every mall.
@@ -636,6 +636,9 @@ mod tests {
         assert!(parse(&["--malls", ""]).unwrap().malls.is_empty());
         assert!(parse(&["--malls", " , "]).unwrap().malls.is_empty());
         assert!(parse(&["--drain-timeout", "soon"]).is_err());
+        // The flag is named as its variable (LPS_NODE_SLOTS); the old name still works.
+        assert_eq!(parse(&["--node-slots", "3"]).unwrap().slots, 3);
+        assert_eq!(parse(&["--slots", "4"]).unwrap().slots, 4);
     }
 
     #[test]
@@ -852,5 +855,30 @@ mod tests {
         let mut bad = config.clone();
         bad.node_token = Secret::new("s3cr3t token");
         assert!(!bad.validate().unwrap_err().to_string().contains("s3cr3t"));
+    }
+
+    /// Every `--flag` is named as its `LPS_*` variable (`--node-slots`, LPS_NODE_SLOTS).
+    #[test]
+    fn flags_are_named_as_their_variables() {
+        use clap::CommandFactory as _;
+        fn walk(cmd: &clap::Command, wrong: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let (Some(long), Some(env)) = (arg.get_long(), arg.get_env()) else {
+                    continue;
+                };
+                let env = env.to_string_lossy();
+                if let Some(name) = env.strip_prefix("LPS_")
+                    && name.to_lowercase().replace('_', "-") != long
+                {
+                    wrong.push(format!("--{long} vs {env}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, wrong);
+            }
+        }
+        let mut wrong = Vec::new();
+        walk(&Config::command(), &mut wrong);
+        assert!(wrong.is_empty(), "{wrong:?}");
     }
 }
