@@ -23,7 +23,7 @@ use prometheus_client::{
 
 use lps_telemetry::exposition::{self, Format};
 
-use crate::proxy::EndReason;
+use crate::proxy::SessionEndReason;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MallLabels {
@@ -321,7 +321,7 @@ impl NodeMetrics {
             let _ = self.layout_pages.get_or_create(&MallLabels {
                 mall: mall.to_owned(),
             });
-            for reason in EndReason::ALL {
+            for reason in SessionEndReason::ALL {
                 let _ = self.ip_sessions_ended.get_or_create(&MallReasonLabels {
                     mall: mall.to_owned(),
                     reason: reason.as_str().to_owned(),
@@ -384,7 +384,7 @@ impl NodeMetrics {
             .inc();
     }
 
-    pub fn ip_session_ended(&self, mall: &MallId, reason: EndReason) {
+    pub fn ip_session_ended(&self, mall: &MallId, reason: SessionEndReason) {
         self.ip_sessions_ended
             .get_or_create(&MallReasonLabels {
                 mall: mall.to_string(),
@@ -449,7 +449,7 @@ mod tests {
         m.browser_restarted(BrowserRestart::Unresponsive);
         m.chromedriver_restarts.inc();
         m.blocked(&mall());
-        m.ip_session_ended(&mall(), EndReason::Budget);
+        m.ip_session_ended(&mall(), SessionEndReason::Budget);
         m.reconnects.inc();
         m.reports_resent.inc_by(3);
         let text = m.encode();
@@ -491,7 +491,7 @@ mod tests {
         m.proxy_bytes(&mall(), 2_000, 300);
         m.browser_restarted(BrowserRestart::Failed);
         m.blocked(&mall());
-        m.ip_session_ended(&mall(), EndReason::Budget);
+        m.ip_session_ended(&mall(), SessionEndReason::Budget);
         let text = m.encode_as(Format::Text);
         assert!(
             text.contains("# TYPE lps_node_blocks_total counter"),

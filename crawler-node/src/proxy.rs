@@ -63,62 +63,8 @@ pub enum Acquired {
     },
 }
 
-/// Why an IP session ended (`SessionEndReason`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EndReason {
-    /// The per-IP request budget was reached: the port rests.
-    Budget,
-    /// The mall blocked the IP: the port cools down.
-    Block,
-    /// The gateway failed.
-    ProxyError,
-    /// The sticky window (or the lease) ended.
-    Window,
-    /// The session sat unused.
-    Idle,
-    /// The node is stopping.
-    Shutdown,
-    /// Given up for another reason (another mall, a replaced browser, an unused grant).
-    Rotate,
-}
-
-impl EndReason {
-    pub const ALL: [Self; 7] = [
-        Self::Budget,
-        Self::Block,
-        Self::ProxyError,
-        Self::Window,
-        Self::Idle,
-        Self::Shutdown,
-        Self::Rotate,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Budget => "budget",
-            Self::Block => "block",
-            Self::ProxyError => "proxy_error",
-            Self::Window => "window",
-            Self::Idle => "idle",
-            Self::Shutdown => "shutdown",
-            Self::Rotate => "rotate",
-        }
-    }
-}
-
-impl From<EndReason> for pb::SessionEndReason {
-    fn from(reason: EndReason) -> Self {
-        match reason {
-            EndReason::Budget => Self::Budget,
-            EndReason::Block => Self::Block,
-            EndReason::ProxyError => Self::ProxyError,
-            EndReason::Window => Self::Window,
-            EndReason::Idle => Self::Idle,
-            EndReason::Shutdown => Self::Shutdown,
-            EndReason::Rotate => Self::Rotate,
-        }
-    }
-}
+/// Why an IP session ended: the wire model's type, shared with the coordinator.
+pub use lps_proto::model::SessionEndReason;
 
 /// What one IP session did: the data the per-IP budget is tuned from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,7 +78,7 @@ pub struct SessionEnd {
     pub ok: u32,
     pub blocked: u32,
     pub elapsed: Duration,
-    pub reason: EndReason,
+    pub reason: SessionEndReason,
 }
 
 impl SessionEnd {

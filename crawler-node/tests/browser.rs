@@ -17,7 +17,7 @@ use std::{
 use common::{
     Harness, TestEvents, TestProxies, alpha_profile, beta_profile, expect_found, job, run,
 };
-use lps_crawler_node::{Outcome, browser::process, proxy::EndReason};
+use lps_crawler_node::{Outcome, browser::process, proxy::SessionEndReason};
 use lps_proto::model::ErrorClass;
 use lps_test_kit::{
     MallStyle,
@@ -286,7 +286,7 @@ async fn a_blocked_ip_is_reported_and_rotated_and_the_job_still_done() {
         assert!(blocks[0].marker.contains("captcha") || blocks[0].marker.starts_with("text:"));
         let releases = proxies.releases();
         assert_eq!(releases[0].0, ports[0]);
-        assert_eq!(releases[0].1.reason, EndReason::Block);
+        assert_eq!(releases[0].1.reason, SessionEndReason::Block);
         assert_eq!(
             (
                 releases[0].1.requests,
@@ -307,7 +307,10 @@ async fn a_blocked_ip_is_reported_and_rotated_and_the_job_still_done() {
     // Shutdown ended the last IP session.
     let releases = proxies.releases();
     let last = releases.last().unwrap();
-    assert_eq!((last.0, last.1.reason), (ports[1], EndReason::Shutdown));
+    assert_eq!(
+        (last.0, last.1.reason),
+        (ports[1], SessionEndReason::Shutdown)
+    );
     stack.shutdown().await.unwrap();
 }
 
@@ -348,7 +351,7 @@ async fn the_ip_budget_rotates_ports_and_warm_up_runs_once_per_exit_ip() {
         assert_eq!(releases.len(), 1, "{releases:?}");
         assert_eq!(
             (releases[0].0, releases[0].1.reason),
-            (ports[0], EndReason::Budget)
+            (ports[0], SessionEndReason::Budget)
         );
         assert_eq!(releases[0].1.requests, 2);
         let stats = stack.alpha.stats();
@@ -447,7 +450,7 @@ async fn a_failing_gateway_port_is_released_and_another_one_used() {
         assert_eq!(releases.len(), 1, "{releases:?}");
         assert_eq!(
             (releases[0].0, releases[0].1.reason),
-            (dead, EndReason::ProxyError)
+            (dead, SessionEndReason::ProxyError)
         );
         assert_eq!(stack.alpha.stats().searches.get("exit-01"), Some(&1));
     };
@@ -494,7 +497,7 @@ async fn a_host_the_gateway_refuses_is_a_config_error_naming_it_not_a_block() {
             proxies
                 .releases()
                 .iter()
-                .all(|(_, end)| end.reason != EndReason::Block && end.blocked == 0),
+                .all(|(_, end)| end.reason != SessionEndReason::Block && end.blocked == 0),
             "no exit IP is blamed: {:?}",
             proxies.releases()
         );

@@ -12,7 +12,7 @@ use common::{
     Harness, TestEvents, TestProxies, beta_profile, expect_found, gamma_profile, job, profile_at,
     run,
 };
-use lps_crawler_node::{Outcome, proxy::EndReason};
+use lps_crawler_node::{Outcome, proxy::SessionEndReason};
 use lps_proto::{
     model::{CardClass, ErrorClass, Offer, RoundReport, ShippingStatus},
     pb,
@@ -312,7 +312,7 @@ async fn gamma_challenges_restrictions_placeholders_and_layout_changes() {
             proxies
                 .releases()
                 .iter()
-                .all(|(_, end)| end.reason != EndReason::Block),
+                .all(|(_, end)| end.reason != SessionEndReason::Block),
             "{:?}",
             proxies.releases()
         );

@@ -24,7 +24,7 @@ use tracing::{debug, warn};
 use crate::{
     config::Secret,
     outbox::Report,
-    proxy::{Acquired, EndReason, Grant, SessionEnd},
+    proxy::{Acquired, Grant, SessionEnd, SessionEndReason},
 };
 
 /// When the stream is down, an acquire is told to try again this much later.
@@ -154,7 +154,7 @@ impl ProxyDesk {
                         ok: 0,
                         blocked: 0,
                         elapsed: Duration::ZERO,
-                        reason: EndReason::Rotate,
+                        reason: SessionEndReason::Rotate,
                     },
                 })
             }
@@ -265,7 +265,7 @@ mod tests {
                 lease_id: 41,
                 session,
             }) => {
-                assert_eq!(session.reason, EndReason::Rotate);
+                assert_eq!(session.reason, SessionEndReason::Rotate);
                 assert_eq!(session.job_id, 7);
             }
             other => panic!("{other:?}"),

@@ -38,6 +38,17 @@ pub enum SessionEndReason {
 }
 
 impl SessionEndReason {
+    /// Every reason, in wire order.
+    pub const ALL: [Self; 7] = [
+        Self::Budget,
+        Self::Block,
+        Self::ProxyError,
+        Self::Window,
+        Self::Idle,
+        Self::Shutdown,
+        Self::Rotate,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Budget => "budget",

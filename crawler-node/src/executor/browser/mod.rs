@@ -71,7 +71,7 @@ use crate::{
     judge::{self, ProductQuery},
     llm::LlmClient,
     metrics::NodeMetrics,
-    proxy::{EndReason, EventSink, LogEvents, ProxySource},
+    proxy::{EventSink, LogEvents, ProxySource, SessionEndReason},
 };
 
 /// Between two looks at the managed chromedriver.
@@ -303,7 +303,7 @@ impl BrowserExecutor {
         let proxies = self.inner.proxies.as_deref();
         join_all(self.inner.slots.iter().map(|slot| async move {
             let mut slot = slot.lock().await;
-            slot.close(proxies, EndReason::Shutdown).await;
+            slot.close(proxies, SessionEndReason::Shutdown).await;
         }))
         .await;
         self.inner.driver.stop().await;
@@ -362,7 +362,9 @@ impl Executor for BrowserExecutor {
         // IP session's release: it was sent after Goodbye and dropped.
         let proxies = self.inner.proxies.as_deref();
         for slot in &self.inner.slots {
-            slot.lock().await.end_ip(proxies, EndReason::Shutdown);
+            slot.lock()
+                .await
+                .end_ip(proxies, SessionEndReason::Shutdown);
         }
     }
 }

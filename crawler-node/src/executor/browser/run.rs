@@ -45,7 +45,7 @@ use crate::{
     judge::{self, ProductQuery, Round, RoundKind},
     llm::LlmClient,
     metrics::BrowserRestart,
-    proxy::{Acquired, BlockEvent, EndReason},
+    proxy::{Acquired, BlockEvent, SessionEndReason},
 };
 
 /// Warm-up visits have their own timeout (DESIGN §5).
@@ -603,7 +603,7 @@ impl<'a> Run<'a> {
             ));
         }
         self.burns += 1;
-        self.slot.end_ip(self.proxies(), EndReason::Block);
+        self.slot.end_ip(self.proxies(), SessionEndReason::Block);
         // The identity that was blocked should not follow the browser to the next IP.
         if let Some(browser) = &self.slot.browser
             && let Err(err) = browser.delete_cookies().await
@@ -703,7 +703,8 @@ impl<'a> Run<'a> {
             errors = self.proxy_errors,
             "the proxy gateway failed; trying another IP"
         );
-        self.slot.end_ip(self.proxies(), EndReason::ProxyError);
+        self.slot
+            .end_ip(self.proxies(), SessionEndReason::ProxyError);
         if self.proxy_errors > MAX_PROXY_ERRORS {
             return Err(JobError::new(
                 ErrorClass::Proxy,

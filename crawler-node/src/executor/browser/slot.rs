@@ -19,7 +19,7 @@ use tracing::{info, warn};
 
 use crate::{
     browser::{Browser, ProfileSlot, Relay},
-    proxy::{EndReason, Grant, ProxySource, SessionEnd},
+    proxy::{Grant, ProxySource, SessionEnd, SessionEndReason},
 };
 
 /// An IP session: one proxy port used by one slot for one mall.
@@ -63,25 +63,25 @@ impl IpSession {
         mall: &MallId,
         window: Option<Duration>,
         idle_limit: Duration,
-    ) -> Option<EndReason> {
+    ) -> Option<SessionEndReason> {
         let lease_over = self
             .grant
             .lease_until
             .is_some_and(|until| until <= chrono::Utc::now());
         if &self.mall != mall {
-            Some(EndReason::Rotate)
+            Some(SessionEndReason::Rotate)
         } else if self.requests >= self.budget {
-            Some(EndReason::Budget)
+            Some(SessionEndReason::Budget)
         } else if window.is_some_and(|w| self.started.elapsed() >= w) || lease_over {
-            Some(EndReason::Window)
+            Some(SessionEndReason::Window)
         } else if self.last_used.elapsed() >= idle_limit {
-            Some(EndReason::Idle)
+            Some(SessionEndReason::Idle)
         } else {
             None
         }
     }
 
-    fn end(&self, reason: EndReason) -> SessionEnd {
+    fn end(&self, reason: SessionEndReason) -> SessionEnd {
         SessionEnd {
             port: self.grant.port,
             mall: self.mall.clone(),
@@ -124,7 +124,7 @@ impl Slot {
     }
 
     /// Ends the IP session (if any): reports its release and points the relay nowhere.
-    pub(super) fn end_ip(&mut self, proxies: Option<&dyn ProxySource>, reason: EndReason) {
+    pub(super) fn end_ip(&mut self, proxies: Option<&dyn ProxySource>, reason: SessionEndReason) {
         let Some(ip) = self.ip.take() else {
             return;
         };
@@ -157,7 +157,11 @@ impl Slot {
 
     /// Ends everything the slot holds; the profile lock is released last, after the browser
     /// is gone.
-    pub(super) async fn close(&mut self, proxies: Option<&dyn ProxySource>, reason: EndReason) {
+    pub(super) async fn close(
+        &mut self,
+        proxies: Option<&dyn ProxySource>,
+        reason: SessionEndReason,
+    ) {
         self.end_ip(proxies, reason);
         if let Some(browser) = self.browser.take() {
             browser.close().await;
@@ -204,20 +208,32 @@ mod tests {
         assert_eq!(ip.end_reason(&naver, window, idle), None);
         assert_eq!(
             ip.end_reason(&coupang, window, idle),
-            Some(EndReason::Rotate)
+            Some(SessionEndReason::Rotate)
         );
         ip.requests = 3;
-        assert_eq!(ip.end_reason(&naver, window, idle), Some(EndReason::Budget));
+        assert_eq!(
+            ip.end_reason(&naver, window, idle),
+            Some(SessionEndReason::Budget)
+        );
         ip.requests = 1;
         ip.last_used = ago(130);
-        assert_eq!(ip.end_reason(&naver, window, idle), Some(EndReason::Idle));
+        assert_eq!(
+            ip.end_reason(&naver, window, idle),
+            Some(SessionEndReason::Idle)
+        );
         ip.last_used = Instant::now();
         assert_eq!(ip.end_reason(&naver, window, idle), None);
         ip.started = ago(630);
-        assert_eq!(ip.end_reason(&naver, window, idle), Some(EndReason::Window));
+        assert_eq!(
+            ip.end_reason(&naver, window, idle),
+            Some(SessionEndReason::Window)
+        );
         assert_eq!(ip.end_reason(&naver, None, idle), None);
         ip.grant.lease_until = Some(chrono::Utc::now() - chrono::Duration::seconds(1));
-        assert_eq!(ip.end_reason(&naver, None, idle), Some(EndReason::Window));
+        assert_eq!(
+            ip.end_reason(&naver, None, idle),
+            Some(SessionEndReason::Window)
+        );
         // A budget of 0 still allows one search.
         assert_eq!(session(0).budget, 1);
     }
