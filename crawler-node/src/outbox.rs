@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 
 use lps_proto::{
-    model::{JobFailure, JobHandBack, JobResult, JobStopped, Lease},
+    model::{JobFailure, JobHandBack, JobResult, JobStopped, Lease, ProxyRelease},
     pb,
 };
 use tracing::{debug, warn};
@@ -69,8 +69,8 @@ impl Report {
             Self::Failure(f) => f.lease.job_id,
             Self::HandBack(h) => h.lease.job_id,
             Self::Stopped(s) => s.lease.job_id,
-            Self::ProxyRelease { session, .. } => session.job_id,
-            Self::Block(event) => event.job_id,
+            Self::ProxyRelease { session, .. } => session.stats.job_id.unwrap_or(0),
+            Self::Block(event) => event.job_id.unwrap_or(0),
         }
     }
 
@@ -118,14 +118,17 @@ impl Report {
                 port,
                 lease_id,
                 session,
-            } => Body::ProxyRelease(pb::ProxyRelease {
+            } => Body::ProxyRelease(pb::ProxyRelease::from(&ProxyRelease {
                 report_seq: seq,
-                port: u32::from(*port),
-                reason: pb::SessionEndReason::from(session.reason) as i32,
-                session: Some(session.to_pb(seq)),
-                lease_id: *lease_id,
-            }),
-            Self::Block(event) => Body::BlockEvent(event.to_pb(seq)),
+                port: *port,
+                reason: session.reason,
+                session: session.stats.clone(),
+                lease_id: (*lease_id > 0).then_some(*lease_id),
+            })),
+            Self::Block(event) => Body::BlockEvent(pb::BlockEvent::from(&BlockEvent {
+                report_seq: seq,
+                ..event.clone()
+            })),
         };
         pb::NodeMessage { body: Some(body) }
     }

@@ -15,13 +15,10 @@
 //! `proxy.release`, children of whatever the executor is doing (a job's span, so the IP
 //! lease is part of the search's trace).
 
-use std::{fmt, time::Duration};
+use std::fmt;
 
 use chrono::{DateTime, Utc};
-use lps_proto::{
-    model::{MallId, duration_to_pb},
-    pb,
-};
+use lps_proto::model::MallId;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info_span, instrument, warn};
 
@@ -66,71 +63,10 @@ pub enum Acquired {
 /// Why an IP session ended: the wire model's type, shared with the coordinator.
 pub use lps_proto::model::SessionEndReason;
 
-/// What one IP session did: the data the per-IP budget is tuned from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionEnd {
-    pub port: u16,
-    pub mall: MallId,
-    /// The last job that used the IP (0: none).
-    pub job_id: i64,
-    /// Search pages requested through the IP.
-    pub requests: u32,
-    pub ok: u32,
-    pub blocked: u32,
-    pub elapsed: Duration,
-    pub reason: SessionEndReason,
-}
-
-impl SessionEnd {
-    pub fn to_pb(&self, seq: u64) -> pb::SessionEnd {
-        pb::SessionEnd {
-            report_seq: seq,
-            port: u32::from(self.port),
-            mall: self.mall.to_string(),
-            requests: self.requests,
-            ok: self.ok,
-            blocked: self.blocked,
-            elapsed: Some(duration_to_pb(self.elapsed)),
-            end_reason: pb::SessionEndReason::from(self.reason) as i32,
-            job_id: self.job_id,
-        }
-    }
-}
-
-/// A blocked page.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockEvent {
-    pub mall: MallId,
-    pub job_id: i64,
-    pub query: String,
-    /// 1-based number of the request on this IP that was blocked.
-    pub ip_request_no: u32,
-    /// The proxy port (0: direct).
-    pub port: u16,
-    /// What matched: `text:…`, `selector:…`, `status:403`, `captcha_frame`, `tiny_html`.
-    pub marker: String,
-    pub html_len: u32,
-    /// Since the IP session started.
-    pub elapsed: Duration,
-    pub headless: bool,
-}
-
-impl BlockEvent {
-    pub fn to_pb(&self, seq: u64) -> pb::BlockEvent {
-        pb::BlockEvent {
-            report_seq: seq,
-            mall: self.mall.to_string(),
-            query: self.query.clone(),
-            ip_request_no: self.ip_request_no,
-            port: u32::from(self.port),
-            marker: self.marker.clone(),
-            html_len: self.html_len,
-            elapsed: Some(duration_to_pb(self.elapsed)),
-            headless: self.headless,
-            job_id: self.job_id,
-        }
-    }
-}
+/// The reports of IP sessions and blocks: the wire model's types, shared with the
+/// coordinator. The node leaves `report_seq` at 0; its outbox numbers a report when it
+/// sends it.
+pub use lps_proto::model::{BlockEvent, SessionEnd, SessionStats};
 
 /// Where the executor leases IPs.
 #[async_trait::async_trait]
@@ -157,8 +93,8 @@ impl EventSink for LogEvents {
     fn block(&self, event: BlockEvent) {
         warn!(
             mall = %event.mall,
-            job.id = event.job_id,
-            port = event.port,
+            job.id = event.job_id.unwrap_or(0),
+            port = event.port.map_or(0, i64::from),
             marker = %event.marker,
             "blocked page (not reported: no coordinator link)"
         );
@@ -228,11 +164,11 @@ impl ProxySource for NodeLink {
         // handing it to the outbox, the coordinator's `dispatch.proxy_release` the commit.
         let span = info_span!(
             "proxy.release",
-            mall = %session.mall,
-            job.id = session.job_id,
+            mall = %session.stats.mall,
+            job.id = session.stats.job_id.unwrap_or(0),
             port = i64::from(grant.port),
             reason = session.reason.as_str(),
-            requests = i64::from(session.requests),
+            requests = i64::from(session.stats.requests),
         );
         span.in_scope(|| {
             self.report(Report::ProxyRelease {
@@ -250,8 +186,8 @@ impl EventSink for NodeLink {
         let span = info_span!(
             "node.block",
             mall = %event.mall,
-            job.id = event.job_id,
-            port = i64::from(event.port),
+            job.id = event.job_id.unwrap_or(0),
+            port = event.port.map_or(0, i64::from),
             ip_request_no = i64::from(event.ip_request_no),
             marker = %event.marker,
         );

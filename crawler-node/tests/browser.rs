@@ -280,18 +280,18 @@ async fn a_blocked_ip_is_reported_and_rotated_and_the_job_still_done() {
         // The third search on exit-01 was blocked, reported, and the port released.
         let blocks = events.blocks();
         assert_eq!(blocks.len(), 1, "{blocks:?}");
-        assert_eq!(blocks[0].port, ports[0]);
+        assert_eq!(blocks[0].port, Some(ports[0]));
         assert_eq!(blocks[0].ip_request_no, 3);
-        assert_eq!(blocks[0].job_id, 3);
+        assert_eq!(blocks[0].job_id, Some(3));
         assert!(blocks[0].marker.contains("captcha") || blocks[0].marker.starts_with("text:"));
         let releases = proxies.releases();
         assert_eq!(releases[0].0, ports[0]);
         assert_eq!(releases[0].1.reason, SessionEndReason::Block);
         assert_eq!(
             (
-                releases[0].1.requests,
-                releases[0].1.ok,
-                releases[0].1.blocked
+                releases[0].1.stats.requests,
+                releases[0].1.stats.ok,
+                releases[0].1.stats.blocked
             ),
             (3, 2, 1)
         );
@@ -353,7 +353,7 @@ async fn the_ip_budget_rotates_ports_and_warm_up_runs_once_per_exit_ip() {
             (releases[0].0, releases[0].1.reason),
             (ports[0], SessionEndReason::Budget)
         );
-        assert_eq!(releases[0].1.requests, 2);
+        assert_eq!(releases[0].1.stats.requests, 2);
         let stats = stack.alpha.stats();
         assert_eq!(stats.searches.get("exit-01"), Some(&2));
         assert_eq!(stats.searches.get("exit-02"), Some(&1));
@@ -497,7 +497,7 @@ async fn a_host_the_gateway_refuses_is_a_config_error_naming_it_not_a_block() {
             proxies
                 .releases()
                 .iter()
-                .all(|(_, end)| end.reason != SessionEndReason::Block && end.blocked == 0),
+                .all(|(_, end)| end.reason != SessionEndReason::Block && end.stats.blocked == 0),
             "no exit IP is blamed: {:?}",
             proxies.releases()
         );

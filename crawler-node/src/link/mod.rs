@@ -698,7 +698,7 @@ impl Link {
                 self.desk.on_release(*port);
                 self.shared
                     .metrics
-                    .ip_session_ended(&session.mall, session.reason);
+                    .ip_session_ended(&session.stats.mall, session.reason);
             }
             Report::Block(event) => self.shared.metrics.blocked(&event.mall),
             Report::Result(_) | Report::Failure(_) | Report::HandBack(_) | Report::Stopped(_) => {}

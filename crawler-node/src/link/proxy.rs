@@ -24,7 +24,7 @@ use tracing::{debug, warn};
 use crate::{
     config::Secret,
     outbox::Report,
-    proxy::{Acquired, Grant, SessionEnd, SessionEndReason},
+    proxy::{Acquired, Grant, SessionEnd, SessionEndReason, SessionStats},
 };
 
 /// When the stream is down, an acquire is told to try again this much later.
@@ -147,14 +147,17 @@ impl ProxyDesk {
                     port,
                     lease_id: answer_lease_id,
                     session: SessionEnd {
+                        report_seq: 0,
                         port,
-                        mall: pending.mall,
-                        job_id: pending.job_id,
-                        requests: 0,
-                        ok: 0,
-                        blocked: 0,
-                        elapsed: Duration::ZERO,
                         reason: SessionEndReason::Rotate,
+                        stats: SessionStats {
+                            mall: pending.mall,
+                            requests: 0,
+                            ok: 0,
+                            blocked: 0,
+                            elapsed: Duration::ZERO,
+                            job_id: (pending.job_id > 0).then_some(pending.job_id),
+                        },
                     },
                 })
             }
@@ -266,7 +269,7 @@ mod tests {
                 session,
             }) => {
                 assert_eq!(session.reason, SessionEndReason::Rotate);
-                assert_eq!(session.job_id, 7);
+                assert_eq!(session.stats.job_id, Some(7));
             }
             other => panic!("{other:?}"),
         }

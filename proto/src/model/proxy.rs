@@ -6,7 +6,7 @@
 
 use std::{fmt, time::Duration};
 
-use super::{FieldError, MallId, duration_from_pb};
+use super::{FieldError, MallId, duration_from_pb, duration_to_pb};
 use crate::pb;
 
 /// Most requests one IP session may report (far above any sane per-IP budget).
@@ -332,6 +332,62 @@ impl TryFrom<pb::BlockEvent> for BlockEvent {
     }
 }
 
+/// The wire form of an IP session's figures (`port` and `end_reason` are the caller's).
+fn stats_to_pb(stats: &SessionStats, port: u16, reason: SessionEndReason) -> pb::SessionEnd {
+    pb::SessionEnd {
+        report_seq: 0,
+        port: u32::from(port),
+        mall: stats.mall.to_string(),
+        requests: stats.requests,
+        ok: stats.ok,
+        blocked: stats.blocked,
+        elapsed: Some(duration_to_pb(stats.elapsed)),
+        end_reason: pb::SessionEndReason::from(reason) as i32,
+        job_id: stats.job_id.unwrap_or(0),
+    }
+}
+
+impl From<&SessionEnd> for pb::SessionEnd {
+    fn from(s: &SessionEnd) -> Self {
+        Self {
+            report_seq: s.report_seq,
+            ..stats_to_pb(&s.stats, s.port, s.reason)
+        }
+    }
+}
+
+impl From<&ProxyRelease> for pb::ProxyRelease {
+    fn from(r: &ProxyRelease) -> Self {
+        Self {
+            report_seq: r.report_seq,
+            port: u32::from(r.port),
+            reason: pb::SessionEndReason::from(r.reason) as i32,
+            session: Some(pb::SessionEnd {
+                report_seq: r.report_seq,
+                ..stats_to_pb(&r.session, r.port, r.reason)
+            }),
+            lease_id: r.lease_id.unwrap_or(0),
+        }
+    }
+}
+
+impl From<&BlockEvent> for pb::BlockEvent {
+    fn from(b: &BlockEvent) -> Self {
+        Self {
+            report_seq: b.report_seq,
+            mall: b.mall.to_string(),
+            query: b.query.clone(),
+            ip_request_no: b.ip_request_no,
+            port: b.port.map_or(0, u32::from),
+            marker: b.marker.clone(),
+            html_len: b.html_len,
+            elapsed: Some(duration_to_pb(b.elapsed)),
+            headless: b.headless,
+            job_id: b.job_id.unwrap_or(0),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -445,5 +501,70 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(e.field, "mall");
+    }
+
+    /// Each report the node sends is the model's type on both sides: model → wire → model
+    /// gives back the same value.
+    #[test]
+    fn reports_round_trip_through_the_wire() {
+        let stats = SessionStats {
+            mall: MallId::new("naver").unwrap(),
+            requests: 3,
+            ok: 2,
+            blocked: 1,
+            elapsed: Duration::from_millis(1500),
+            job_id: Some(7),
+        };
+        let end = SessionEnd {
+            report_seq: 4,
+            port: 10_001,
+            reason: SessionEndReason::Block,
+            stats: stats.clone(),
+        };
+        assert_eq!(
+            SessionEnd::try_from(pb::SessionEnd::from(&end)).unwrap(),
+            end
+        );
+        for (lease_id, reason) in [
+            (Some(9), SessionEndReason::Budget),
+            (None, SessionEndReason::Rotate),
+        ] {
+            let release = ProxyRelease {
+                report_seq: 5,
+                port: 10_002,
+                reason,
+                session: SessionStats {
+                    job_id: None,
+                    ..stats.clone()
+                },
+                lease_id,
+            };
+            assert_eq!(
+                ProxyRelease::try_from(pb::ProxyRelease::from(&release)).unwrap(),
+                release
+            );
+        }
+        for (port, job_id) in [(Some(10_003), Some(8)), (None, None)] {
+            let block = BlockEvent {
+                report_seq: 6,
+                mall: MallId::new("coupang").unwrap(),
+                query: "제주 삼다수 2L".into(),
+                ip_request_no: 2,
+                port,
+                marker: "text:captcha".into(),
+                html_len: 512,
+                elapsed: Duration::from_millis(250),
+                headless: true,
+                job_id,
+            };
+            assert_eq!(
+                BlockEvent::try_from(pb::BlockEvent::from(&block)).unwrap(),
+                block
+            );
+        }
+        for reason in SessionEndReason::ALL {
+            let wire = pb::SessionEndReason::from(reason) as i32;
+            assert_eq!(SessionEndReason::from_pb("reason", wire).unwrap(), reason);
+        }
     }
 }

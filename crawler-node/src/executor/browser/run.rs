@@ -586,11 +586,12 @@ impl<'a> Run<'a> {
             "result page blocked"
         );
         self.inner.events.block(BlockEvent {
+            report_seq: 0,
             mall: self.job.mall.clone(),
-            job_id: self.job.job_id(),
+            job_id: Some(self.job.job_id()).filter(|id| *id > 0),
             query: round.query.clone(),
             ip_request_no,
-            port,
+            port: (port > 0).then_some(port),
             marker: marker.to_owned(),
             html_len: html_bytes,
             elapsed,

@@ -19,7 +19,7 @@ use tracing::{info, warn};
 
 use crate::{
     browser::{Browser, ProfileSlot, Relay},
-    proxy::{Grant, ProxySource, SessionEnd, SessionEndReason},
+    proxy::{Grant, ProxySource, SessionEnd, SessionEndReason, SessionStats},
 };
 
 /// An IP session: one proxy port used by one slot for one mall.
@@ -83,14 +83,17 @@ impl IpSession {
 
     fn end(&self, reason: SessionEndReason) -> SessionEnd {
         SessionEnd {
+            report_seq: 0,
             port: self.grant.port,
-            mall: self.mall.clone(),
-            job_id: self.job_id,
-            requests: self.requests,
-            ok: self.ok,
-            blocked: self.blocked,
-            elapsed: self.started.elapsed(),
             reason,
+            stats: SessionStats {
+                mall: self.mall.clone(),
+                requests: self.requests,
+                ok: self.ok,
+                blocked: self.blocked,
+                elapsed: self.started.elapsed(),
+                job_id: (self.job_id > 0).then_some(self.job_id),
+            },
         }
     }
 }
@@ -135,10 +138,10 @@ impl Slot {
         info!(
             slot = self.index,
             port = end.port,
-            mall = %end.mall,
-            requests = end.requests,
-            ok = end.ok,
-            blocked = end.blocked,
+            mall = %end.stats.mall,
+            requests = end.stats.requests,
+            ok = end.stats.ok,
+            blocked = end.stats.blocked,
             reason = reason.as_str(),
             "ip session ended"
         );
