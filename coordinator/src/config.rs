@@ -968,24 +968,7 @@ mod tests {
     #[test]
     fn flags_are_named_as_their_variables() {
         use clap::CommandFactory as _;
-        fn walk(cmd: &clap::Command, wrong: &mut Vec<String>) {
-            for arg in cmd.get_arguments() {
-                let (Some(long), Some(env)) = (arg.get_long(), arg.get_env()) else {
-                    continue;
-                };
-                let env = env.to_string_lossy();
-                if let Some(name) = env.strip_prefix("LPS_")
-                    && name.to_lowercase().replace('_', "-") != long
-                {
-                    wrong.push(format!("--{long} vs {env}"));
-                }
-            }
-            for sub in cmd.get_subcommands() {
-                walk(sub, wrong);
-            }
-        }
-        let mut wrong = Vec::new();
-        walk(&Cli::command(), &mut wrong);
+        let wrong = lps_test_kit::checks::misnamed_flags(&Cli::command());
         assert!(wrong.is_empty(), "{wrong:?}");
     }
 }

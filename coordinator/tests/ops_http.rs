@@ -241,39 +241,10 @@ async fn a_mall_whose_every_port_cools_reads_zero_and_fires_once(pool: PgPool) {
     a.shutdown().await;
 }
 
-/// `promtool check metrics` on `text`: its complaints, or `None` (with a loud message)
-/// when promtool is not installed (`scripts/test.sh` installs it).
+/// `promtool check metrics` on `text`: its complaints (empty: it passes), or `None` when
+/// promtool is not installed.
 fn promtool(text: &str) -> Option<String> {
-    use std::io::Write as _;
-    let child = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn();
-    let Ok(mut child) = child else {
-        eprintln!(
-            "!!!!! promtool not found: /metrics NOT checked (apt-get install prometheus) !!!!!"
-        );
-        return None;
-    };
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(if out.status.success() && said.trim().is_empty() {
-        String::new()
-    } else {
-        said
-    })
+    lps_test_kit::checks::promtool_check_metrics("/metrics", text)
 }
 
 /// `/metrics` in the Prometheus text format passes `promtool check metrics` (HELP and TYPE

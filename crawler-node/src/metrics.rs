@@ -484,7 +484,6 @@ mod tests {
     /// installs it).
     #[test]
     fn text_format_passes_promtool() {
-        use std::io::Write as _;
         let m = NodeMetrics::new();
         m.job_finished(&mall(), JobEnd::Found);
         m.page_loaded(&mall(), "results", Duration::from_millis(300));
@@ -501,34 +500,12 @@ mod tests {
             text.contains("lps_build_info{component=\"crawler-node\""),
             "{text}"
         );
-        let Ok(mut child) = std::process::Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-        else {
-            eprintln!(
-                "!!!!! promtool not found: node /metrics NOT checked (apt-get install prometheus) !!!!!"
+        if let Some(said) = lps_test_kit::checks::promtool_check_metrics("node /metrics", &text) {
+            assert!(
+                said.is_empty(),
+                "promtool check metrics:\n{said}\non\n{text}"
             );
-            return;
-        };
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success() && said.trim().is_empty(),
-            "promtool check metrics:\n{said}\non\n{text}"
-        );
+        }
     }
 
     #[test]

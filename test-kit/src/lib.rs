@@ -12,11 +12,13 @@
 //! - [`catalog`]: what the malls sell (`test-kit/catalog.toml`), how a mall searches it,
 //!   and the truth a correct reading must report ([`Catalog::truth`]).
 //! - [`stack`]: the three malls plus a gateway in one call (what `lps-test-kit serve` runs).
+//! - [`checks`]: promtool on a `/metrics` text, and flag names against their variables.
 //!
 //! Nothing here ever connects beyond the loopback interface.
 #![forbid(unsafe_code)]
 
 pub mod catalog;
+pub mod checks;
 pub mod gateway;
 pub mod mall;
 pub mod stack;
