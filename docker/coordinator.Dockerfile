@@ -26,7 +26,7 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/usr/local/cargo/git,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
-    cargo build --release --locked -p lps-coordinator \
+    cargo build --release --locked -p lps-coordinator -p lps-cli \
  && install -D -m 0755 target/release/coordinator /out/coordinator \
  && install -D -m 0755 target/release/lpsctl /out/lpsctl
 

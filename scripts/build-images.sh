@@ -59,7 +59,7 @@ if [ "$binaries" = host ]; then
   # The package set of scripts/demo.sh and scripts/test-images.sh: one feature resolution,
   # so their release builds reuse this one.
   lps_log "building the release binaries on this host"
-  cargo build --release --locked -q -p lps-coordinator -p lps-crawler-node -p lps-test-kit
+  cargo build --release --locked -q -p lps-coordinator -p lps-cli -p lps-crawler-node -p lps-test-kit
   release=${CARGO_TARGET_DIR:-$ROOT/target}/release
   context=$(mktemp -d "$(lps_image_cache)/context.XXXXXX")
   trap 'rm -rf "$context"' EXIT

@@ -25,7 +25,7 @@ lps_pg_ensure
 [ "${LPS_DEMO_EXECUTOR:-browser}" = scripted ] || lps_chromium_ensure
 
 lps_log "building (release)…"
-cargo build --release --locked -q -p lps-coordinator -p lps-crawler-node -p lps-test-kit
+cargo build --release --locked -q -p lps-coordinator -p lps-cli -p lps-crawler-node -p lps-test-kit
 bin=$PWD/target/release
 
 run=$PWD/.run/demo

@@ -28,7 +28,7 @@ tag=$(lps_app_version "$ROOT")
 
 # lpsctl and the test kit run on the host: the package set build-images.sh builds, so after
 # its host path this is a no-op (after its builder path it is the first host build).
-cargo build --release --locked -q -p lps-coordinator -p lps-crawler-node -p lps-test-kit
+cargo build --release --locked -q -p lps-coordinator -p lps-cli -p lps-crawler-node -p lps-test-kit
 bin=${CARGO_TARGET_DIR:-$ROOT/target}/release
 
 work=$(mktemp -d)

@@ -6,7 +6,6 @@
 pub mod alerts;
 pub mod app;
 pub mod auth;
-pub mod cli;
 pub mod config;
 pub mod control;
 pub mod db;

@@ -742,27 +742,11 @@ async fn a_job_shows_every_run_with_its_node_error_and_evidence(pool: PgPool) {
     assert_eq!(done.node_id, "node-2", "the node of the last run stays");
     assert!(done.next_retry_at.is_none());
 
-    // lpsctl shows the history and writes the evidence out.
+    // What lpsctl shows of it: the history, and the evidence written out.
     let dir = common::TempDir::new("evidence");
-    let addr = format!("http://{}", running.grpc_addr);
-    let out = common::lpsctl(
-        &addr,
-        TEAM_A,
-        &[],
-        &[
-            "job",
-            &job_id.to_string(),
-            "--evidence",
-            &dir.0.display().to_string(),
-        ],
-    )
-    .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let written = lps_cli::evidence::write(&dir.0, &done).unwrap();
+    assert_eq!(written, [dir.0.join(format!("job-{job_id}-run-1"))]);
+    let text = lps_cli::text::job(&done);
     assert!(
         text.contains("runs:") && text.contains("2 (1 failed of 3 allowed"),
         "{text}"

@@ -21,7 +21,7 @@ use axum::{
     http::{HeaderMap, StatusCode},
     routing::post,
 };
-use common::{CLIENT_TOKEN, lpsctl, with_token};
+use common::{CLIENT_TOKEN, with_token};
 use lps_coordinator::{
     app::Running,
     delivery::signature::{self, DEFAULT_TOLERANCE, SignatureError},
@@ -536,16 +536,31 @@ async fn a_dead_delivery_shows_and_an_operator_retry_delivers_it(
 
     // The operator: only an admin may list and retry; a delivery that is not dead is not
     // retried; an unknown one is NOT_FOUND.
-    let url = format!("http://{}", running.grpc_addr);
-    let out = lpsctl(&url, ADMIN, &[], &["deliveries", "--dead"]).await;
-    let listed = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}");
+    let listed = ops
+        .list_deliveries(with_token(
+            pb::ListDeliveriesRequest {
+                dead_only: true,
+                ..Default::default()
+            },
+            ADMIN,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .deliveries;
+    let shown = lps_cli::delivery::text(&listed);
     assert!(
-        listed.contains("dead") && listed.contains("HTTP 503"),
-        "{listed}"
+        shown.contains("dead") && shown.contains("HTTP 503"),
+        "{shown}"
     );
-    let out = lpsctl(&url, CLIENT_TOKEN, &[], &["deliveries"]).await;
-    assert!(!out.status.success());
+    let err = ops
+        .list_deliveries(with_token(
+            pb::ListDeliveriesRequest::default(),
+            CLIENT_TOKEN,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
     let err = ops
         .retry_delivery(with_token(
             pb::RetryDeliveryRequest { delivery_id: 999 },
@@ -556,9 +571,14 @@ async fn a_dead_delivery_shows_and_an_operator_retry_delivers_it(
     assert_eq!(err.code(), Code::NotFound, "{err:?}");
 
     receiver.fail_first.store(0, Ordering::SeqCst);
-    let delivery_id = dead[0].delivery_id.to_string();
-    let out = lpsctl(&url, ADMIN, &[], &["delivery", "retry", &delivery_id]).await;
-    assert!(out.status.success(), "{out:?}");
+    ops.retry_delivery(with_token(
+        pb::RetryDeliveryRequest {
+            delivery_id: dead[0].delivery_id,
+        },
+        ADMIN,
+    ))
+    .await
+    .unwrap();
     let got = receiver.wait("a", 3, Duration::from_secs(10)).await;
     assert_eq!(
         got[2].event_id, got[0].event_id,

@@ -19,15 +19,15 @@ use std::{
     collections::{HashMap, HashSet},
     fs::File,
     net::{SocketAddr, TcpListener},
-    path::{Path, PathBuf},
+    path::Path,
     process::{Child, Command, ExitStatus, Stdio},
-    sync::OnceLock,
     time::Duration,
 };
 
 use lps_coordinator::app::Running;
 use lps_proto::pb::{self, search_service_client::SearchServiceClient};
 use lps_test_kit::{
+    binaries::workspace_binary,
     catalog::{Catalog, MallStyle},
     gateway::GatewayConfig,
     stack::{Stack, StackConfig, StackHandle},
@@ -48,46 +48,6 @@ const PROXY_PASSWORD: &str = "gateway-password-drain-41";
 const EXIT_MARGIN: Duration = Duration::from_secs(60);
 /// A cold node on a loaded machine: chromedriver, Chromium, a proxy port, the page request.
 const START_WITHIN: Duration = Duration::from_secs(180);
-
-// ---------------------------------------------------------------- the crawler-node binary
-
-/// Builds the `crawler-node` binary (once per test binary) with the cargo that runs this
-/// test, into the target directory this test runs from, and returns its path.
-fn node_binary() -> PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            // NB: this test runs as <target>/<profile>/deps/drain_process-<hash>; `CARGO_BIN_EXE_*`
-            // only exists for binaries of the test's own package.
-            let exe = std::env::current_exe().expect("the test's own path");
-            let profile_dir = exe
-                .parent()
-                .and_then(Path::parent)
-                .expect("<target>/<profile>/deps/<test>")
-                .to_path_buf();
-            let target_dir = profile_dir.parent().expect("<target>/<profile>");
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let mut build = Command::new(cargo);
-            build
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .args(["build", "-p", "lps-crawler-node", "--bin", "crawler-node"])
-                .arg("--target-dir")
-                .arg(target_dir);
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                build.arg("--release");
-            }
-            let out = build.output().expect("cannot run cargo");
-            assert!(
-                out.status.success(),
-                "building crawler-node failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let binary = profile_dir.join("crawler-node");
-            assert!(binary.is_file(), "no binary at {}", binary.display());
-            binary
-        })
-        .clone()
-}
 
 // ---------------------------------------------------------------- processes in /proc
 
@@ -612,7 +572,10 @@ async fn assert_no_leftovers(node: &NodeProcess) {
 async fn sigterm_mid_search_finishes_the_search_then_exits_0_having_released_everything(
     pool: PgPool,
 ) {
-    let binary = tokio::task::spawn_blocking(node_binary).await.unwrap();
+    let binary =
+        tokio::task::spawn_blocking(|| workspace_binary("lps-crawler-node", "crawler-node"))
+            .await
+            .unwrap();
     let rig = Rig::start(&pool).await;
     // The page comes well within the drain (60 s), but surely after the SIGTERM.
     rig.slow_search_page(Duration::from_secs(15)).await;
@@ -649,7 +612,10 @@ async fn sigterm_mid_search_finishes_the_search_then_exits_0_having_released_eve
 async fn a_drain_shorter_than_the_page_hands_the_job_back_and_another_node_finishes_it(
     pool: PgPool,
 ) {
-    let binary = tokio::task::spawn_blocking(node_binary).await.unwrap();
+    let binary =
+        tokio::task::spawn_blocking(|| workspace_binary("lps-crawler-node", "crawler-node"))
+            .await
+            .unwrap();
     let rig = Rig::start(&pool).await;
     // The drain (16 s) hands back 12 s after SIGTERM (a quarter is kept for the acks);
     // the page would come after 28 s (within Chromium's 30 s page-load timeout).

@@ -594,14 +594,7 @@ async fn layout_failures_go_dead_at_once_are_counted_and_page_once(pool: PgPool)
         (2, 3)
     );
     assert!((alpha.layout_share_15m - 2.0 / 3.0).abs() < 1e-9);
-    let out = common::lpsctl(
-        &format!("http://{}", running.grpc_addr),
-        CLIENT_TOKEN,
-        &[],
-        &["ops"],
-    )
-    .await;
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = lps_cli::text::ops(&snapshot);
     assert!(
         text.contains("layout failures in 15m:      testmall-alpha 2/3 (67%)"),
         "{text}"

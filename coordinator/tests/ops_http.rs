@@ -151,7 +151,7 @@ async fn health_metrics_ops_and_alerts_once_per_transition(
 
 /// Every exit IP cooling for one mall after blocks: the deployment-wide figure still says
 /// every port is free (they serve other malls), but the mall's own figure, the minimum
-/// over malls, `lpsctl ops` and the ports alert (fired once) all say 0.
+/// over malls, what `lpsctl ops` prints and the ports alert (fired once) all say 0.
 #[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
 async fn a_mall_whose_every_port_cools_reads_zero_and_fires_once(pool: PgPool) {
     let (hook, posts) = webhook().await;
@@ -189,28 +189,14 @@ async fn a_mall_whose_every_port_cools_reads_zero_and_fires_once(pool: PgPool) {
     ] {
         assert!(metrics.contains(line), "no {line} in\n{metrics}");
     }
-    let out = common::lpsctl(
-        &format!("http://{}", a.grpc_addr),
-        common::CLIENT_TOKEN,
-        &[],
-        &["ops"],
-    )
-    .await;
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let snapshot = common::ops_snapshot(&a).await;
+    let text = lps_cli::text::ops(&snapshot);
     assert!(text.contains("8/8 (100%)"), "{text}");
     assert!(
         text.contains("lowest for a mall:") && text.contains("0/8 (0%) testmall-alpha"),
         "{text}"
     );
-    let out = common::lpsctl(
-        &format!("http://{}", a.grpc_addr),
-        common::CLIENT_TOKEN,
-        &[],
-        &["ops", "--json"],
-    )
-    .await;
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = lps_cli::json::ops(&snapshot);
     assert_eq!(json["proxy_ports_available_min"], 0, "{json}");
     assert_eq!(json["proxy_ports_available_min_mall"], MALL, "{json}");
     let alpha = json["malls"]

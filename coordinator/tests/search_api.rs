@@ -3,7 +3,7 @@
 //! (and, in the last test, with the built `lpsctl` binary). Jobs are finished by driving the
 //! queue directly (claim, then complete or fail), as a node would.
 
-use std::{collections::HashMap, net::SocketAddr, sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use lps_coordinator::{
     auth::{Token, Tokens},
@@ -39,7 +39,6 @@ const WATER: &str = "제주 삼다수 2L x 12";
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 struct Harness {
-    addr: SocketAddr,
     pool: PgPool,
     queue: Queue,
     search: SearchServiceClient<Channel>,
@@ -89,7 +88,6 @@ async fn start(pool: PgPool) -> Harness {
         .await
         .unwrap();
     Harness {
-        addr,
         pool,
         queue,
         search: SearchServiceClient::new(channel.clone()),
@@ -1547,121 +1545,6 @@ async fn ops_snapshot_and_proxy_ports(pool: PgPool) {
 }
 
 /// Runs the built `lpsctl` against the test server.
-async fn lpsctl(addr: SocketAddr, token: &str, args: &[&str]) -> std::process::Output {
-    common::lpsctl(&format!("http://{addr}"), token, &[], args).await
-}
-
-#[sqlx::test(migrator = "MIGRATOR")]
-async fn lpsctl_search_wait_prints_the_final_status(pool: PgPool) {
-    let h = start(pool).await;
-    let addr = h.addr;
-
-    // A node's work, done while lpsctl waits.
-    let queue = h.queue.clone();
-    let node = tokio::spawn(async move {
-        let mut done = 0;
-        while done < 2 {
-            for (_, job) in claim_all(&queue, "node-1").await {
-                let mall = job.mall.to_string();
-                let offers = if mall == ALPHA {
-                    vec![offer(ALPHA, 12_000, 3_000)]
-                } else {
-                    vec![offer(BETA, 13_000, 500)]
-                };
-                complete(&queue, "node-1", job.lease, offers).await;
-                done += 1;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    });
-    let out = lpsctl(
-        addr,
-        CLIENT,
-        &[
-            "search", WATER, "--mall", ALPHA, "--mall", BETA, "--wait", "--json",
-        ],
-    )
-    .await;
-    node.await.unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "lpsctl failed: {stderr}");
-    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(status["final"], true);
-    let product = &status["products"][0];
-    assert_eq!(product["product"]["name"], WATER);
-    assert_eq!(product["malls"].as_array().unwrap().len(), 2);
-    assert_eq!(product["malls"][0]["state"], "done");
-    assert_eq!(product["malls"][0]["outcome"], "found");
-    assert_eq!(product["lowest"]["mall"], BETA);
-    assert_eq!(product["lowest"]["effective_price"], 13_500);
-    assert!(stderr.contains("2/2 finished"), "{stderr}");
-    assert!(
-        stderr.lines().last().unwrap().ends_with("final"),
-        "{stderr}"
-    );
-
-    // Answered from the store (max age), as a table.
-    let out = lpsctl(
-        addr,
-        CLIENT,
-        &[
-            "search",
-            WATER,
-            "--mall",
-            ALPHA,
-            "--mall",
-            BETA,
-            "--max-age",
-            "1h",
-            "--wait",
-        ],
-    )
-    .await;
-    assert!(out.status.success());
-    let table = String::from_utf8(out.stdout).unwrap();
-    assert!(table.contains("done/found"), "{table}");
-    assert!(
-        table.contains("15,000") && table.contains("13,500"),
-        "{table}"
-    );
-    assert!(
-        table
-            .lines()
-            .last()
-            .unwrap()
-            .starts_with("lowest: 13,500 (13,000 + 500 shipping) at testmall-beta"),
-        "{table}"
-    );
-
-    // Reads for scripts.
-    let out = lpsctl(addr, CLIENT, &["ops", "--json"]).await;
-    assert!(out.status.success());
-    let ops: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(ops["jobs"]["done"], 2);
-    let job_id = status["products"][0]["malls"][0]["job_id"]
-        .as_i64()
-        .unwrap();
-    let out = lpsctl(addr, CLIENT, &["job", &job_id.to_string()]).await;
-    assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("done/found"));
-
-    // Failures: one line on stderr with the status code, nonzero exit.
-    let out = lpsctl(addr, "wrong-token", &["ops"]).await;
-    assert!(!out.status.success());
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.starts_with("lpsctl: Unauthenticated: "), "{stderr}");
-    let out = lpsctl(addr, CLIENT, &["drain", "node-1"]).await;
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).starts_with("lpsctl: PermissionDenied: "));
-    let out = lpsctl(addr, CLIENT, &["search", "", "--mall", ALPHA]).await;
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .starts_with("lpsctl: InvalidArgument: products[0].name: ")
-    );
-}
-
 #[sqlx::test(migrator = "MIGRATOR")]
 async fn lowest_is_over_known_shipping_and_a_cheaper_unknown_is_possibly_lower(pool: PgPool) {
     const UNREAD: &str = "배송비 모르는 상품";
@@ -1803,11 +1686,9 @@ async fn lowest_is_over_known_shipping_and_a_cheaper_unknown_is_possibly_lower(p
         .into_inner();
     assert!(unread_history.entries.is_empty());
 
-    // lpsctl: the shipping column, the answer and the line beside it; JSON carries it all.
-    let id = accepted.search_id.to_string();
-    let out = lpsctl(h.addr, CLIENT, &["status", &id]).await;
-    assert!(out.status.success());
-    let table = String::from_utf8(out.stdout).unwrap();
+    // What lpsctl prints of it: the shipping column, the answer and the line beside it;
+    // JSON carries it all.
+    let table = lps_cli::text::search_status(&status);
     let lines: Vec<&str> = table.lines().collect();
     let at = |prefix: &str| {
         lines
@@ -1836,9 +1717,7 @@ async fn lowest_is_over_known_shipping_and_a_cheaper_unknown_is_possibly_lower(p
         lines[none + 1].starts_with("possibly lower, shipping unknown: testmall-alpha 5,000"),
         "{table}"
     );
-    let out = lpsctl(h.addr, CLIENT, &["status", &id, "--json"]).await;
-    assert!(out.status.success());
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = lps_cli::json::search_status(&status);
     let water = &json["products"][0];
     assert_eq!(water["lowest"]["shipping"], "free");
     assert_eq!(water["lowest"]["list_price"], 14_000);

@@ -10,7 +10,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use chrono::{DateTime, TimeDelta, Utc};
-use common::{CLIENT_TOKEN, NODE_TOKEN, wait_for_posts, webhook};
+use common::{NODE_TOKEN, wait_for_posts, webhook};
 use lps_coordinator::{
     db::MIGRATOR,
     queue::{EnqueueContext, MallLimits, Queue, QueueConfig},
@@ -675,7 +675,7 @@ async fn a_mall_spend_cap_stops_only_that_mall_and_counts_stale_reports(pool: Pg
 /// job), and the ops snapshot (gRPC, `lpsctl`), `/metrics` and a `spend_cap_reached` alert
 /// all say so.
 #[sqlx::test(migrator = "MIGRATOR")]
-async fn a_reached_cap_shows_in_ops_metrics_alerts_and_lpsctl(pool: PgPool) {
+async fn a_reached_cap_shows_in_ops_metrics_alerts_and_what_lpsctl_prints(pool: PgPool) {
     let profiles = common::TempDir::new("spend-profiles");
     let alpha = lps_profiles::format::builtin_text("testmall-alpha.toml")
         .unwrap()
@@ -757,14 +757,8 @@ async fn a_reached_cap_shows_in_ops_metrics_alerts_and_lpsctl(pool: PgPool) {
     .await;
     assert!(metrics.contains("lps_spend_capped 0"), "{metrics}");
 
-    let out = common::lpsctl(
-        &format!("http://{}", running.grpc_addr),
-        CLIENT_TOKEN,
-        &[],
-        &["ops"],
-    )
-    .await;
-    let text = String::from_utf8_lossy(&out.stdout);
+    let snapshot = common::ops_snapshot(&running).await;
+    let text = lps_cli::text::ops(&snapshot);
     assert!(
         text.contains("cost in 1h:                  0.2500 USD (cap 1.00 USD/h)"),
         "{text}"
@@ -775,14 +769,7 @@ async fn a_reached_cap_shows_in_ops_metrics_alerts_and_lpsctl(pool: PgPool) {
         ),
         "{text}"
     );
-    let out = common::lpsctl(
-        &format!("http://{}", running.grpc_addr),
-        CLIENT_TOKEN,
-        &[],
-        &["ops", "--json"],
-    )
-    .await;
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = lps_cli::json::ops(&snapshot);
     let alpha = json["malls"]
         .as_array()
         .unwrap()

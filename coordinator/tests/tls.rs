@@ -2,13 +2,11 @@
 //! 127.0.0.1:0 serving TLS with certificates made at test time (rcgen: a CA, a server
 //! certificate for 127.0.0.1/localhost, node client certificates from that CA and from
 //! another one), real crawler nodes (`lps_crawler_node::Node` with the scripted executor)
-//! and generated SearchService clients dialling over TLS, and the built `lpsctl`. Outcomes
+//! and generated SearchService clients dialling over TLS (lpsctl over TLS is
+//! tested in its own crate, `cli/tests/tls.rs`). Outcomes
 //! are read from the database.
 
-use std::{
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{path::Path, time::Duration};
 
 use clap::Parser as _;
 use lps_coordinator::{
@@ -22,10 +20,6 @@ use lps_crawler_node::{
     node::{Node, NodeError},
 };
 use lps_proto::pb::{self, search_service_client::SearchServiceClient};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use tonic::{
@@ -35,128 +29,10 @@ use tonic::{
 
 mod common;
 
-use common::{CLIENT_TOKEN, NODE_TOKEN};
-
-const MALL: &str = "testmall-alpha";
-
-/// PEM files in a directory of their own, removed on drop.
-struct Pki {
-    dir: PathBuf,
-}
-
-impl Drop for Pki {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl Pki {
-    /// `ca.crt` (the CA of the server and of good nodes), `server.{crt,key}` for
-    /// 127.0.0.1 and localhost, `node.{crt,key}` from that CA, `rogue.{crt,key}` for a node
-    /// from another CA (`rogue-ca.crt`), and `other.key` (belongs to no certificate here).
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("lps-tls-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let pki = Self { dir };
-        let ca = new_ca("LPS test CA");
-        let rogue_ca = new_ca("another CA");
-        pki.write("ca.crt", &ca.pem());
-        pki.write("rogue-ca.crt", &rogue_ca.pem());
-        pki.leaf(
-            "server",
-            &ca,
-            &["127.0.0.1", "localhost"],
-            ExtendedKeyUsagePurpose::ServerAuth,
-        );
-        pki.leaf(
-            "node",
-            &ca,
-            &["node-1"],
-            ExtendedKeyUsagePurpose::ClientAuth,
-        );
-        pki.leaf(
-            "rogue",
-            &rogue_ca,
-            &["node-1"],
-            ExtendedKeyUsagePurpose::ClientAuth,
-        );
-        pki.write("other.key", &KeyPair::generate().unwrap().serialize_pem());
-        pki
-    }
-
-    fn path(&self, file: &str) -> PathBuf {
-        self.dir.join(file)
-    }
-
-    fn arg(&self, file: &str) -> String {
-        self.path(file).to_str().unwrap().to_owned()
-    }
-
-    fn write(&self, file: &str, pem: &str) {
-        std::fs::write(self.path(file), pem).unwrap();
-    }
-
-    fn read(&self, file: &str) -> Vec<u8> {
-        std::fs::read(self.path(file)).unwrap()
-    }
-
-    fn leaf(
-        &self,
-        name: &str,
-        ca: &CertifiedIssuer<'static, KeyPair>,
-        names: &[&str],
-        usage: ExtendedKeyUsagePurpose,
-    ) {
-        let mut params =
-            CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())
-                .unwrap();
-        params.distinguished_name.push(DnType::CommonName, names[0]);
-        params.extended_key_usages = vec![usage];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, ca).unwrap();
-        self.write(&format!("{name}.crt"), &cert.pem());
-        self.write(&format!("{name}.key"), &key.serialize_pem());
-    }
-}
-
-fn new_ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap()
-}
-
-/// A coordinator serving TLS with `server.{crt,key}`; `mtls` adds `ca.crt` as the client CA.
-async fn coordinator(pool: &PgPool, pki: &Pki, mtls: bool) -> Running {
-    let (cert, key, ca) = (
-        pki.arg("server.crt"),
-        pki.arg("server.key"),
-        pki.arg("ca.crt"),
-    );
-    let mut flags = vec![
-        "--tls-cert",
-        &cert,
-        "--tls-key",
-        &key,
-        "--heartbeat-interval",
-        "200ms",
-        "--claim-poll",
-        "500ms",
-        "--shutdown-timeout",
-        "5s",
-        "--malls",
-        MALL,
-    ];
-    if mtls {
-        flags.extend(["--tls-client-ca", &ca]);
-    }
-    common::start_with_mall(pool, MALL, &flags).await
-}
+use common::{
+    CLIENT_TOKEN, NODE_TOKEN,
+    pki::{MALL, Pki, coordinator},
+};
 
 /// A node dialling `https://127.0.0.1:<port>`, trusting `ca.crt`, presenting `identity`
 /// (`"node"`, `"rogue"`) when given.
@@ -541,67 +417,6 @@ async fn the_http_port_stays_plain_unless_lps_http_tls(pool: PgPool) {
         .await
         .unwrap();
     tls.shutdown().await;
-}
-
-/// Runs the built `lpsctl` against the TLS coordinator.
-async fn lpsctl(
-    running: &Running,
-    envs: &[(&str, PathBuf)],
-    args: &[&str],
-) -> std::process::Output {
-    let addr = format!("https://{}", running.grpc_addr);
-    common::lpsctl(&addr, CLIENT_TOKEN, envs, args).await
-}
-
-#[sqlx::test(migrator = "MIGRATOR")]
-async fn lpsctl_speaks_tls_with_and_without_a_client_certificate(pool: PgPool) {
-    let pki = Pki::new("lpsctl");
-    let c = coordinator(&pool, &pki, true).await;
-    let ca = ("LPS_CA_CERT", pki.path("ca.crt"));
-
-    let out = lpsctl(&c, std::slice::from_ref(&ca), &["ops", "--json"]).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ops: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(ops.is_object(), "{ops}");
-
-    let out = lpsctl(
-        &c,
-        &[
-            ca.clone(),
-            ("LPS_CLIENT_CERT", pki.path("node.crt")),
-            ("LPS_CLIENT_KEY", pki.path("node.key")),
-        ],
-        &["ops", "--json"],
-    )
-    .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-
-    // A certificate the coordinator does not trust fails the handshake.
-    let out = lpsctl(
-        &c,
-        &[
-            ca.clone(),
-            ("LPS_CLIENT_CERT", pki.path("rogue.crt")),
-            ("LPS_CLIENT_KEY", pki.path("rogue.key")),
-        ],
-        &["ops", "--json"],
-    )
-    .await;
-    assert!(!out.status.success());
-    assert!(out.stdout.is_empty());
-
-    // Without the CA lpsctl does not trust the coordinator.
-    let out = lpsctl(&c, &[], &["ops", "--json"]).await;
-    assert!(!out.status.success());
-    c.shutdown().await;
 }
 
 #[sqlx::test(migrator = "MIGRATOR")]

@@ -21,7 +21,7 @@
 //! `service.instance.id`; WebDriver spans name their command; blocks are in the job's
 //! trace on both sides with the job and the port.
 //!
-//! NB: the only test in this binary: it builds `crawler-node` with cargo (once) and runs
+//! NB: the only test in this binary: it builds `crawler-node` and `lpsctl` with cargo (once) and runs
 //! Chromium.
 
 use std::{
@@ -36,6 +36,7 @@ use std::{
 use base64::Engine as _;
 use lps_proto::pb::{self, search_service_client::SearchServiceClient};
 use lps_test_kit::{
+    binaries::workspace_binary,
     catalog::Catalog,
     gateway::GatewayConfig,
     stack::{Stack, StackConfig},
@@ -229,38 +230,6 @@ fn orphans(children: &[Got], exported: &[Got]) -> Vec<String> {
 
 // ------------------------------------------------------------------ the processes
 
-/// The `crawler-node` binary of this workspace, built by cargo now (a no-op when it is up
-/// to date) with the profile this test was built with.
-fn crawler_node_binary() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let mut command = std::process::Command::new(cargo);
-    command
-        .current_dir(workspace)
-        .args([
-            "build",
-            "-q",
-            "-p",
-            "lps-crawler-node",
-            "--bin",
-            "crawler-node",
-            "--message-format=json",
-        ])
-        .stderr(Stdio::inherit());
-    let exe = std::env::current_exe().unwrap();
-    if exe.components().any(|c| c.as_os_str() == "release") {
-        command.arg("--release");
-    }
-    let out = command.output().expect("running cargo build");
-    assert!(out.status.success(), "cargo build of crawler-node failed");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "crawler-node")
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .expect("cargo reported no crawler-node executable")
-}
-
 /// Environment both services share: OTLP export to the receiver, JSON logs, a key that
 /// must never show up anywhere.
 fn common_env(command: &mut Command, otlp: SocketAddr, service: &str) {
@@ -432,7 +401,8 @@ fn one_trace<'a>(all: &'a [Got], trace_id: &str, caller: &str) -> (Vec<&'a Got>,
 
 #[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
 async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks(pool: PgPool) {
-    let node_exe = crawler_node_binary();
+    let node_exe = workspace_binary("lps-crawler-node", "crawler-node");
+    let lpsctl_exe = workspace_binary("lps-cli", "lpsctl");
     let dir = TempDir::new("trace-e2e");
     let stop_receiver = CancellationToken::new();
     let (receiver, otlp) = Receiver::start(stop_receiver.clone()).await;
@@ -554,7 +524,7 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
 
     // lpsctl's call is a CLIENT span the coordinator's SERVER span continues (answered
     // from the fresh result: no crawl).
-    let mut command = Command::new(env!("CARGO_BIN_EXE_lpsctl"));
+    let mut command = Command::new(&lpsctl_exe);
     common_env(&mut command, otlp, "trace-test-lpsctl");
     let lpsctl = command
         .args(["search", &product.name, "--max-age", "1h"])

@@ -13,10 +13,12 @@
 //!   and the truth a correct reading must report ([`Catalog::truth`]).
 //! - [`stack`]: the three malls plus a gateway in one call (what `lps-test-kit serve` runs).
 //! - [`checks`]: promtool on a `/metrics` text, and flag names against their variables.
+//! - [`binaries`]: other workspace packages' binaries, built for tests that run them.
 //!
 //! Nothing here ever connects beyond the loopback interface.
 #![forbid(unsafe_code)]
 
+pub mod binaries;
 pub mod catalog;
 pub mod checks;
 pub mod gateway;

@@ -25,6 +25,8 @@ use lps_test_kit::stack::StackHandle;
 use sqlx::{PgPool, postgres::PgPoolOptions};
 use tonic::{Request, transport::Channel};
 
+pub mod pki;
+
 pub const NODE_TOKEN: &str = "node-token-for-tests-0001";
 pub const CLIENT_TOKEN: &str = "client-token-for-tests-01";
 /// The name of [`CLIENT_TOKEN`]'s client: searches enqueued straight through the queue
@@ -84,6 +86,20 @@ pub fn with_token<T>(message: T, token: &str) -> Request<T> {
     request
 }
 
+/// The ops snapshot of `running` as [`CLIENT_TOKEN`] reads it (what `lpsctl ops` prints).
+pub async fn ops_snapshot(running: &Running) -> pb::OpsSnapshot {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", running.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    pb::ops_service_client::OpsServiceClient::new(channel)
+        .get_ops(with_token(pb::GetOpsRequest {}, CLIENT_TOKEN))
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 /// Polls GetSearch (as `token`) until search `search_id` is final; panics when it is not
 /// within `within`.
 pub async fn wait_final(
@@ -108,27 +124,6 @@ pub async fn wait_final(
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-}
-
-/// Runs the built `lpsctl` against `addr` (a URL) with `token` and the extra environment
-/// `envs`; its output, or a panic when it does not end within a minute.
-pub async fn lpsctl(
-    addr: &str,
-    token: &str,
-    envs: &[(&str, PathBuf)],
-    args: &[&str],
-) -> std::process::Output {
-    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_lpsctl"))
-        .args(args)
-        .env("LPS_ADDR", addr)
-        .env("LPS_TOKEN", token)
-        .envs(envs.iter().map(|(k, v)| (*k, v.as_os_str())))
-        .kill_on_drop(true)
-        .output();
-    tokio::time::timeout(Duration::from_secs(60), run)
-        .await
-        .expect("lpsctl hung")
-        .unwrap()
 }
 
 /// A temporary directory `lps-<tag>-<pid>-<random>`, removed on drop.

@@ -17,7 +17,7 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::{Context as _, anyhow, bail};
 use clap::{Parser, Subcommand, ValueEnum};
-use lps_coordinator::cli::{csv, delivery, json, text};
+use lps_cli::{csv, delivery, evidence, json, text};
 use lps_proto::{
     model::timestamp_to_pb,
     pb::{self, ops_service_client::OpsServiceClient, search_service_client::SearchServiceClient},
@@ -607,19 +607,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await?
                 .into_inner();
             if let Some(dir) = evidence {
-                std::fs::create_dir_all(&dir)?;
-                for run in &job.runs {
-                    let Some(e) = &run.evidence else { continue };
-                    let base = dir.join(format!("job-{job_id}-run-{}", run.lease_epoch));
-                    std::fs::write(base.with_extension("html"), &e.html)?;
-                    if !e.screenshot_jpeg.is_empty() {
-                        std::fs::write(base.with_extension("jpg"), &e.screenshot_jpeg)?;
-                    }
-                    eprintln!(
-                        "evidence of run {} written to {}.*",
-                        run.lease_epoch,
-                        base.display()
-                    );
+                let written = evidence::write(&dir, &job)
+                    .with_context(|| format!("cannot write evidence to {}", dir.display()))?;
+                for base in written {
+                    eprintln!("evidence written to {}.*", base.display());
                 }
             }
             if as_json {

@@ -7,6 +7,7 @@
 
 pub mod csv;
 pub mod delivery;
+pub mod evidence;
 pub mod json;
 pub mod table;
 pub mod text;
