@@ -11,6 +11,7 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::queue::{Cancelled, Disposition, QueueOps};
+pub use crate::queue::{MAX_RETRY_IDS, RetryDeadFilter};
 
 /// Where a search stands: per product, per mall.
 #[derive(Debug, Clone, PartialEq)]
@@ -322,16 +323,6 @@ pub struct CancelReport {
     pub kept_shared: u32,
     /// Every job this call cancelled.
     pub cancelled: Vec<Cancelled>,
-}
-
-/// Which dead jobs RetryDead puts back. Every given filter must hold.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RetryDeadFilter {
-    /// Only these jobs; empty: any.
-    pub job_ids: Vec<i64>,
-    pub mall: Option<MallId>,
-    /// Only jobs that died at or after this time.
-    pub since: Option<DateTime<Utc>>,
 }
 
 /// A connected crawler node (a row of `node_session`).
