@@ -35,7 +35,10 @@ use tracing::{Instrument as _, Span, debug, info, info_span, instrument, warn};
 use uuid::Uuid;
 
 use super::{Command, Dispatcher, Entry};
-use crate::queue::{self, ClaimedJob};
+use crate::{
+    node_session,
+    queue::{self, ClaimedJob},
+};
 
 /// The sending half of a node stream.
 pub type Outbound = mpsc::Sender<Result<pb::CoordinatorMessage, Status>>;
@@ -167,7 +170,7 @@ pub async fn run(
         }
     };
     d.registry.unregister(&node_id, session_id).await;
-    if let Err(e) = mark_disconnected(&d, &node_id, session_id).await {
+    if let Err(e) = node_session::disconnect(d.pool(), &node_id, session_id).await {
         warn!(error = %e, "could not mark the node disconnected");
     }
     match end {
@@ -220,45 +223,23 @@ impl Session {
         let d = &self.d;
         let malls: Vec<String> = hello.malls.iter().map(|m| m.to_string()).collect();
         // NB: an operator's drain survives a reconnect of the same node process.
-        let drain_requested = sqlx::query_scalar!(
-            "insert into node_session (node_id, session_id, coordinator_id, version, slots, free_slots, malls, instance)
-             values ($1, $2, $3, $4, $5, $5, $6, $7)
-             on conflict (node_id) do update set
-                 session_id = excluded.session_id, coordinator_id = excluded.coordinator_id,
-                 version = excluded.version, slots = excluded.slots, free_slots = excluded.free_slots,
-                 malls = excluded.malls, connected_at = now(), last_seen_at = now(),
-                 draining = coalesce(node_session.draining and node_session.instance = excluded.instance, false),
-                 instance = excluded.instance, disconnected_at = null
-             -- NB: another replica's live stream of another node process under this id is
-             -- not taken over (this replica's own streams are the registry's business).
-             where node_session.disconnected_at is not null
-                or node_session.coordinator_id = excluded.coordinator_id
-                or node_session.last_seen_at <= now() - interval '90 seconds'
-                or node_session.instance is null or excluded.instance is null
-                or node_session.instance = excluded.instance
-             returning draining",
-            self.node_id,
-            self.session_id,
-            d.config.coordinator_id,
-            hello.version,
-            i32::try_from(hello.slots).unwrap_or(i32::MAX),
-            &malls,
-            hello.instance.as_deref(),
-        )
-        .fetch_optional(d.pool())
-        .await
-        .map_err(|e| crate::grpc::status(e.into()))?;
-        let Some(drain_requested) = drain_requested else {
-            let live = sqlx::query!(
-                "select coordinator_id, instance from node_session where node_id = $1",
-                self.node_id
-            )
-            .fetch_optional(d.pool())
+        let stream = node_session::Stream {
+            node_id: &self.node_id,
+            session_id: self.session_id,
+            coordinator_id: &d.config.coordinator_id,
+            version: &hello.version,
+            slots: hello.slots,
+            malls: &malls,
+            instance: hello.instance.as_deref(),
+        };
+        let registered = node_session::register(d.pool(), &stream)
             .await
             .map_err(|e| crate::grpc::status(e.into()))?;
-            let (coordinator, instance) = live
-                .map(|r| (r.coordinator_id, r.instance.unwrap_or_default()))
-                .unwrap_or_default();
+        let Some(drain_requested) = registered else {
+            let live = node_session::holder(d.pool(), &self.node_id)
+                .await
+                .map_err(|e| crate::grpc::status(e.into()))?;
+            let (coordinator, instance) = (live.coordinator_id, live.instance);
             warn!(live.coordinator = %coordinator, live.instance = %instance, "a second node process uses this node id (connected to another replica); refused");
             return Err(Status::already_exists(format!(
                 "node id {:?} is already connected from another node process (instance {instance}, through coordinator {coordinator}); every node needs its own LPS_NODE_ID",
@@ -1039,18 +1020,10 @@ impl Session {
         if hb.free_slots != self.recorded_free || self.recorded_at.elapsed() >= NODE_ROW_REFRESH {
             self.recorded_free = hb.free_slots;
             self.recorded_at = Instant::now();
-            drain_requested = sqlx::query_scalar!(
-                "update node_session set last_seen_at = now(), free_slots = $3
-                 where node_id = $1 and session_id = $2
-                 returning draining",
-                self.node_id,
-                self.session_id,
-                i32::try_from(hb.free_slots).unwrap_or(i32::MAX)
-            )
-            .fetch_optional(self.d.pool())
-            .await
-            .map_err(|e| crate::grpc::status(e.into()))?
-            .unwrap_or(false);
+            drain_requested =
+                node_session::refresh(self.d.pool(), &self.node_id, self.session_id, hb.free_slots)
+                    .await
+                    .map_err(|e| crate::grpc::status(e.into()))?;
         }
         self.send(Out::HeartbeatAck(ack)).await?;
         if self.draining {
@@ -1119,21 +1092,6 @@ fn outcome_label(outcome: model::Outcome) -> &'static str {
 fn rejected(e: &model::FieldError) -> (pb::AckStatus, String) {
     warn!(error = %e, "rejected an invalid report");
     (pb::AckStatus::Rejected, e.to_string())
-}
-
-async fn mark_disconnected(
-    d: &Dispatcher,
-    node_id: &str,
-    session_id: Uuid,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "update node_session set disconnected_at = now() where node_id = $1 and session_id = $2",
-        node_id,
-        session_id
-    )
-    .execute(d.pool())
-    .await
-    .map(|_| ())
 }
 
 /// The Assign message for a claimed job.

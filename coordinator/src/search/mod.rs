@@ -14,7 +14,8 @@
 //!   running them;
 //! - [`Searches::retry_dead`]: dead jobs back to the queue with fresh attempts
 //!   ([`Queue::retry_dead`]);
-//! - [`Searches::nodes`], [`Searches::proxy_ports`], [`Searches::ops`]: fleet views.
+//! - [`Searches::nodes`], [`Searches::proxy_ports`], [`Searches::ops`]: fleet views (the
+//!   nodes read through [`node_session`]).
 //!
 //! NB: the version only moves with the jobs. Cancelling a search whose active jobs are all
 //! shared changes no job, so watchers see `cancelled` with the next job change.
@@ -40,7 +41,7 @@ use tracing::{instrument, warn};
 pub use types::*;
 
 use crate::{
-    control,
+    control, node_session,
     queue::{Error, Queue, SearchCancelled},
 };
 
@@ -323,25 +324,7 @@ impl Searches {
     /// Connected nodes with the jobs they run.
     #[instrument(name = "search.nodes", skip_all, err(level = "info"))]
     pub async fn nodes(&self) -> Result<Vec<NodeInfo>, Error> {
-        let rows = sqlx::query_file!("src/search/sql/nodes.sql")
-            .fetch_all(self.pool())
-            .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| NodeInfo {
-                node_id: r.node_id,
-                session_id: r.session_id,
-                coordinator_id: r.coordinator_id,
-                version: r.version,
-                slots: u32::try_from(r.slots).unwrap_or_default(),
-                free_slots: u32::try_from(r.free_slots).unwrap_or_default(),
-                malls: r.malls,
-                running_jobs: r.running_jobs,
-                connected_at: r.connected_at,
-                last_seen_at: r.last_seen_at,
-                draining: r.draining,
-            })
-            .collect())
+        Ok(node_session::connected(self.pool()).await?)
     }
 
     /// Enabled proxy ports with their state now.
@@ -374,6 +357,7 @@ impl Searches {
     /// The nodes' and proxies' figures of the ops snapshot.
     #[instrument(name = "search.fleet_ops", skip_all, err(level = "info"))]
     pub async fn fleet_ops(&self) -> Result<FleetOps, Error> {
+        let nodes = node_session::fleet(self.pool(), self.now).await?;
         let r = sqlx::query_file!("src/search/sql/fleet_ops.sql", self.now)
             .fetch_one(self.pool())
             .await?;
@@ -390,8 +374,8 @@ impl Searches {
             })
             .collect();
         Ok(FleetOps {
-            nodes_connected: r.nodes_connected,
-            free_slots: r.free_slots,
+            nodes_connected: nodes.nodes_connected,
+            free_slots: nodes.free_slots,
             ports_total: r.ports_total,
             ports_available: r.ports_available,
             blocks_last_hour: r.blocks_last_hour,
