@@ -1,8 +1,10 @@
 //! The job queue: every rule of DESIGN §2 "Queue rules", enforced in PostgreSQL.
 //!
 //! Owns the `job`, `search_request`, `search_item`, `offer`, `negative_cache`,
-//! `job_attempt`, `stale_report`, `mall`, `mall_slot` and `spend_minute` tables. Each
-//! transition is ONE guarded SQL statement (in `sql/`), named after its precondition:
+//! `job_attempt`, `stale_report`, `mall`, `mall_slot` and `spend_minute` tables: no other
+//! module's statements change them (DESIGN §1, "Table owners"). Each transition is ONE
+//! guarded SQL statement (in `sql/`; CancelSearch is three in one transaction), named
+//! after its precondition:
 //!
 //! - [`Queue::enqueue`]: a whole search in one round trip (dedupe + promotion + caches);
 //! - [`Queue::claim`]: `FOR UPDATE SKIP LOCKED` inside the `UPDATE … RETURNING`, at most `n`,
