@@ -152,15 +152,9 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     settings.commit().await?;
     // Streams an earlier process under this replica's id held died with it (a crash leaves
     // them marked connected).
-    let stale = sqlx::query!(
-        "update node_session set disconnected_at = now()
-         where coordinator_id = $1 and disconnected_at is null",
-        config.coordinator_id
-    )
-    .execute(&pool)
-    .await
-    .context("marking an earlier process's node streams disconnected")?
-    .rows_affected();
+    let stale = crate::node_session::disconnect_replica(&pool, &config.coordinator_id)
+        .await
+        .context("marking an earlier process's node streams disconnected")?;
     if stale > 0 {
         info!(
             streams = stale,

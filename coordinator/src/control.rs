@@ -60,15 +60,7 @@ pub async fn send_cancels(
 /// its row, so a node that reconnects (the same process) is drained then, and every
 /// heartbeat answer repeats the Drain.
 pub async fn request_drain(pool: &PgPool, node_id: &str) -> Result<bool, queue::Error> {
-    let marked = sqlx::query!(
-        "update node_session set draining = true
-         where node_id = $1 and (disconnected_at is null or disconnected_at > now() - interval '5 minutes')",
-        node_id
-    )
-    .execute(pool)
-    .await?
-    .rows_affected();
-    if marked == 0 {
+    if !crate::node_session::mark_draining(pool, node_id).await? {
         return Ok(false);
     }
     send(

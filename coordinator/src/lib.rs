@@ -14,6 +14,7 @@ pub mod dispatch;
 pub mod grpc;
 pub mod ledger;
 pub mod metrics;
+pub mod node_session;
 pub mod profiles;
 pub mod queue;
 pub mod readiness;

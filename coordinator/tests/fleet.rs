@@ -4,7 +4,7 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use lps_coordinator::{app::Running, queue::EnqueueContext};
+use lps_coordinator::{app::Running, queue::EnqueueContext, search::Searches};
 use lps_crawler_node::{
     config::Config as NodeConfig,
     executor::ScriptedExecutor,
@@ -281,10 +281,16 @@ async fn a_lost_node_job_goes_to_another_node_after_the_grace_period(pool: PgPoo
         .await
         .unwrap();
     assert_eq!(lease_epoch, 2);
-    let cancelled = c.queue.cancel(&[job]).await.unwrap();
-    lps_coordinator::control::send_cancels(&pool, &cancelled, "test")
+    let search_id: i64 = sqlx::query_scalar("select search_id from search_item where job_id = $1")
+        .bind(job)
+        .fetch_one(&pool)
         .await
         .unwrap();
+    let cancelled = Searches::new(c.queue.clone())
+        .cancel(search_id, None)
+        .await
+        .unwrap();
+    assert_eq!(cancelled.cancelling_running, 1);
     other.handle.wait_for(|s| s.running_jobs == 0).await;
     other.stop.cancel();
     other.task.await.unwrap().unwrap();

@@ -186,6 +186,57 @@ async fn bad_token_and_wrong_protocol_version_are_rejected(pool: PgPool) {
     running.shutdown().await;
 }
 
+/// Every frame goes through its model type: an invalid report is acked REJECTED naming
+/// the field and the stream goes on; an invalid Credit or Heartbeat (no ack to carry the
+/// error) ends the stream with INVALID_ARGUMENT naming the field, like an invalid Hello.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn invalid_frames_are_refused_naming_the_field(pool: PgPool) {
+    let running = coordinator(&pool, "15s").await;
+    let cases = [
+        (
+            In::Credit(pb::Credit { free_slots: 65 }),
+            "credit.free_slots",
+        ),
+        (
+            In::Heartbeat(pb::Heartbeat {
+                running: vec![pb::JobProgress {
+                    job_id: 0,
+                    lease_epoch: 1,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            "heartbeat.running[0].job_id",
+        ),
+    ];
+    for (frame, field) in cases {
+        let mut node = open(running.grpc_addr, NODE_TOKEN, hello("n1", vec![]))
+            .await
+            .unwrap();
+        let Out::Welcome(_) = node.next().await else {
+            panic!("expected welcome")
+        };
+        // A report that does not validate is rejected in-band; the stream stays.
+        node.send(not_found(7, 0, 1)).await;
+        let Out::Ack(ack) = node.next().await else {
+            panic!("expected an ack")
+        };
+        assert_eq!(
+            (ack.report_seq, ack.status),
+            (7, pb::AckStatus::Rejected as i32)
+        );
+        assert!(ack.error.contains("job_id"), "{}", ack.error);
+        node.send(frame).await;
+        let err = tokio::time::timeout(Duration::from_secs(10), node.rx.message())
+            .await
+            .expect("no answer within 10s")
+            .expect_err("the stream must end");
+        assert_eq!(err.code(), Code::InvalidArgument, "{err}");
+        assert!(err.message().contains(field), "{}", err.message());
+    }
+    running.shutdown().await;
+}
+
 #[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
 async fn idle_node_gets_new_job_and_result_is_acked_after_commit(pool: PgPool) {
     let running = coordinator(&pool, "15s").await;

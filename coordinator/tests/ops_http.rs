@@ -66,13 +66,12 @@ async fn health_metrics_ops_and_alerts_once_per_transition(
         None,
     )
     .unwrap();
-    let job = a
+    let search_id = a
         .queue
         .enqueue(&req, &EnqueueContext::default())
         .await
         .unwrap()
-        .items[0]
-        .job_id;
+        .search_id;
     let fired = wait_for_posts(&posts, 1, |_| true).await;
     assert_eq!(fired.len(), 1, "{fired:?}");
     assert!(
@@ -138,7 +137,7 @@ async fn health_metrics_ops_and_alerts_once_per_transition(
     assert!(rule.since.is_some());
 
     // The job goes away: the rule resolves, announced once.
-    a.queue.cancel(&[job]).await.unwrap();
+    a.queue.cancel_search(search_id, None).await.unwrap();
     let all = wait_for_posts(&posts, 2, |_| true).await;
     assert_eq!(all.len(), 2, "{all:?}");
     assert!(all[1].contains("oldest_queued_seconds resolved"), "{all:?}");

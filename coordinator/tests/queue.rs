@@ -878,10 +878,10 @@ async fn cancel_ends_queued_and_running_jobs(pool: PgPool) {
         .await
         .unwrap();
     let running = queue.claim("node", None, 1).await.unwrap().remove(0);
-    let ids: Vec<i64> = accepted.items.iter().map(|i| i.job_id).collect();
-    let mut cancelled = queue.cancel(&ids).await.unwrap();
+    let done = queue.cancel_search(accepted.search_id, None).await.unwrap();
+    let mut cancelled = done.cancelled;
     cancelled.sort_by_key(|c| c.lease.job_id);
-    assert_eq!(cancelled.len(), 2);
+    assert_eq!((done.locked, cancelled.len()), (2, 2));
     let was_running = cancelled
         .iter()
         .find(|c| c.was == JobState::Running)
@@ -900,8 +900,10 @@ async fn cancel_ends_queued_and_running_jobs(pool: PgPool) {
         count(&pool, "select count(*) from job where state = 'cancelled'").await,
         2
     );
-    assert!(
-        queue.cancel(&ids).await.unwrap().is_empty(),
+    let again = queue.cancel_search(accepted.search_id, None).await.unwrap();
+    assert_eq!(
+        (again.locked, again.cancelled.len()),
+        (0, 0),
         "cancel is idempotent"
     );
 }

@@ -18,12 +18,9 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use lps_proto::{
-    model::{
-        ErrorClass, JobFailure, JobHandBack, JobMetrics, JobResult, JobStopped, Lease,
-        MAX_OFFERS_PER_RESULT, MallId,
-    },
-    pb,
+use lps_proto::model::{
+    ErrorClass, JobFailure, JobHandBack, JobMetrics, JobProgress, JobResult, JobStopped, Lease,
+    MAX_OFFERS_PER_RESULT, MallId,
 };
 use tokio::{
     task::{JoinError, JoinSet},
@@ -159,23 +156,22 @@ impl Jobs {
     }
 
     /// Heartbeat progress of every `Running` job, by job id.
-    pub fn progress(&self) -> Vec<pb::JobProgress> {
-        let mut out: Vec<pb::JobProgress> = self
+    pub fn progress(&self) -> Vec<JobProgress> {
+        let mut out: Vec<JobProgress> = self
             .table
             .iter()
             .filter(|(_, e)| e.phase == Phase::Running)
             .map(|(lease, e)| {
                 let p = e.progress.snapshot();
-                pb::JobProgress {
-                    job_id: lease.job_id,
-                    lease_epoch: lease.epoch,
+                JobProgress {
+                    lease: *lease,
                     round: p.round,
                     pages_loaded: p.pages_loaded,
                     bytes: p.bytes,
                 }
             })
             .collect();
-        out.sort_by_key(|p| p.job_id);
+        out.sort_by_key(|p| p.lease.job_id);
         out
     }
 
@@ -494,7 +490,10 @@ fn report_outcome(lease: Lease, outcome: Outcome, elapsed: Duration) -> Report {
 #[cfg(test)]
 mod tests {
     use chrono::Utc;
-    use lps_proto::model::{Offer, Outcome as Final, ProductSpec};
+    use lps_proto::{
+        model::{Offer, Outcome as Final, ProductSpec},
+        pb,
+    };
 
     use super::*;
     use crate::executor::ScriptedExecutor;
@@ -632,7 +631,7 @@ mod tests {
             if jobs
                 .progress()
                 .iter()
-                .any(|p| p.job_id == job_id && p.bytes == bytes)
+                .any(|p| p.lease.job_id == job_id && p.bytes == bytes)
             {
                 return;
             }

@@ -1,10 +1,12 @@
 //! The proxy-port ledger: every rule of DESIGN §4 "Proxy ledger", enforced in PostgreSQL.
 //!
-//! Owns the `proxy_port`, `proxy_port_cooldown`, `ip_session` and `bot_detection` tables
-//! (and writes `job.ip_burns`). `proxy_port` is the single truth about exit IPs shared by
+//! Owns the `proxy_port`, `proxy_port_cooldown`, `ip_session` and `bot_detection` tables;
+//! a block's IP burn on the job is the queue's (`queue::embedded::burn_ip`), counted in the
+//! release's transaction. `proxy_port` is the single truth about exit IPs shared by
 //! every coordinator replica: nothing about ports is kept in memory, so a restart forgets
 //! nothing and two replicas can never hand out one IP twice (the §8 lesson). Each
-//! transition is ONE guarded SQL statement (in `sql/`):
+//! transition is ONE guarded SQL statement (in `sql/`; a block's release adds the queue's IP
+//! burn in its transaction):
 //!
 //! - [`Ledger::acquire`]: a `FOR UPDATE SKIP LOCKED` pick of the least recently used port
 //!   that is enabled, not leased (an expired lease is free), not resting, not cooling down
@@ -12,7 +14,7 @@
 //! - [`Ledger::renew`]: the node's heartbeat extends its live leases; a missing port is lost;
 //! - [`Ledger::release`]: guarded by the holder (node and job); by reason the port rests
 //!   (`budget`), cools down for the mall with exponential backoff and full jitter and burns
-//!   one of the job's IPs (`block`), cools down for every mall (`proxy_error`) or is simply
+//!   one of the job's IPs (`block`, counted by the queue in the same transaction), cools down for every mall (`proxy_error`) or is simply
 //!   free; the IP session is recorded whether or not the node still held the port;
 //! - [`Ledger::release_node`] / [`Ledger::release_lost_node`]: a vanished node's ports;
 //! - [`Ledger::reconcile`]: the configured ports, under an advisory lock so replicas that
@@ -42,10 +44,21 @@ use lps_proto::model::{BlockEvent, FieldError, MallId, SessionEndReason, Session
 use sqlx::PgPool;
 use tracing::instrument;
 
+use crate::queue;
+
 pub use advice::{Advice, AdviceParams, AdviceStep};
 pub use config::{LedgerArgs, LedgerConfig, PORTS_SETTING, PortSet, Secret};
 pub use error::Error;
 pub use types::*;
+
+/// A row of `release.sql`.
+struct ReleaseRow {
+    held: bool,
+    ip_burns: Option<i16>,
+    rest_until: Option<DateTime<Utc>>,
+    cooldown_until: Option<DateTime<Utc>>,
+    mall_cooldown_until: Option<DateTime<Utc>>,
+}
 
 /// Key of the advisory lock that serializes reconciles across replicas.
 const RECONCILE_LOCK: i64 = 0x4c50_535f_5052_5859; // "LPS_PRXY"
@@ -243,30 +256,59 @@ impl Ledger {
         session: &SessionStats,
     ) -> Result<Released, Error> {
         let jitter = self.jitter.unwrap_or_else(fastrand::f64);
-        let r = sqlx::query_file!(
-            "src/ledger/sql/release.sql",
-            self.config.host,
-            i32::from(port),
-            node,
-            reason as SessionEndReason,
-            session.mall.as_str(),
-            session.job_id,
-            to_i32("requests", session.requests)?,
-            to_i32("ok", session.ok)?,
-            to_i32("blocked", session.blocked)?,
-            millis(session.elapsed),
-            millis(self.config.rest),
-            millis(self.config.block_cooldown_base) as f64,
-            millis(self.config.block_cooldown_cap) as f64,
-            jitter,
-            millis(self.config.proxy_error_cooldown),
-            self.now,
-            lease_id,
-        )
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| Error::from_db(e, "session"))?;
-        let job_ip_burns = r.ip_burns.map(|b| u32::try_from(b).unwrap_or_default());
+        // A block that ends the lease burns one of the job's IPs: the queue counts it in
+        // this transaction, so the port's cooldown and the job's count commit together.
+        let burns_job = session.job_id.filter(|_| reason == SessionEndReason::Block);
+        // NB: only such a release takes a transaction; any other is one statement.
+        let mut tx = match burns_job {
+            Some(_) => Some(self.pool.begin().await?),
+            None => None,
+        };
+        macro_rules! release {
+            ($db:expr) => {
+                sqlx::query_file_as!(
+                    ReleaseRow,
+                    "src/ledger/sql/release.sql",
+                    self.config.host,
+                    i32::from(port),
+                    node,
+                    reason as SessionEndReason,
+                    session.mall.as_str(),
+                    session.job_id,
+                    to_i32("requests", session.requests)?,
+                    to_i32("ok", session.ok)?,
+                    to_i32("blocked", session.blocked)?,
+                    millis(session.elapsed),
+                    millis(self.config.rest),
+                    millis(self.config.block_cooldown_base) as f64,
+                    millis(self.config.block_cooldown_cap) as f64,
+                    jitter,
+                    millis(self.config.proxy_error_cooldown),
+                    self.now,
+                    lease_id,
+                )
+                .fetch_one($db)
+                .await
+                .map_err(|e| Error::from_db(e, "session"))?
+            };
+        }
+        let r = match tx.as_mut() {
+            Some(tx) => release!(&mut **tx),
+            None => release!(&self.pool),
+        };
+        let ip_burns = match (tx, burns_job) {
+            (Some(mut tx), Some(job_id)) => {
+                let burns = if r.held {
+                    queue::embedded::burn_ip(&mut tx, job_id).await?
+                } else {
+                    None
+                };
+                tx.commit().await?;
+                burns.or(r.ip_burns)
+            }
+            _ => r.ip_burns,
+        };
+        let job_ip_burns = ip_burns.map(|b| u32::try_from(b).unwrap_or_default());
         Ok(Released {
             held: r.held,
             job_ip_burns,

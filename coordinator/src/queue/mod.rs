@@ -1,8 +1,10 @@
 //! The job queue: every rule of DESIGN §2 "Queue rules", enforced in PostgreSQL.
 //!
 //! Owns the `job`, `search_request`, `search_item`, `offer`, `negative_cache`,
-//! `job_attempt`, `stale_report`, `mall`, `mall_slot` and `spend_minute` tables. Each
-//! transition is ONE guarded SQL statement (in `sql/`), named after its precondition:
+//! `job_attempt`, `stale_report`, `mall`, `mall_slot` and `spend_minute` tables: no other
+//! module's statements change them (DESIGN §1, "Table owners"). Each transition is ONE
+//! guarded SQL statement (in `sql/`; CancelSearch is three in one transaction), named
+//! after its precondition:
 //!
 //! - [`Queue::enqueue`]: a whole search in one round trip (dedupe + promotion + caches);
 //! - [`Queue::claim`]: `FOR UPDATE SKIP LOCKED` inside the `UPDATE … RETURNING`, at most `n`,
@@ -10,7 +12,11 @@
 //! - [`Queue::renew_if_leased`], [`Queue::complete_if_leased`], [`Queue::fail_if_leased`],
 //!   [`Queue::hand_back_if_leased`]: `WHERE job_id AND state = 'running' AND lease_epoch`;
 //!   zero rows is [`Error::LeaseLost`] (recorded in `stale_report`, never applied);
-//! - [`Queue::release_node`], [`Queue::reap`], [`Queue::cancel`];
+//! - [`Queue::release_node`], [`Queue::reap`];
+//! - [`Queue::cancel_search`] and [`Queue::retry_dead`] (`levers.rs`): the transactions of
+//!   CancelSearch and RetryDead;
+//! - [`embedded`]: the job's part of other modules' statements, on their connection (a
+//!   block's IP burn in the ledger's release, retention's batches of finished jobs);
 //! - [`Queue::record_spend`] (`spend.rs`): what a run cost, on its attempt, whether or not its
 //!   report still held the lease.
 //!
@@ -28,7 +34,9 @@
 //! Time: every statement takes an optional `now`; `None` means the database clock
 //! (`clock_timestamp()`), so all replicas agree. Tests pin it with [`Queue::at`].
 
+pub mod embedded;
 mod error;
+mod levers;
 mod listener;
 mod outage;
 mod settle;
@@ -50,6 +58,7 @@ use tokio::sync::oneshot;
 use tracing::{Instrument as _, info_span, instrument};
 
 pub use error::Error;
+pub use levers::{MAX_RETRY_IDS, RetryDeadFilter, SearchCancelled};
 pub use listener::{DELIVERY_CHANNEL, JobListener, Wakeups};
 pub use outage::Outages;
 pub use settle::BatchCounts;
@@ -838,26 +847,6 @@ impl Queue {
     /// TTL, which leaves a renewed lease (TTL at least five heartbeats) time to spare.
     pub fn stall_limit(&self) -> Duration {
         self.config.lease_ttl / 4
-    }
-
-    /// Cancels jobs: queued ones in place, running ones with their lease ended now. Returns
-    /// what was cancelled, with the node of each running one so it can be told to stop.
-    #[instrument(name = "queue.cancel", skip_all, fields(jobs = job_ids.len() as i64), err(level = "info"))]
-    pub async fn cancel(&self, job_ids: &[i64]) -> Result<Vec<Cancelled>, Error> {
-        let rows = sqlx::query_file!("src/queue/sql/cancel.sql", job_ids, self.now)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| Cancelled {
-                lease: Lease {
-                    job_id: r.job_id,
-                    epoch: r.lease_epoch,
-                },
-                was: r.prev_state,
-                node: r.prev_node,
-            })
-            .collect())
     }
 
     /// The queue's figures of the ops snapshot.

@@ -13,7 +13,10 @@
 //! sweep and nobody waits for a sweep. No claim
 //! reads or locks what a sweep deletes: claims lock queued jobs, sweeps only finished ones.
 //!
-//! What each rule keeps is written in its SQL file (`retention/sql/`); in short, nothing an
+//! What each rule keeps is written in its SQL file (`retention/sql/`; the searches and jobs
+//! rules' are the queue's `queue/sql/retire_searches.sql` and `retire_finished.sql`, run
+//! through [`queue::embedded`] because the queue is the one writer of `search_request` and
+//! `job`); in short, nothing an
 //! unfinished search still needs is deleted: a search goes only when none of its jobs is
 //! queued or running and none of its deliveries is undelivered, a job only when it is finished and no kept search refers to it, the
 //! newest found result of a product and mall (which a Search with any `max_age` answers
@@ -37,7 +40,7 @@ use sqlx::{PgConnection, PgPool, pool::PoolConnection};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, info, info_span, warn};
 
-use crate::config::ConfigError;
+use crate::{config::ConfigError, queue};
 
 /// The advisory lock one sweep holds ('lps-rtn'): one replica sweeps at a time.
 pub const SWEEP_LOCK: i64 = 0x6c70_732d_7274_6e00;
@@ -75,6 +78,17 @@ struct Batch {
     scanned: i64,
     last_at: Option<DateTime<Utc>>,
     last_id: Option<i64>,
+}
+
+impl From<queue::embedded::Retired> for Batch {
+    fn from(r: queue::embedded::Retired) -> Self {
+        Self {
+            deleted: r.deleted,
+            scanned: r.scanned,
+            last_at: r.last_at,
+            last_id: r.last_id,
+        }
+    }
 }
 
 impl Kind {
@@ -132,8 +146,18 @@ impl Kind {
             };
         }
         match self {
-            Self::Searches => rule!("src/retention/sql/searches.sql"),
-            Self::Jobs => rule!("src/retention/sql/jobs.sql"),
+            // NB: the queue is the one writer of `search_request` and `job`; its statements
+            // run on this sweep's connection like the others.
+            Self::Searches => {
+                queue::embedded::retire_searches(conn, age_ms, limit, (after_at, after_id))
+                    .await
+                    .map(Batch::from)
+            }
+            Self::Jobs => {
+                queue::embedded::retire_finished(conn, age_ms, limit, (after_at, after_id))
+                    .await
+                    .map(Batch::from)
+            }
             Self::HistoryThin => rule!("src/retention/sql/history_thin.sql"),
             Self::History => rule!("src/retention/sql/history.sql"),
             Self::IpSessions => rule!("src/retention/sql/ip_sessions.sql"),

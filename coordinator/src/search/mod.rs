@@ -9,16 +9,19 @@
 //!   change, so it only grows and a watcher can resume from it);
 //! - [`Searches::job`], [`Searches::price_history`];
 //! - [`Searches::cancel`]: cancels the search's active jobs that no other active search
-//!   shares, then tells the nodes running them (see `sql/cancel_*.sql` for why the sharing
-//!   check is race-free against a concurrent Search joining the job);
-//! - [`Searches::retry_dead`]: dead jobs back to the queue with fresh attempts;
-//! - [`Searches::nodes`], [`Searches::proxy_ports`], [`Searches::ops`]: fleet views.
+//!   shares ([`Queue::cancel_search`]; see `queue/sql/cancel_*.sql` for why the sharing
+//!   check is race-free against a concurrent Search joining the job), then tells the nodes
+//!   running them;
+//! - [`Searches::retry_dead`]: dead jobs back to the queue with fresh attempts
+//!   ([`Queue::retry_dead`]);
+//! - [`Searches::nodes`], [`Searches::proxy_ports`], [`Searches::ops`]: fleet views (the
+//!   nodes read through [`node_session`]).
 //!
 //! NB: the version only moves with the jobs. Cancelling a search whose active jobs are all
 //! shared changes no job, so watchers see `cancelled` with the next job change.
 //!
-//! Reads are single statements (one snapshot each). Nothing here holds a transaction across
-//! anything but its own statements; the only multi-statement transaction is `cancel`. Errors
+//! Nothing here writes a job: the levers call the queue's transitions. Reads are single
+//! statements (one snapshot each). Errors
 //! are [`queue::Error`], so one mapping (`grpc::status`) serves both.
 //!
 //! Time: like the queue, every time-dependent statement takes an optional `now` (`None`:
@@ -30,7 +33,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use lps_proto::model::{
-    ErrorClass, FieldError, JobState, Lease, MallId, Outcome, ProductSpec, RoundReport,
+    ErrorClass, FieldError, JobState, MallId, Outcome, ProductSpec, RoundReport,
 };
 use sqlx::types::Json;
 use tracing::{instrument, warn};
@@ -38,8 +41,8 @@ use tracing::{instrument, warn};
 pub use types::*;
 
 use crate::{
-    control,
-    queue::{self, Cancelled, Error, Queue},
+    control, node_session,
+    queue::{Error, Queue, SearchCancelled},
 };
 
 /// Most entries one price-history call returns.
@@ -51,8 +54,6 @@ pub const DEFAULT_HISTORY_WINDOW: Duration = Duration::from_secs(30 * 24 * 3600)
 /// Offers per (product, mall) item a search status carries, cheapest first (GetJob shows
 /// all of a job's offers). Bounds the status of a 200 × 20 search.
 pub const STATUS_OFFERS_PER_ITEM: i64 = 20;
-/// Most job ids one RetryDead call may name.
-pub const MAX_RETRY_IDS: usize = 10_000;
 
 /// Read side of searches plus cancel, retry and fleet views. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -291,40 +292,8 @@ impl Searches {
         search_id: i64,
         client: Option<&str>,
     ) -> Result<CancelReport, Error> {
-        let mut tx = self.pool().begin().await?;
-        sqlx::query_file!(
-            "src/search/sql/cancel_mark.sql",
-            search_id,
-            self.now,
-            client
-        )
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or(Error::NotFound("search", search_id))?;
-        let locked = sqlx::query_file_scalar!("src/search/sql/cancel_lock.sql", search_id)
-            .fetch_all(&mut *tx)
-            .await?;
-        let rows = sqlx::query_file!(
-            "src/search/sql/cancel_jobs.sql",
-            search_id,
-            &locked,
-            self.now
-        )
-        .fetch_all(&mut *tx)
-        .await?;
-        tx.commit().await?;
-
-        let cancelled: Vec<Cancelled> = rows
-            .into_iter()
-            .map(|r| Cancelled {
-                lease: Lease {
-                    job_id: r.job_id,
-                    epoch: r.lease_epoch,
-                },
-                was: r.prev_state,
-                node: r.prev_node,
-            })
-            .collect();
+        let SearchCancelled { locked, cancelled } =
+            self.queue.cancel_search(search_id, client).await?;
         let count = |state| {
             let n = cancelled.iter().filter(|c| c.was == state).count();
             u32::try_from(n).unwrap_or(u32::MAX)
@@ -332,8 +301,7 @@ impl Searches {
         let report = CancelReport {
             cancelled_queued: count(JobState::Queued),
             cancelling_running: count(JobState::Running),
-            kept_shared: u32::try_from(locked.len().saturating_sub(cancelled.len()))
-                .unwrap_or(u32::MAX),
+            kept_shared: u32::try_from(locked.saturating_sub(cancelled.len())).unwrap_or(u32::MAX),
             cancelled,
         };
         if report.cancelling_running > 0 {
@@ -350,64 +318,13 @@ impl Searches {
     /// the ids of the requeued jobs.
     #[instrument(name = "search.retry_dead", skip_all, err(level = "info"))]
     pub async fn retry_dead(&self, filter: &RetryDeadFilter) -> Result<Vec<i64>, Error> {
-        if filter.job_ids.len() > MAX_RETRY_IDS {
-            return Err(FieldError::new(
-                "job_ids",
-                format!("at most {MAX_RETRY_IDS} ids per call"),
-            )
-            .into());
-        }
-        if let Some(i) = filter.job_ids.iter().position(|id| *id <= 0) {
-            return Err(FieldError::new(format!("job_ids[{i}]"), "must be positive").into());
-        }
-        let ids = (!filter.job_ids.is_empty()).then_some(filter.job_ids.as_slice());
-        let mall = filter.mall.as_ref().map(MallId::as_str);
-        // NB: a concurrent enqueue of the same product and mall can win the active slot
-        // between the statement's snapshot and its update (a unique violation); a fresh
-        // statement then skips that key.
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let result = sqlx::query_file!(
-                "src/search/sql/retry_dead.sql",
-                ids,
-                mall,
-                filter.since,
-                self.now,
-                queue::JOB_CHANNEL,
-            )
-            .fetch_one(self.pool())
-            .await;
-            match result {
-                Ok(row) => return Ok(row.job_ids),
-                Err(sqlx::Error::Database(db)) if db.is_unique_violation() && tries < 3 => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        self.queue.retry_dead(filter).await
     }
 
     /// Connected nodes with the jobs they run.
     #[instrument(name = "search.nodes", skip_all, err(level = "info"))]
     pub async fn nodes(&self) -> Result<Vec<NodeInfo>, Error> {
-        let rows = sqlx::query_file!("src/search/sql/nodes.sql")
-            .fetch_all(self.pool())
-            .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| NodeInfo {
-                node_id: r.node_id,
-                session_id: r.session_id,
-                coordinator_id: r.coordinator_id,
-                version: r.version,
-                slots: u32::try_from(r.slots).unwrap_or_default(),
-                free_slots: u32::try_from(r.free_slots).unwrap_or_default(),
-                malls: r.malls,
-                running_jobs: r.running_jobs,
-                connected_at: r.connected_at,
-                last_seen_at: r.last_seen_at,
-                draining: r.draining,
-            })
-            .collect())
+        Ok(node_session::connected(self.pool()).await?)
     }
 
     /// Enabled proxy ports with their state now.
@@ -440,6 +357,7 @@ impl Searches {
     /// The nodes' and proxies' figures of the ops snapshot.
     #[instrument(name = "search.fleet_ops", skip_all, err(level = "info"))]
     pub async fn fleet_ops(&self) -> Result<FleetOps, Error> {
+        let nodes = node_session::fleet(self.pool(), self.now).await?;
         let r = sqlx::query_file!("src/search/sql/fleet_ops.sql", self.now)
             .fetch_one(self.pool())
             .await?;
@@ -456,8 +374,8 @@ impl Searches {
             })
             .collect();
         Ok(FleetOps {
-            nodes_connected: r.nodes_connected,
-            free_slots: r.free_slots,
+            nodes_connected: nodes.nodes_connected,
+            free_slots: nodes.free_slots,
             ports_total: r.ports_total,
             ports_available: r.ports_available,
             blocks_last_hour: r.blocks_last_hour,

@@ -8,9 +8,12 @@ use lps_proto::model::{
     CardClass, ErrorClass, JobState, MallId, Offer, Outcome, RoundReport, ShippingStatus,
 };
 use serde::Deserialize;
-use uuid::Uuid;
 
 use crate::queue::{Cancelled, Disposition, QueueOps};
+pub use crate::{
+    node_session::NodeInfo,
+    queue::{MAX_RETRY_IDS, RetryDeadFilter},
+};
 
 /// Where a search stands: per product, per mall.
 #[derive(Debug, Clone, PartialEq)]
@@ -322,34 +325,6 @@ pub struct CancelReport {
     pub kept_shared: u32,
     /// Every job this call cancelled.
     pub cancelled: Vec<Cancelled>,
-}
-
-/// Which dead jobs RetryDead puts back. Every given filter must hold.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RetryDeadFilter {
-    /// Only these jobs; empty: any.
-    pub job_ids: Vec<i64>,
-    pub mall: Option<MallId>,
-    /// Only jobs that died at or after this time.
-    pub since: Option<DateTime<Utc>>,
-}
-
-/// A connected crawler node (a row of `node_session`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeInfo {
-    pub node_id: String,
-    pub session_id: Uuid,
-    /// The coordinator replica holding the node's stream.
-    pub coordinator_id: String,
-    pub version: String,
-    pub slots: u32,
-    pub free_slots: u32,
-    /// Empty: every mall.
-    pub malls: Vec<String>,
-    pub running_jobs: Vec<i64>,
-    pub connected_at: DateTime<Utc>,
-    pub last_seen_at: DateTime<Utc>,
-    pub draining: bool,
 }
 
 /// Where a proxy port stands, from its three `*_until` times.

@@ -57,7 +57,7 @@ use chrono::Utc;
 use futures::StreamExt as _;
 use lps_proto::{
     PROTOCOL_VERSION,
-    model::{ErrorClass, JobFailure, JobHandBack, JobMetrics, Lease, MallId},
+    model::{Credit, ErrorClass, Heartbeat, JobFailure, JobHandBack, JobMetrics, Lease, MallId},
     pb::{self, coordinator_message::Body as In, node_message::Body as Out},
 };
 use tokio::{
@@ -728,19 +728,19 @@ impl Link {
     fn send_credit(&mut self) {
         let free_slots = self.free_slots();
         self.send(pb::NodeMessage {
-            body: Some(Out::Credit(pb::Credit { free_slots })),
+            body: Some(Out::Credit(pb::Credit::from(&Credit { free_slots }))),
         });
     }
 
     fn send_heartbeat(&mut self) {
-        let heartbeat = pb::Heartbeat {
+        let heartbeat = Heartbeat {
             running: self.jobs.progress(),
             free_slots: self.free_slots(),
             load: host::load_per_core(),
             rss_bytes: host::rss_bytes(),
         };
         self.send(pb::NodeMessage {
-            body: Some(Out::Heartbeat(heartbeat)),
+            body: Some(Out::Heartbeat(pb::Heartbeat::from(&heartbeat))),
         });
     }
 

@@ -762,6 +762,125 @@ impl TryFrom<pb::JobStopped> for JobStopped {
     }
 }
 
+/// Free slots the node offers now (`Credit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Credit {
+    /// At most [`MAX_SLOTS`]; the coordinator also caps it at the slots of the node's Hello.
+    pub free_slots: u32,
+}
+
+impl TryFrom<pb::Credit> for Credit {
+    type Error = FieldError;
+
+    fn try_from(c: pb::Credit) -> Result<Self, FieldError> {
+        Ok(Self {
+            free_slots: free_slots(c.free_slots)?,
+        })
+    }
+}
+
+impl From<&Credit> for pb::Credit {
+    fn from(c: &Credit) -> Self {
+        Self {
+            free_slots: c.free_slots,
+        }
+    }
+}
+
+fn free_slots(n: u32) -> Result<u32, FieldError> {
+    if n > MAX_SLOTS {
+        return Err(FieldError::new(
+            "free_slots",
+            format!("must be at most {MAX_SLOTS}, got {n}"),
+        ));
+    }
+    Ok(n)
+}
+
+/// How far one of the node's running jobs has got (`JobProgress`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobProgress {
+    pub lease: Lease,
+    /// 1-based query round in progress (0: not started).
+    pub round: u32,
+    pub pages_loaded: u32,
+    pub bytes: u64,
+}
+
+impl TryFrom<pb::JobProgress> for JobProgress {
+    type Error = FieldError;
+
+    fn try_from(p: pb::JobProgress) -> Result<Self, FieldError> {
+        Ok(Self {
+            lease: lease(p.job_id, p.lease_epoch)?,
+            round: p.round,
+            pages_loaded: p.pages_loaded,
+            bytes: p.bytes,
+        })
+    }
+}
+
+impl From<&JobProgress> for pb::JobProgress {
+    fn from(p: &JobProgress) -> Self {
+        Self {
+            job_id: p.lease.job_id,
+            lease_epoch: p.lease.epoch,
+            round: p.round,
+            pages_loaded: p.pages_loaded,
+            bytes: p.bytes,
+        }
+    }
+}
+
+/// The node's periodic report (`Heartbeat`): the leases it runs, to be renewed, and its
+/// free slots.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heartbeat {
+    pub running: Vec<JobProgress>,
+    /// At most [`MAX_SLOTS`].
+    pub free_slots: u32,
+    /// Load average over one minute divided by cores, as the node measured it.
+    pub load: f32,
+    pub rss_bytes: u64,
+}
+
+impl Heartbeat {
+    /// The leases the node says it runs, in its order.
+    pub fn leases(&self) -> Vec<Lease> {
+        self.running.iter().map(|p| p.lease).collect()
+    }
+}
+
+impl TryFrom<pb::Heartbeat> for Heartbeat {
+    type Error = FieldError;
+
+    fn try_from(h: pb::Heartbeat) -> Result<Self, FieldError> {
+        let running = h
+            .running
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| JobProgress::try_from(p).map_err(|e| e.under(format!("running[{i}]"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            running,
+            free_slots: free_slots(h.free_slots)?,
+            load: h.load,
+            rss_bytes: h.rss_bytes,
+        })
+    }
+}
+
+impl From<&Heartbeat> for pb::Heartbeat {
+    fn from(h: &Heartbeat) -> Self {
+        Self {
+            running: h.running.iter().map(pb::JobProgress::from).collect(),
+            free_slots: h.free_slots,
+            load: h.load,
+            rss_bytes: h.rss_bytes,
+        }
+    }
+}
+
 /// A node's greeting, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hello {
@@ -942,6 +1061,90 @@ mod tests {
         );
         let no_lease = pb::JobStopped::default();
         assert_eq!(JobStopped::try_from(no_lease).unwrap_err().field, "job_id");
+    }
+
+    #[test]
+    fn credits_and_heartbeats_are_checked() {
+        let credit = Credit::try_from(pb::Credit { free_slots: 3 }).unwrap();
+        assert_eq!(credit.free_slots, 3);
+        assert_eq!(Credit::try_from(pb::Credit::from(&credit)).unwrap(), credit);
+        let e = Credit::try_from(pb::Credit {
+            free_slots: MAX_SLOTS + 1,
+        })
+        .unwrap_err();
+        assert_eq!(e.field, "free_slots");
+
+        let wire = pb::Heartbeat {
+            running: vec![
+                pb::JobProgress {
+                    job_id: 5,
+                    lease_epoch: 2,
+                    round: 1,
+                    pages_loaded: 3,
+                    bytes: 40_000,
+                },
+                pb::JobProgress {
+                    job_id: 6,
+                    lease_epoch: 1,
+                    ..Default::default()
+                },
+            ],
+            free_slots: 1,
+            load: 0.5,
+            rss_bytes: 1 << 30,
+        };
+        let hb = Heartbeat::try_from(wire.clone()).unwrap();
+        assert_eq!(
+            hb.leases(),
+            [
+                Lease {
+                    job_id: 5,
+                    epoch: 2
+                },
+                Lease {
+                    job_id: 6,
+                    epoch: 1
+                }
+            ]
+        );
+        assert_eq!(pb::Heartbeat::from(&hb), wire);
+        // An idle node's heartbeat lists nothing.
+        assert!(
+            Heartbeat::try_from(pb::Heartbeat::default())
+                .unwrap()
+                .running
+                .is_empty()
+        );
+
+        let cases = [
+            (
+                pb::Heartbeat {
+                    free_slots: MAX_SLOTS + 1,
+                    ..wire.clone()
+                },
+                "free_slots",
+            ),
+            (
+                pb::Heartbeat {
+                    running: vec![wire.running[0], pb::JobProgress::default()],
+                    ..wire.clone()
+                },
+                "running[1].job_id",
+            ),
+            (
+                pb::Heartbeat {
+                    running: vec![pb::JobProgress {
+                        lease_epoch: 0,
+                        ..wire.running[0]
+                    }],
+                    ..wire
+                },
+                "running[0].lease_epoch",
+            ),
+        ];
+        for (msg, field) in cases {
+            assert_eq!(Heartbeat::try_from(msg).unwrap_err().field, field);
+        }
     }
 
     #[test]

@@ -9,10 +9,11 @@
 --   block       -> burn_count + 1 and a cooldown for mall $5 of
 --                  min($13 cap, $12 base * 2^burns_before) * $14 (the jitter fraction in
 --                  [0, 1], drawn by the caller: full jitter), never shortening a longer
---                  one; the job's ip_burns + 1;
+--                  one; the caller then counts the burn on job $6 in the same
+--                  transaction (the queue's burn_ip.sql) when the lease was held;
 --   proxy_error -> a cooldown for every mall until now + $15 ms;
 --   otherwise   -> a plain release.
--- Returns whether the lease was held and the job's ip_burns after this release.
+-- Returns whether the lease was held and the job's ip_burns before any burn is counted.
 -- $5 mall, $7 requests, $8 ok, $9 blocked, $10 elapsed ms, $16 now.
 with
 clock as materialized (select coalesce($16::timestamptz, clock_timestamp()) as now),
@@ -51,13 +52,6 @@ cooled as (
         set cooldown_until = greatest(c.cooldown_until, excluded.cooldown_until)
     returning c.cooldown_until
 ),
-burned as (
-    update job j set ip_burns = least(j.ip_burns + 1, 32767)
-    where $4::session_end_reason = 'block'
-      and j.job_id = $6::bigint
-      and exists (select 1 from released)
-    returning j.ip_burns
-),
 session as (
     insert into ip_session (host, port, mall, node_id, job_id, requests, ok, blocked,
                             elapsed_ms, end_reason, ended_at)
@@ -66,8 +60,7 @@ session as (
     from clock
 )
 select exists (select 1 from released) as "held!",
-       coalesce((select b.ip_burns from burned b),
-                (select j.ip_burns from job j where j.job_id = $6::bigint)) as "ip_burns?",
+       (select j.ip_burns from job j where j.job_id = $6::bigint) as "ip_burns?",
        (select r.rest_until from released r) as "rest_until?",
        (select r.cooldown_until from released r) as "cooldown_until?",
        (select c.cooldown_until from cooled c) as "mall_cooldown_until?"

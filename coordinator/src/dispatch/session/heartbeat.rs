@@ -1,0 +1,99 @@
+//! Credit and Heartbeat: the node's free slots and the leases it still runs. Liveness is
+//! the stream itself (any frame); a heartbeat renews leases and ports and refreshes the
+//! node's `node_session` row.
+
+use std::time::Duration;
+
+use lps_proto::{
+    model,
+    pb::{self, coordinator_message::Body as Out},
+};
+use tokio::time::Instant;
+use tonic::Status;
+
+use super::Session;
+use crate::node_session;
+
+/// How often a heartbeat refreshes the node_session row when nothing else changed.
+const NODE_ROW_REFRESH: Duration = Duration::from_secs(30);
+
+impl Session {
+    /// The node's free slots now (never more than its Hello's slots).
+    pub(super) fn credit(&mut self, credit: model::Credit) {
+        self.announced_free = credit.free_slots.min(self.slots);
+    }
+
+    /// Renews the leases (and proxy ports) the node still holds, answers with the renewed
+    /// ones and the jobs to stop, refreshes the node's row (at most every 30 s unless its
+    /// free slots changed) and repeats or starts a drain.
+    pub(super) async fn heartbeat(&mut self, hb: model::Heartbeat) -> Result<(), Status> {
+        self.announced_free = hb.free_slots.min(self.slots);
+        let leases = hb.leases();
+        let renewed = self
+            .d
+            .queue
+            .renew_if_leased(&self.node_id, &leases)
+            .await
+            .map_err(crate::grpc::status)?;
+        let cancel: Vec<i64> = leases
+            .iter()
+            .filter(|l| !renewed.iter().any(|r| r.job_id == l.job_id))
+            .map(|l| l.job_id)
+            .collect();
+        for job_id in &cancel {
+            self.held.remove(job_id);
+        }
+        for lease in &leases {
+            if let Some(held) = self.held.get_mut(&lease.job_id)
+                && held.epoch == lease.epoch
+            {
+                held.confirmed = true;
+            }
+        }
+        if let Some(ledger) = &self.d.ledger
+            && !self.ports.is_empty()
+        {
+            let ports: Vec<u16> = self.ports.iter().copied().collect();
+            let renewed = ledger
+                .renew(&self.node_id, &ports)
+                .await
+                .map_err(crate::grpc::ledger_status)?;
+            // A port whose lease ran out is no longer the node's; the node's next release of
+            // it is recorded but changes nothing.
+            self.ports.retain(|p| renewed.iter().any(|r| r.port == *p));
+        }
+        let ack = pb::HeartbeatAck {
+            extended: renewed
+                .iter()
+                .map(|r| pb::LeaseExtension {
+                    job_id: r.job_id,
+                    lease_until: Some(model::timestamp_to_pb(r.lease_until)),
+                })
+                .collect(),
+            cancel,
+        };
+
+        // NB: liveness is the stream itself; the row is for ListNodes and the ops figures,
+        // so it is written when the free slots change or every 30 s, not on every heartbeat.
+        // The write also reads whether an operator asked for a drain: one whose control
+        // message reached no session here still arrives within that refresh.
+        let mut drain_requested = false;
+        if hb.free_slots != self.recorded_free || self.recorded_at.elapsed() >= NODE_ROW_REFRESH {
+            self.recorded_free = hb.free_slots;
+            self.recorded_at = Instant::now();
+            drain_requested =
+                node_session::refresh(self.d.pool(), &self.node_id, self.session_id, hb.free_slots)
+                    .await
+                    .map_err(|e| crate::grpc::status(e.into()))?;
+        }
+        self.send(Out::HeartbeatAck(ack)).await?;
+        if self.draining {
+            self.send(Out::Drain(self.drain_message())).await
+        } else {
+            if drain_requested {
+                self.start_drain("operator request").await;
+            }
+            Ok(())
+        }
+    }
+}

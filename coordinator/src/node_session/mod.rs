@@ -1,0 +1,189 @@
+//! The `node_session` table: one row per node id, naming its latest stream (DESIGN §3,
+//! "Rolling restarts"). Its statements are all here (`sql/`); the node streams write it,
+//! the operator's drain marks it, and the read side lists it.
+//!
+//! - [`register`] when a stream's Hello is accepted (refused while another node process
+//!   holds a live stream under the id through another replica: [`holder`] says which);
+//! - [`refresh`] on a heartbeat (at least every 30 s), which also reads an operator's drain;
+//! - [`disconnect`] when the stream ends, [`disconnect_replica`] when a replica starts;
+//! - [`mark_draining`] for `lpsctl drain`;
+//! - [`connected`] and [`fleet`]: the nodes of ListNodes and of the ops snapshot.
+//!
+//! Invariants: a row is refreshed at least every 30 s plus a heartbeat while its stream
+//! lives, so a row not seen for 90 s belongs to a coordinator that crashed and is not
+//! connected (every statement here that asks "connected?" says so). The row outlives its
+//! stream: the drain mark is kept for a reconnect, and the queue's and the ledger's
+//! release of a lost node read it in their guarded statements (`release_node.sql`) —
+//! reads in the same statement as their write, so they are not calls into this module.
+//!
+//! Every function is one autocommit statement: cancellation-safe, and none needs a `now`
+//! from the caller except [`fleet`] (tests pin the ops snapshot's clock).
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// What a node said in its Hello, for its row.
+#[derive(Debug, Clone, Copy)]
+pub struct Stream<'a> {
+    pub node_id: &'a str,
+    pub session_id: Uuid,
+    /// The replica holding the stream.
+    pub coordinator_id: &'a str,
+    pub version: &'a str,
+    pub slots: u32,
+    /// Empty: every mall.
+    pub malls: &'a [String],
+    /// The node process (`None`: an older node).
+    pub instance: Option<&'a str>,
+}
+
+/// Who holds a node's row: the replica and node process of its stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holder {
+    pub coordinator_id: String,
+    /// Empty: an older node that does not say.
+    pub instance: String,
+}
+
+/// A connected crawler node (a row of `node_session`) with the jobs it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub node_id: String,
+    pub session_id: Uuid,
+    /// The coordinator replica holding the node's stream.
+    pub coordinator_id: String,
+    pub version: String,
+    pub slots: u32,
+    pub free_slots: u32,
+    /// Empty: every mall.
+    pub malls: Vec<String>,
+    pub running_jobs: Vec<i64>,
+    pub connected_at: DateTime<Utc>,
+    pub last_seen_at: DateTime<Utc>,
+    pub draining: bool,
+}
+
+/// The nodes' figures of the ops snapshot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fleet {
+    pub nodes_connected: i64,
+    /// Free slots of connected nodes that are not draining.
+    pub free_slots: i64,
+}
+
+/// Records `stream` as its node's latest. `Some(draining)`: recorded, and whether the node
+/// is to drain (an operator's drain of the same process survives its reconnect); `None`:
+/// another node process holds a live stream under this id through another replica.
+pub async fn register(pool: &PgPool, stream: &Stream<'_>) -> Result<Option<bool>, sqlx::Error> {
+    sqlx::query_file_scalar!(
+        "src/node_session/sql/register.sql",
+        stream.node_id,
+        stream.session_id,
+        stream.coordinator_id,
+        stream.version,
+        i32::try_from(stream.slots).unwrap_or(i32::MAX),
+        stream.malls,
+        stream.instance,
+    )
+    .fetch_optional(pool)
+    .await
+}
+
+/// Who holds `node_id`'s row (default: no row).
+pub async fn holder(pool: &PgPool, node_id: &str) -> Result<Holder, sqlx::Error> {
+    Ok(
+        sqlx::query_file!("src/node_session/sql/holder.sql", node_id)
+            .fetch_optional(pool)
+            .await?
+            .map(|r| Holder {
+                coordinator_id: r.coordinator_id,
+                instance: r.instance.unwrap_or_default(),
+            })
+            .unwrap_or_default(),
+    )
+}
+
+/// Stream `session_id` of `node_id` is alive with `free_slots`. Returns whether an operator
+/// asked the node to drain (`false` when the row names another stream now).
+pub async fn refresh(
+    pool: &PgPool,
+    node_id: &str,
+    session_id: Uuid,
+    free_slots: u32,
+) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query_file_scalar!(
+        "src/node_session/sql/refresh.sql",
+        node_id,
+        session_id,
+        i32::try_from(free_slots).unwrap_or(i32::MAX)
+    )
+    .fetch_optional(pool)
+    .await?
+    .unwrap_or(false))
+}
+
+/// Stream `session_id` of `node_id` ended.
+pub async fn disconnect(pool: &PgPool, node_id: &str, session_id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query_file!("src/node_session/sql/disconnect.sql", node_id, session_id)
+        .execute(pool)
+        .await
+        .map(|_| ())
+}
+
+/// Replica `coordinator_id` starts: the streams an earlier process under its id held are
+/// gone. Returns how many were marked.
+pub async fn disconnect_replica(pool: &PgPool, coordinator_id: &str) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query_file!(
+        "src/node_session/sql/disconnect_replica.sql",
+        coordinator_id
+    )
+    .execute(pool)
+    .await?
+    .rows_affected())
+}
+
+/// Marks `node_id` draining. Returns whether such a node is connected or between streams
+/// (disconnected less than 5 minutes ago).
+pub async fn mark_draining(pool: &PgPool, node_id: &str) -> Result<bool, sqlx::Error> {
+    let marked = sqlx::query_file!("src/node_session/sql/drain.sql", node_id)
+        .execute(pool)
+        .await?
+        .rows_affected();
+    Ok(marked > 0)
+}
+
+/// Connected nodes (a closed stream in its grace period is not listed) with the jobs they
+/// run, by node id.
+pub async fn connected(pool: &PgPool) -> Result<Vec<NodeInfo>, sqlx::Error> {
+    let rows = sqlx::query_file!("src/node_session/sql/connected.sql")
+        .fetch_all(pool)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| NodeInfo {
+            node_id: r.node_id,
+            session_id: r.session_id,
+            coordinator_id: r.coordinator_id,
+            version: r.version,
+            slots: u32::try_from(r.slots).unwrap_or_default(),
+            free_slots: u32::try_from(r.free_slots).unwrap_or_default(),
+            malls: r.malls,
+            running_jobs: r.running_jobs,
+            connected_at: r.connected_at,
+            last_seen_at: r.last_seen_at,
+            draining: r.draining,
+        })
+        .collect())
+}
+
+/// The nodes' figures of the ops snapshot at `now` (`None`: the database clock).
+pub async fn fleet(pool: &PgPool, now: Option<DateTime<Utc>>) -> Result<Fleet, sqlx::Error> {
+    let r = sqlx::query_file!("src/node_session/sql/fleet.sql", now)
+        .fetch_one(pool)
+        .await?;
+    Ok(Fleet {
+        nodes_connected: r.nodes_connected,
+        free_slots: r.free_slots,
+    })
+}
