@@ -4,7 +4,7 @@
 //! For each history size: a fresh database of the real schema, that many finished jobs
 //! (done, some dead and cancelled; each with an attempt, and a block and an IP session
 //! for every tenth, all two days old), plus the work in hand (queued and running jobs of
-//! the last minutes); then the whole snapshot (`Searches::ops`, what `/ops`, `/metrics` and
+//! the last minutes); then the whole snapshot (`Ops::snapshot`, what `/ops`, `/metrics` and
 //! the alert rules read) timed `--runs` times, and, for comparison, the per-state counts as
 //! the snapshot took them before migration 0019 (`count(*)` per state over `job`).
 //!
@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use lps_coordinator::{
     db,
+    ops::Ops,
     queue::{Queue, QueueConfig},
-    search::Searches,
 };
 use sqlx::PgPool;
 
@@ -129,9 +129,9 @@ async fn main() -> anyhow::Result<()> {
         let pool = db::connect(&url, 4).await?;
         db::migrate(&pool).await?;
         seed(&pool, finished).await?;
-        let searches = Searches::new(Queue::new(pool.clone(), QueueConfig::default()));
+        let ops = Ops::new(Queue::new(pool.clone(), QueueConfig::default()));
 
-        let snapshot = searches.ops().await?;
+        let snapshot = ops.snapshot().await?;
         anyhow::ensure!(
             snapshot.queue.done + snapshot.queue.dead + snapshot.queue.cancelled == finished as i64
                 && snapshot.queue.queued == QUEUED as i64
@@ -142,7 +142,7 @@ async fn main() -> anyhow::Result<()> {
         let mut now = Vec::with_capacity(args.runs);
         for _ in 0..args.runs {
             let started = Instant::now();
-            searches.ops().await?;
+            ops.snapshot().await?;
             now.push(started.elapsed());
         }
         let mut before = Vec::with_capacity(args.runs);

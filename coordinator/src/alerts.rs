@@ -34,9 +34,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::{
+    fleet::FleetOps,
     metrics::{Metrics, RuleLabels},
+    ops::{Ops, OpsSnapshot},
     queue::spend_capped,
-    search::{FleetOps, OpsSnapshot, Searches},
 };
 
 /// Advisory lock key of the evaluator ("lps-alrt").
@@ -349,7 +350,7 @@ impl std::fmt::Debug for AlertConfig {
 /// Refreshes metrics and evaluates alerts every `interval` until cancelled.
 pub async fn run(
     pool: PgPool,
-    searches: Searches,
+    ops: Ops,
     metrics: Arc<Metrics>,
     config: AlertConfig,
     cancel: CancellationToken,
@@ -362,7 +363,7 @@ pub async fn run(
             () = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
-        evaluate_once(&pool, &searches, &metrics, &config, &client).await;
+        evaluate_once(&pool, &ops, &metrics, &config, &client).await;
     }
 }
 
@@ -390,7 +391,7 @@ fn webhook_client() -> reqwest::Client {
 /// again right after it resolved).
 async fn evaluate_once(
     pool: &PgPool,
-    searches: &Searches,
+    ops: &Ops,
     metrics: &Metrics,
     config: &AlertConfig,
     client: &reqwest::Client,
@@ -402,7 +403,7 @@ async fn evaluate_once(
             None
         }
     };
-    let ops = match searches.ops().await {
+    let ops = match ops.snapshot().await {
         Ok(ops) => ops,
         Err(e) => {
             warn!(error = %e, "ops snapshot failed");
@@ -639,8 +640,8 @@ mod tests {
         assert!(again.firing, "a new event fires again");
     }
     use crate::{
+        fleet::MallFleetOps,
         queue::{MallQueueOps, QueueOps},
-        search::MallFleetOps,
     };
 
     fn snapshot(dead: i64, ports_total: i64, ports_available: i64) -> OpsSnapshot {

@@ -32,6 +32,7 @@ use crate::{
     grpc,
     ledger::Ledger,
     metrics::Metrics,
+    ops::Ops,
     profiles,
     queue::{JobListener, Queue, QueueConfig},
     readiness::Readiness,
@@ -212,16 +213,16 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     }
 
     {
-        let (pool, searches, metrics, alerts, cancel) = (
+        let (pool, ops, metrics, alerts, cancel) = (
             pool.clone(),
-            Searches::new(queue.clone()),
+            Ops::new(queue.clone()),
             metrics.clone(),
             config.alerts.clone(),
             loops.clone(),
         );
         tasks.spawn(
             async move {
-                alerts::run(pool, searches, metrics, alerts, cancel).await;
+                alerts::run(pool, ops, metrics, alerts, cancel).await;
                 ("alerts", Ok(()))
             }
             .instrument(info_span!(parent: None, "alerts", log_only = true)),
@@ -351,7 +352,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             pool: pool.clone(),
             readiness: readiness.clone(),
             metrics: metrics.clone(),
-            searches: Searches::new(queue.clone()),
+            ops: Ops::new(queue.clone()),
         });
     let http_stop = loops.clone();
     let http_tls = match (&config.tls, config.http_tls) {
@@ -404,7 +405,7 @@ struct HttpState {
     pool: PgPool,
     readiness: Readiness,
     metrics: Arc<Metrics>,
-    searches: Searches,
+    ops: Ops,
 }
 
 /// OpenMetrics when the scraper asks for it, else the Prometheus text format 0.0.4.
@@ -425,7 +426,7 @@ async fn metrics_text(
 
 async fn ops_json(State(s): State<HttpState>) -> axum::response::Response {
     use axum::response::IntoResponse as _;
-    match s.searches.ops().await {
+    match s.ops.snapshot().await {
         Ok(ops) => axum::Json(ops).into_response(),
         Err(e) => {
             warn!(error = %e, "ops snapshot failed");

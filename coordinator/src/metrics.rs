@@ -17,7 +17,7 @@ use prometheus_client::{
 use lps_proto::model::ErrorClass;
 use lps_telemetry::exposition::{self, Format};
 
-use crate::search::OpsSnapshot;
+use crate::ops::OpsSnapshot;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabels {

@@ -23,8 +23,8 @@ use lps_coordinator::{
     db::MIGRATOR,
     ledger::{Acquired, Ledger, LedgerConfig, PortSet, Secret},
     metrics::Metrics,
+    ops::Ops,
     queue::{EnqueueContext, MallLimits, Queue, QueueConfig},
-    search::Searches,
 };
 use lps_proto::model::{ErrorClass, JobFailure, MallId, Priority, ProductSpec, SearchRequest};
 use sqlx::PgPool;
@@ -207,7 +207,7 @@ fn average_value_replicas(value: f64, target: f64, min: u32, max: u32) -> u32 {
 /// The coordinator's Prometheus text for the database's current ops snapshot: what its
 /// `/metrics` serves once the snapshot loop ran.
 async fn scrape(queue: &Queue) -> String {
-    let ops = Searches::new(queue.clone()).ops().await.unwrap();
+    let ops = Ops::new(queue.clone()).snapshot().await.unwrap();
     let metrics = Metrics::new();
     metrics.update(&ops);
     metrics.encode()

@@ -532,13 +532,10 @@ async fn a_crashed_coordinators_nodes_do_not_show_as_connected(pool: PgPool) {
         .execute(&pool)
         .await
         .unwrap();
-    let searches = lps_coordinator::search::Searches::new(lps_coordinator::queue::Queue::new(
-        pool.clone(),
-        lps_coordinator::queue::QueueConfig::default(),
-    ));
-    let nodes = searches.nodes().await.unwrap();
+    let fleet = lps_coordinator::fleet::Fleet::new(pool.clone());
+    let nodes = fleet.nodes().await.unwrap();
     assert!(nodes.is_empty(), "{nodes:?}");
-    let fleet = searches.fleet_ops().await.unwrap();
+    let fleet = fleet.figures().await.unwrap();
     assert_eq!(fleet.nodes_connected, 0);
 
     // A replica under the crashed one's id marks its streams disconnected when it starts.

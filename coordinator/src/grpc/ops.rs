@@ -16,14 +16,18 @@ use crate::{
     auth::{Role, Tokens},
     control,
     delivery::{DeliveryFilter, Outbox},
+    fleet::{Fleet, NodeInfo, PortState, ProxyPortInfo},
+    ops::{Ops, OpsSnapshot},
     queue::Queue,
-    search::{NodeInfo, OpsSnapshot, ProxyPortInfo, RetryDeadFilter, Searches},
+    search::{RetryDeadFilter, Searches},
 };
 
 /// The OpsService implementation.
 #[derive(Debug, Clone)]
 pub struct OpsApi {
     searches: Searches,
+    fleet: Fleet,
+    ops: Ops,
     outbox: Outbox,
     tokens: Arc<Tokens>,
     ledger: Option<crate::ledger::Ledger>,
@@ -34,6 +38,8 @@ impl OpsApi {
         Self {
             ledger: None,
             outbox: Outbox::new(queue.pool().clone()),
+            fleet: Fleet::new(queue.pool().clone()),
+            ops: Ops::new(queue.clone()),
             searches: Searches::new(queue),
             tokens,
         }
@@ -58,7 +64,7 @@ impl pb::ops_service_server::OpsService for OpsApi {
         request: Request<pb::GetOpsRequest>,
     ) -> Result<Response<pb::OpsSnapshot>, Status> {
         self.tokens.check(request.metadata(), Role::Client)?;
-        let snapshot = self.searches.ops().await.map_err(status)?;
+        let snapshot = self.ops.snapshot().await.map_err(status)?;
         Ok(Response::new(ops_to_pb(&snapshot)))
     }
 
@@ -69,7 +75,7 @@ impl pb::ops_service_server::OpsService for OpsApi {
         self.tokens.check(request.metadata(), Role::Client)?;
         let req = request.into_inner();
         let after = paging::decode(&req.page_token, "nodes", "").map_err(invalid)?;
-        let mut nodes = self.searches.nodes().await.map_err(status)?;
+        let mut nodes = self.fleet.nodes().await.map_err(status)?;
         nodes.sort_by(|a, b| a.node_id.cmp(&b.node_id));
         let (page, next_page_token) = page_of(
             &nodes,
@@ -126,7 +132,7 @@ impl pb::ops_service_server::OpsService for OpsApi {
         self.tokens.check(request.metadata(), Role::Client)?;
         let req = request.into_inner();
         let after = paging::decode(&req.page_token, "proxy_ports", "").map_err(invalid)?;
-        let mut ports = self.searches.proxy_ports().await.map_err(status)?;
+        let mut ports = self.fleet.proxy_ports().await.map_err(status)?;
         // NB: the position is the host and the zero-padded port, so it sorts like the list.
         let key = |p: &ProxyPortInfo| format!("{}|{:05}", p.host, p.port);
         ports.sort_by_key(key);
@@ -392,13 +398,14 @@ fn node_to_pb(n: &NodeInfo) -> pb::NodeInfo {
     }
 }
 
-fn port_state_to_pb(s: crate::search::PortState) -> pb::PortState {
-    use crate::search::PortState as S;
+fn port_state_to_pb(s: PortState) -> pb::PortState {
     match s {
-        S::Available => pb::PortState::Available,
-        S::Leased => pb::PortState::Leased,
-        S::Resting => pb::PortState::Resting,
-        S::Cooling => pb::PortState::Cooling,
+        PortState::Available => pb::PortState::Available,
+        PortState::Leased => pb::PortState::Leased,
+        PortState::Resting => pb::PortState::Resting,
+        PortState::Cooling => pb::PortState::Cooling,
+        // NB: ListProxyPorts lists enabled ports only.
+        PortState::Disabled => pb::PortState::Unspecified,
     }
 }
 

@@ -1,5 +1,6 @@
-//! The read side of searches and the operator's levers: what `SearchService` and
-//! `OpsService` show and change besides enqueueing (which is [`Queue::enqueue`]).
+//! The read side of searches and the operator's levers on them: what `SearchService` and
+//! `OpsService` show and change besides enqueueing (which is [`Queue::enqueue`]). The
+//! nodes and proxy ports are [`crate::fleet`]'s, the ops snapshot [`crate::ops`]'s.
 //!
 //! - [`Searches::status`]: a search per product and mall (disposition, job state, outcome,
 //!   offers cheapest-first, error, attempts), the product's lowest offer (over offers whose
@@ -14,8 +15,6 @@
 //!   running them;
 //! - [`Searches::retry_dead`]: dead jobs back to the queue with fresh attempts
 //!   ([`Queue::retry_dead`]);
-//! - [`Searches::nodes`], [`Searches::proxy_ports`], [`Searches::ops`]: fleet views (the
-//!   nodes read through [`node_session`]).
 //!
 //! NB: the version only moves with the jobs. Cancelling a search whose active jobs are all
 //! shared changes no job, so watchers see `cancelled` with the next job change.
@@ -41,7 +40,7 @@ use tracing::{instrument, warn};
 pub use types::*;
 
 use crate::{
-    control, node_session,
+    control,
     queue::{Error, Queue, SearchCancelled},
 };
 
@@ -55,7 +54,7 @@ pub const DEFAULT_HISTORY_WINDOW: Duration = Duration::from_secs(30 * 24 * 3600)
 /// all of a job's offers). Bounds the status of a 200 × 20 search.
 pub const STATUS_OFFERS_PER_ITEM: i64 = 20;
 
-/// Read side of searches plus cancel, retry and fleet views. Cheap to clone.
+/// Read side of searches plus cancel and retry. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Searches {
     queue: Queue,
@@ -320,99 +319,6 @@ impl Searches {
     pub async fn retry_dead(&self, filter: &RetryDeadFilter) -> Result<Vec<i64>, Error> {
         self.queue.retry_dead(filter).await
     }
-
-    /// Connected nodes with the jobs they run.
-    #[instrument(name = "search.nodes", skip_all, err(level = "info"))]
-    pub async fn nodes(&self) -> Result<Vec<NodeInfo>, Error> {
-        Ok(node_session::connected(self.pool()).await?)
-    }
-
-    /// Enabled proxy ports with their state now.
-    #[instrument(name = "search.proxy_ports", skip_all, err(level = "info"))]
-    pub async fn proxy_ports(&self) -> Result<Vec<ProxyPortInfo>, Error> {
-        let rows = sqlx::query_file!("src/search/sql/proxy_ports.sql", self.now)
-            .fetch_all(self.pool())
-            .await?;
-        rows.into_iter()
-            .map(|r| {
-                Ok(ProxyPortInfo {
-                    state: PortState::parse(&r.state)
-                        .ok_or_else(|| Error::Internal(format!("port state {:?}", r.state)))?,
-                    host: r.host,
-                    port: u16::try_from(r.port).unwrap_or_default(),
-                    holder_node: r.holder_node,
-                    leased_until: r.leased_until,
-                    rest_until: r.rest_until,
-                    cooldown_until: r.cooldown_until,
-                    cooling_malls: r.cooling_malls,
-                    last_used_at: r.last_used_at,
-                    use_count: r.use_count,
-                    burn_count: i64::from(r.burn_count),
-                    last_reason: r.last_reason,
-                })
-            })
-            .collect()
-    }
-
-    /// The nodes' and proxies' figures of the ops snapshot.
-    #[instrument(name = "search.fleet_ops", skip_all, err(level = "info"))]
-    pub async fn fleet_ops(&self) -> Result<FleetOps, Error> {
-        let nodes = node_session::fleet(self.pool(), self.now).await?;
-        let r = sqlx::query_file!("src/search/sql/fleet_ops.sql", self.now)
-            .fetch_one(self.pool())
-            .await?;
-        let malls = sqlx::query_file!("src/search/sql/mall_fleet_ops.sql", self.now)
-            .fetch_all(self.pool())
-            .await?
-            .into_iter()
-            .map(|m| MallFleetOps {
-                mall: m.mall,
-                enabled: m.enabled,
-                blocks_last_hour: m.blocks_last_hour,
-                ports_cooling: m.ports_cooling,
-                ports_available: m.ports_available,
-            })
-            .collect();
-        Ok(FleetOps {
-            nodes_connected: nodes.nodes_connected,
-            free_slots: nodes.free_slots,
-            ports_total: r.ports_total,
-            ports_available: r.ports_available,
-            blocks_last_hour: r.blocks_last_hour,
-            block_ended_sessions_6h: r.block_ended_sessions_6h,
-            malls,
-        })
-    }
-
-    /// The whole ops snapshot (DESIGN §6): the queue's figures and the fleet's.
-    pub async fn ops(&self) -> Result<OpsSnapshot, Error> {
-        let queue = self.queue.ops().await?;
-        let fleet = self.fleet_ops().await?;
-        let alerts = sqlx::query_as!(
-            AlertInfo,
-            "select rule, firing, value, threshold, since from alert_state order by rule"
-        )
-        .fetch_all(self.queue.pool())
-        .await?;
-        let clients = sqlx::query_file_as!(ClientOps, "src/search/sql/client_ops.sql", self.now)
-            .fetch_all(self.queue.pool())
-            .await?;
-        let outbox = crate::delivery::Outbox::new(self.pool().clone());
-        let deliveries = match self.now {
-            Some(now) => outbox.at(now),
-            None => outbox,
-        }
-        .ops()
-        .await?;
-        Ok(OpsSnapshot {
-            at: self.now.unwrap_or_else(Utc::now),
-            queue,
-            fleet,
-            alerts,
-            clients,
-            deliveries,
-        })
-    }
 }
 
 /// `price_history.malls` leniently: entries that are not objects are skipped, missing
@@ -445,18 +351,5 @@ mod tests {
         assert_eq!(prices[1].mall, "coupang");
         assert_eq!(prices[1].price, 0);
         assert!(mall_prices(serde_json::json!({"not": "an array"})).is_empty());
-    }
-
-    #[test]
-    fn port_states_round_trip() {
-        for s in [
-            PortState::Leased,
-            PortState::Cooling,
-            PortState::Resting,
-            PortState::Available,
-        ] {
-            assert_eq!(PortState::parse(s.as_str()), Some(s));
-        }
-        assert_eq!(PortState::parse("burned"), None);
     }
 }

@@ -1,7 +1,5 @@
-//! Values the read side hands out: a search's status, a job, price history, nodes, proxy
-//! ports and the ops snapshot. Plain Rust types; the gRPC adapters translate them.
-
-use std::fmt;
+//! Values the read side hands out: a search's status, a job, price history, a search's
+//! summary, a cancel's report. Plain Rust types; the gRPC adapters translate them.
 
 use chrono::{DateTime, Utc};
 use lps_proto::model::{
@@ -9,7 +7,7 @@ use lps_proto::model::{
 };
 use serde::Deserialize;
 
-use crate::queue::{Cancelled, Disposition, QueueOps};
+use crate::queue::{Cancelled, Disposition};
 pub use crate::{
     node_session::NodeInfo,
     queue::{MAX_RETRY_IDS, RetryDeadFilter},
@@ -325,166 +323,6 @@ pub struct CancelReport {
     pub kept_shared: u32,
     /// Every job this call cancelled.
     pub cancelled: Vec<Cancelled>,
-}
-
-/// Where a proxy port stands, from its three `*_until` times.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PortState {
-    /// A node holds it.
-    Leased,
-    /// Blocked: cooling down for every mall.
-    Cooling,
-    /// Its per-IP request budget was used up; resting.
-    Resting,
-    /// Can be granted (unless it cools for the asking mall; see `cooling_malls`).
-    Available,
-}
-
-impl PortState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Leased => "leased",
-            Self::Cooling => "cooling",
-            Self::Resting => "resting",
-            Self::Available => "available",
-        }
-    }
-
-    pub(crate) fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "leased" => Self::Leased,
-            "cooling" => Self::Cooling,
-            "resting" => Self::Resting,
-            "available" => Self::Available,
-            _ => return None,
-        })
-    }
-}
-
-impl fmt::Display for PortState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// One proxy port of the ledger.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProxyPortInfo {
-    pub host: String,
-    pub port: u16,
-    pub state: PortState,
-    pub holder_node: Option<String>,
-    pub leased_until: Option<DateTime<Utc>>,
-    pub rest_until: Option<DateTime<Utc>>,
-    pub cooldown_until: Option<DateTime<Utc>>,
-    /// Malls the port is cooling down for right now (per-mall cooldowns).
-    pub cooling_malls: Vec<String>,
-    pub last_used_at: Option<DateTime<Utc>>,
-    pub use_count: i64,
-    pub burn_count: i64,
-    pub last_reason: Option<String>,
-}
-
-/// The nodes' and proxies' figures of the ops snapshot (DESIGN §6).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct FleetOps {
-    pub nodes_connected: i64,
-    /// Free slots of connected nodes that are not draining.
-    pub free_slots: i64,
-    pub ports_total: i64,
-    /// Ports usable by some mall now: not leased, resting or cooling for every mall. A
-    /// per-mall cooldown does not show here; see [`FleetOps::lowest_mall`].
-    pub ports_available: i64,
-    pub blocks_last_hour: i64,
-    pub block_ended_sessions_6h: i64,
-    pub malls: Vec<MallFleetOps>,
-}
-
-impl FleetOps {
-    /// Available ports in percent of all; 100 when there are none (nothing is exhausted).
-    pub fn ports_available_pct(&self) -> f64 {
-        self.pct(self.ports_available)
-    }
-
-    /// The enabled mall with the fewest ports available for it (the first by id on a tie),
-    /// `None` without enabled malls. This is the capacity a crawl can count on: with every
-    /// exit IP cooling for one mall after blocks, that mall gets no port although the
-    /// deployment-wide [`FleetOps::ports_available`] says all are free.
-    pub fn lowest_mall(&self) -> Option<&MallFleetOps> {
-        self.malls
-            .iter()
-            .filter(|m| m.enabled)
-            .min_by_key(|m| m.ports_available)
-    }
-
-    /// [`FleetOps::lowest_mall`]'s available ports (the deployment-wide figure without
-    /// enabled malls).
-    pub fn ports_available_min(&self) -> i64 {
-        self.lowest_mall()
-            .map_or(self.ports_available, |m| m.ports_available)
-    }
-
-    /// [`FleetOps::ports_available_min`] in percent of all ports; 100 without ports.
-    pub fn ports_available_min_pct(&self) -> f64 {
-        self.pct(self.ports_available_min())
-    }
-
-    /// `n` ports in percent of all; 100 when there are none.
-    pub fn pct(&self, n: i64) -> f64 {
-        if self.ports_total <= 0 {
-            100.0
-        } else {
-            n as f64 * 100.0 / self.ports_total as f64
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct MallFleetOps {
-    pub mall: String,
-    /// Enabled in `LPS_MALLS` (only enabled malls count for the lowest availability).
-    pub enabled: bool,
-    pub blocks_last_hour: i64,
-    /// Enabled ports cooling for this mall (for every mall, or for this one after a block).
-    pub ports_cooling: i64,
-    /// Enabled ports the ledger would lease for this mall now (not leased, resting or
-    /// cooling for every mall or for this mall).
-    pub ports_available: i64,
-}
-
-/// One alert rule's state as the evaluators last recorded it (`alert_state`, shared by the
-/// replicas).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct AlertInfo {
-    pub rule: String,
-    pub firing: bool,
-    pub value: f64,
-    pub threshold: f64,
-    /// When it last changed between firing and resolved.
-    pub since: DateTime<Utc>,
-}
-
-/// The whole ops snapshot: the queue's figures, the fleet's and the alert rules' state.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct OpsSnapshot {
-    pub at: DateTime<Utc>,
-    pub queue: QueueOps,
-    pub fleet: FleetOps,
-    /// Every rule evaluated so far, firing or not.
-    pub alerts: Vec<AlertInfo>,
-    /// Clients with a search in the last 24 hours, busiest first.
-    pub clients: Vec<ClientOps>,
-    /// The delivery outbox.
-    pub deliveries: crate::delivery::DeliveryOps,
-}
-
-/// One client's searches of the last 24 hours.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ClientOps {
-    pub client: String,
-    pub searches_last_hour: i64,
-    /// Searches with a queued or running job.
-    pub active_searches: i64,
 }
 
 #[cfg(test)]

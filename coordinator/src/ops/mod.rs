@@ -1,0 +1,107 @@
+//! The ops snapshot (DESIGN §6): the queue's figures, the fleet's, the alert rules'
+//! state, the clients' searches and the delivery outbox, read in a few single statements
+//! (each from indexes or counters, so its cost does not grow with history). What
+//! `GetOps`, `/ops`, the metrics and the alert evaluators read.
+
+use chrono::{DateTime, Utc};
+use tracing::instrument;
+
+use crate::{
+    fleet::{Fleet, FleetOps},
+    queue::{Error, Queue, QueueOps},
+};
+
+/// Reads the ops snapshot. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Ops {
+    queue: Queue,
+    fleet: Fleet,
+    now: Option<DateTime<Utc>>,
+}
+
+impl Ops {
+    pub fn new(queue: Queue) -> Self {
+        let fleet = Fleet::new(queue.pool().clone());
+        Self {
+            queue,
+            fleet,
+            now: None,
+        }
+    }
+
+    /// The same reads with their clock (and the queue's) pinned to `now`.
+    #[must_use]
+    pub fn at(&self, now: DateTime<Utc>) -> Self {
+        Self {
+            queue: self.queue.at(now),
+            fleet: self.fleet.at(now),
+            now: Some(now),
+        }
+    }
+
+    /// The whole ops snapshot.
+    #[instrument(name = "ops.snapshot", skip_all, err(level = "info"))]
+    pub async fn snapshot(&self) -> Result<OpsSnapshot, Error> {
+        let queue = self.queue.ops().await?;
+        let fleet = self.fleet.figures().await?;
+        let alerts = sqlx::query_as!(
+            AlertInfo,
+            "select rule, firing, value, threshold, since from alert_state order by rule"
+        )
+        .fetch_all(self.queue.pool())
+        .await?;
+        let clients = sqlx::query_file_as!(ClientOps, "src/ops/sql/client_ops.sql", self.now)
+            .fetch_all(self.queue.pool())
+            .await?;
+        let outbox = crate::delivery::Outbox::new(self.queue.pool().clone());
+        let deliveries = match self.now {
+            Some(now) => outbox.at(now),
+            None => outbox,
+        }
+        .ops()
+        .await?;
+        Ok(OpsSnapshot {
+            at: self.now.unwrap_or_else(Utc::now),
+            queue,
+            fleet,
+            alerts,
+            clients,
+            deliveries,
+        })
+    }
+}
+
+/// One alert rule's state as the evaluators last recorded it (`alert_state`, shared by the
+/// replicas).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AlertInfo {
+    pub rule: String,
+    pub firing: bool,
+    pub value: f64,
+    pub threshold: f64,
+    /// When it last changed between firing and resolved.
+    pub since: DateTime<Utc>,
+}
+
+/// The whole ops snapshot: the queue's figures, the fleet's and the alert rules' state.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct OpsSnapshot {
+    pub at: DateTime<Utc>,
+    pub queue: QueueOps,
+    pub fleet: FleetOps,
+    /// Every rule evaluated so far, firing or not.
+    pub alerts: Vec<AlertInfo>,
+    /// Clients with a search in the last 24 hours, busiest first.
+    pub clients: Vec<ClientOps>,
+    /// The delivery outbox.
+    pub deliveries: crate::delivery::DeliveryOps,
+}
+
+/// One client's searches of the last 24 hours.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ClientOps {
+    pub client: String,
+    pub searches_last_hour: i64,
+    /// Searches with a queued or running job.
+    pub active_searches: i64,
+}
