@@ -676,6 +676,15 @@ async fn a_client_sees_and_changes_only_its_own_and_pause_resume_delete_work(
         .await
         .schedule_id;
 
+    // No token, or a node's: UNAUTHENTICATED.
+    for token in [None, Some(common::NODE_TOKEN)] {
+        let mut request = tonic::Request::new(pb::GetScheduleRequest { schedule_id: id });
+        if let Some(token) = token {
+            request = with_token(pb::GetScheduleRequest { schedule_id: id }, token);
+        }
+        let err = c.get_schedule(request).await.unwrap_err();
+        assert_eq!(err.code(), Code::Unauthenticated, "{token:?}");
+    }
     // Another client: NOT_FOUND for every call, and its list is empty.
     let not_found = |r: Result<tonic::Response<pb::Schedule>, tonic::Status>| {
         assert_eq!(r.unwrap_err().code(), Code::NotFound);

@@ -553,8 +553,8 @@ impl Schedules {
             evaluated: true,
             ..Evaluation::default()
         };
-        // NB: only a status of the run's own search counts (a search id reused after a
-        // manual delete cannot be, ids are never reused, but the check is cheap).
+        // NB: the status was read before the lock; it counts only if it is of the search
+        // the locked row names for this run.
         let status = status.filter(|s| Some(s.search_id) == locked.last_search_id);
         let mut observed_index = Vec::new();
         let mut observed_price = Vec::new();

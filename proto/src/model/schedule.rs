@@ -70,19 +70,6 @@ pub struct ScheduleSpec {
     pub idempotency_key: Option<String>,
 }
 
-impl ScheduleSpec {
-    /// The search request of one run (`key`: its idempotency key).
-    pub fn search_request(&self, key: String) -> Result<SearchRequest, FieldError> {
-        SearchRequest::new(
-            self.products.clone(),
-            self.malls.clone(),
-            self.priority,
-            None,
-            Some(key),
-        )
-    }
-}
-
 fn rule(i: usize, r: pb::PriceMoveRule, products: usize) -> Result<PriceMoveRule, FieldError> {
     let field = |name: &str| format!("rules[{i}].{name}");
     if let Some(index) = r.product_index
