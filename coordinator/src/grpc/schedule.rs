@@ -7,7 +7,7 @@
 use std::{sync::Arc, time::Duration};
 
 use lps_proto::{
-    model::{FieldError, ScheduleSpec, Timing, duration_to_pb, timestamp_to_pb},
+    model::{ScheduleSpec, Timing, duration_to_pb, timestamp_to_pb},
     pb::{self, schedule_service_server::ScheduleServiceServer},
 };
 use tonic::{Request, Response, Status};
@@ -139,16 +139,7 @@ impl pb::schedule_service_server::ScheduleService for ScheduleApi {
         let client = list_scope(&caller, &req.client, "schedules")?;
         let limit = paging::page_size(req.page_size, DEFAULT_LIST_PAGE, MAX_LIST_PAGE);
         let filter = client.unwrap_or("*");
-        let before = paging::decode(&req.page_token, "schedules", filter)
-            .and_then(|p| {
-                p.map(|p| {
-                    p.parse::<i64>().map_err(|_| {
-                        FieldError::new("page_token", "is not a token this list gave out")
-                    })
-                })
-                .transpose()
-            })
-            .map_err(invalid)?;
+        let before = paging::decode_id(&req.page_token, "schedules", filter).map_err(invalid)?;
         let page = self
             .schedules
             .list(client, before, limit)

@@ -366,16 +366,7 @@ impl pb::search_service_server::SearchService for SearchApi {
         let client = list_scope(&caller, &req.client, "searches")?;
         let limit = paging::page_size(req.page_size, DEFAULT_LIST_PAGE, MAX_LIST_PAGE);
         let filter = client.unwrap_or("*");
-        let before = paging::decode(&req.page_token, "searches", filter)
-            .and_then(|p| {
-                p.map(|p| {
-                    p.parse::<i64>().map_err(|_| {
-                        FieldError::new("page_token", "is not a token this list gave out")
-                    })
-                })
-                .transpose()
-            })
-            .map_err(invalid)?;
+        let before = paging::decode_id(&req.page_token, "searches", filter).map_err(invalid)?;
         let page = self
             .searches
             .list(client, before, limit)

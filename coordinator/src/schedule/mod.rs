@@ -104,6 +104,13 @@ fn read_products(products: serde_json::Value) -> Result<Vec<ProductSpec>, Error>
         .collect()
 }
 
+fn read_malls(malls: Vec<String>) -> Result<Vec<MallId>, Error> {
+    malls
+        .into_iter()
+        .map(|m| MallId::new(m).map_err(Error::from))
+        .collect()
+}
+
 fn read_timing(interval_ms: Option<i64>, cron: Option<String>) -> Result<Timing, Error> {
     match (interval_ms, cron) {
         (Some(ms), None) => Ok(Timing::Interval(Duration::from_millis(
@@ -342,11 +349,7 @@ impl Schedules {
                     schedule_id: r.schedule_id,
                     client: r.client,
                     products: read_products(r.products)?,
-                    malls: r
-                        .malls
-                        .into_iter()
-                        .map(|m| MallId::new(m).map_err(Error::from))
-                        .collect::<Result<_, _>>()?,
+                    malls: read_malls(r.malls)?,
                     timing: read_timing(r.interval_ms, r.cron)?,
                     priority: priority(r.priority)?,
                     destinations: r
@@ -420,11 +423,7 @@ impl Schedules {
                     schedule_id: r.schedule_id,
                     client: r.client,
                     products: read_products(r.products)?,
-                    malls: r
-                        .malls
-                        .into_iter()
-                        .map(|m| MallId::new(m).map_err(Error::from))
-                        .collect::<Result<_, _>>()?,
+                    malls: read_malls(r.malls)?,
                     timing: read_timing(r.interval_ms, r.cron)?,
                     priority: priority(r.priority)?,
                     run_number: r.run_number,
