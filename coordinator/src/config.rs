@@ -949,6 +949,9 @@ mod tests {
             ("--reap-interval", "LPS_REAP_INTERVAL"),
             ("--claim-poll", "LPS_CLAIM_POLL"),
             ("--shutdown-timeout", "LPS_SHUTDOWN_TIMEOUT"),
+            ("--schedule-poll", "LPS_SCHEDULE_POLL"),
+            ("--schedule-claim-ttl", "LPS_SCHEDULE_CLAIM_TTL"),
+            ("--schedule-min-interval", "LPS_SCHEDULE_MIN_INTERVAL"),
         ] {
             let e = args(&[flag, "0s"]).validate().unwrap_err();
             assert_eq!(e.setting, setting, "{flag} 0s");
