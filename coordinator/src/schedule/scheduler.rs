@@ -4,7 +4,7 @@
 //! LOCKED` with a lease (`LPS_SCHEDULE_CLAIM_TTL`), starts are fenced by the run number,
 //! and an evaluation is one transaction that finds nothing to do once another committed.
 //!
-//! A run's search is made by [`Queue::enqueue`] under the idempotency key
+//! A run's search is made by [`crate::queue::Queue::enqueue`] under the idempotency key
 //! `schedule-<id>-run-<n>` of the schedule's client, so a claim taken over after a crash
 //! gets the same search back instead of a second one. A run that cannot start (a mall
 //! since disabled) is skipped to the next slot with the reason on the schedule; a
