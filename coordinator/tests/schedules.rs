@@ -502,17 +502,26 @@ async fn a_price_drop_fires_exactly_one_price_move(
 
 #[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
 async fn evaluating_a_run_again_enqueues_nothing_more(pool: PgPool) {
-    // The evaluation itself, twice and at once: one event, whoever commits first.
-    let running = coordinator(&pool.connect_options(), None, &["--schedule-poll", "1h"]).await;
-    let mut c = client(&running).await;
+    // The evaluation itself, twice and at once: one event, whoever commits first. No
+    // coordinator runs here, so no scheduler but the test's own starts or evaluates.
+    let queue = Queue::new(pool.clone(), lps_coordinator::queue::QueueConfig::default());
+    queue
+        .upsert_mall(&MallLimits::unlimited(MallId::new(MALL).unwrap()))
+        .await
+        .unwrap();
     let mut req = schedule_req(3600);
     req.destinations = vec!["watch".into()];
     req.rules = vec![pb::PriceMoveRule {
         below: Some(10_000),
         ..Default::default()
     }];
-    let id = create(&mut c, req, CLIENT_TOKEN).await.schedule_id;
-    let schedules = lps_coordinator::schedule::Schedules::new(running.queue.clone());
+    let spec = lps_proto::model::ScheduleSpec::try_from(req).unwrap();
+    let schedules = lps_coordinator::schedule::Schedules::new(queue.clone());
+    let (schedule, _) = schedules
+        .create(&spec, common::CLIENT_NAME, Duration::from_secs(1))
+        .await
+        .unwrap();
+    let id = schedule.schedule_id;
     let scheduler = lps_coordinator::schedule::Scheduler::new(
         schedules.clone(),
         lps_coordinator::schedule::ScheduleConfig {
@@ -524,14 +533,10 @@ async fn evaluating_a_run_again_enqueues_nothing_more(pool: PgPool) {
         "test-scheduler",
     );
     scheduler.pass().await;
-    let claimed = running.queue.claim(NODE, None, 10).await.unwrap();
+    let claimed = queue.claim(NODE, None, 10).await.unwrap();
     assert_eq!(claimed.len(), 1, "the first run's job");
     let result = JobResult::found(claimed[0].lease, vec![offer(9_000)]).unwrap();
-    running
-        .queue
-        .complete_if_leased(NODE, &result)
-        .await
-        .unwrap();
+    queue.complete_if_leased(NODE, &result).await.unwrap();
     let runs = schedules.unevaluated(10).await.unwrap();
     assert_eq!(runs.len(), 1);
     let (first, second) = tokio::join!(schedules.evaluate(runs[0]), schedules.evaluate(runs[0]));
@@ -550,7 +555,6 @@ async fn evaluating_a_run_again_enqueues_nothing_more(pool: PgPool) {
         .unwrap();
     assert_eq!(events, 1);
     assert!(schedules.unevaluated(10).await.unwrap().is_empty());
-    running.shutdown().await;
 }
 
 #[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
