@@ -2,7 +2,8 @@
 //! times across two replicas, each run once and never before the previous one is final; a
 //! price drop fires exactly one price-move event to a loopback webhook receiver, signed;
 //! bad input is INVALID_ARGUMENT naming the field and stores nothing; a client sees and
-//! changes only its own schedules; pause stops runs, resume restarts them, delete ends them.
+//! changes only its own schedules; pause stops runs, resume restarts them, delete ends them;
+//! the list pages newest first.
 //!
 //! Jobs are finished here through the queue's own transitions (claimed by a node id and
 //! completed, as a crawler node's reports are); `e2e_browser.rs` runs a schedule against a
@@ -818,5 +819,57 @@ async fn a_client_sees_and_changes_only_its_own_and_pause_resume_delete_work(
             .schedules
             .is_empty()
     );
+    running.shutdown().await;
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn list_schedules_pages_newest_first(pool: PgPool) {
+    let running = coordinator(&pool.connect_options(), None, &["--schedule-poll", "1h"]).await;
+    let mut c = client(&running).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(
+            create(&mut c, schedule_req(3600), CLIENT_TOKEN)
+                .await
+                .schedule_id,
+        );
+    }
+    ids.reverse();
+    let page = |token: String| pb::ListSchedulesRequest {
+        page_size: 2,
+        page_token: token,
+        ..Default::default()
+    };
+    let first = c
+        .list_schedules(with_token(page(String::new()), CLIENT_TOKEN))
+        .await
+        .unwrap()
+        .into_inner();
+    let second = c
+        .list_schedules(with_token(
+            page(first.next_page_token.clone()),
+            CLIENT_TOKEN,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let seen: Vec<i64> = first
+        .schedules
+        .iter()
+        .chain(&second.schedules)
+        .map(|s| s.schedule_id)
+        .collect();
+    assert_eq!(seen, ids, "newest first, each once");
+    assert!(!first.next_page_token.is_empty());
+    assert!(second.next_page_token.is_empty(), "the last page says so");
+    // A token with other filters is INVALID_ARGUMENT naming it.
+    let mut other = page(first.next_page_token);
+    other.client = "someone-else".into();
+    let err = c
+        .list_schedules(with_token(other, ADMIN))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().starts_with("page_token: "), "{err:?}");
     running.shutdown().await;
 }
