@@ -10,6 +10,7 @@ const PROTOS: &[&str] = &[
     "lps/v1/search.proto",
     "lps/v1/node.proto",
     "lps/v1/ops.proto",
+    "lps/v1/schedule.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -3,7 +3,7 @@
 //! [`start`] binds the listeners (port 0 works, for tests), migrates, and spawns: the gRPC
 //! server and the HTTP health server (TLS when configured, see [`crate::tls`]), the job
 //! listener, the control listener, the reaper, the alert loop, the delivery worker
-//! ([`crate::delivery::worker`]) and the database probe that keeps gRPC health and
+//! ([`crate::delivery::worker`]), the scheduler ([`crate::schedule::scheduler`]) and the database probe that keeps gRPC health and
 //! `/readyz` current ([`crate::readiness`]).
 //! A background task that exits on its own is fatal: [`Running::wait`] returns its error.
 //!
@@ -264,6 +264,23 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         );
     }
 
+    {
+        let scheduler = crate::schedule::Scheduler::new(
+            crate::schedule::Schedules::new(queue.clone()),
+            config.schedule.clone(),
+            metrics.clone(),
+            &config.coordinator_id,
+        );
+        let cancel = loops.clone();
+        tasks.spawn(
+            async move {
+                scheduler.run(cancel).await;
+                ("scheduler", Ok(()))
+            }
+            .instrument(info_span!(parent: None, "schedule.scheduler", log_only = true)),
+        );
+    }
+
     // gRPC: services, health and reflection.
     let (health, health_service) = tonic_health::server::health_reporter();
     let readiness = Readiness::new(health, metrics.database_reachable.clone()).await;
@@ -304,6 +321,15 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         .with_shutdown(shutdown.clone())
         .with_destinations(config.delivery.destinations.clone());
     let ops_api = grpc::ops::OpsApi::new(queue.clone(), tokens.clone()).with_ledger(ledger.clone());
+    let schedule_api = grpc::schedule::ScheduleApi::new(
+        crate::schedule::Schedules::new(queue.clone()),
+        tokens.clone(),
+        config.schedule.min_interval,
+    )
+    .with_limits(grpc::limits::ClientLimits::new(
+        config.client_limits.clone(),
+    ))
+    .with_destinations(config.delivery.destinations.clone());
     let mut server = tonic::transport::Server::builder();
     if let Some(tls) = &config.tls {
         tls::install_crypto_provider();
@@ -323,6 +349,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         .add_service(reflection_v1alpha)
         .add_service(search_api.into_service())
         .add_service(ops_api.into_service())
+        .add_service(schedule_api.into_service())
         .add_service(pb::node_service_server::NodeServiceServer::new(node_api));
     let grpc_stop = loops.clone();
     tasks.spawn(

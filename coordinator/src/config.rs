@@ -214,6 +214,8 @@ pub struct ServeArgs {
     pub retention: crate::retention::RetentionArgs,
     #[command(flatten)]
     pub delivery: crate::delivery::DeliveryArgs,
+    #[command(flatten)]
+    pub schedule: crate::schedule::ScheduleArgs,
     /// Comma-separated ids of the malls searches may use (the others stay disabled).
     #[arg(
         long,
@@ -264,6 +266,8 @@ pub struct Config {
     pub retention: crate::retention::RetentionConfig,
     /// Delivery destinations and the delivery worker's settings.
     pub delivery: crate::delivery::DeliveryConfig,
+    /// The scheduler's settings.
+    pub schedule: crate::schedule::ScheduleConfig,
 }
 
 impl std::fmt::Debug for Config {
@@ -286,6 +290,7 @@ impl std::fmt::Debug for Config {
             .field("alerts", &self.alerts)
             .field("ledger", &self.ledger)
             .field("delivery", &self.delivery)
+            .field("schedule", &self.schedule)
             .finish_non_exhaustive()
     }
 }
@@ -677,6 +682,7 @@ impl ServeArgs {
         let ledger = self.ledger.validate()?;
         let retention = self.retention.validate()?;
         let delivery = self.delivery.validate()?;
+        let schedule = self.schedule.validate()?;
         let tls = crate::tls::ServerTls::load(
             self.tls_cert.as_deref(),
             self.tls_key.as_deref(),
@@ -727,6 +733,7 @@ impl ServeArgs {
             ledger,
             retention,
             delivery,
+            schedule,
         })
     }
 }
@@ -942,6 +949,9 @@ mod tests {
             ("--reap-interval", "LPS_REAP_INTERVAL"),
             ("--claim-poll", "LPS_CLAIM_POLL"),
             ("--shutdown-timeout", "LPS_SHUTDOWN_TIMEOUT"),
+            ("--schedule-poll", "LPS_SCHEDULE_POLL"),
+            ("--schedule-claim-ttl", "LPS_SCHEDULE_CLAIM_TTL"),
+            ("--schedule-min-interval", "LPS_SCHEDULE_MIN_INTERVAL"),
         ] {
             let e = args(&[flag, "0s"]).validate().unwrap_err();
             assert_eq!(e.setting, setting, "{flag} 0s");

@@ -22,5 +22,6 @@ pub mod queue;
 pub mod readiness;
 pub mod reaper;
 pub mod retention;
+pub mod schedule;
 pub mod search;
 pub mod tls;

@@ -58,6 +58,11 @@ pub struct OutcomeLabels {
 pub const DELIVERY_OUTCOMES: [&str; 5] = ["delivered", "retry", "dead", "claim_lost", "unrecorded"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RuleLabels {
     pub rule: String,
 }
@@ -129,6 +134,8 @@ pub struct Metrics {
     pub database_reachable: Gauge,
     pub retention_deleted: Family<KindLabels, Counter>,
     pub retention_sweep_duration: Histogram,
+    pub schedule_runs: Family<OutcomeLabels, Counter>,
+    pub price_moves: Family<ReasonLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -396,6 +403,28 @@ impl Metrics {
                 outcome: outcome.into(),
             });
         }
+        let schedule_runs = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "schedule_runs",
+            "Due schedule runs this replica handled, by outcome (started, skipped, retry, claim_lost, unrecorded)",
+            schedule_runs.clone(),
+        );
+        for outcome in crate::schedule::scheduler::RUN_OUTCOMES {
+            let _ = schedule_runs.get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            });
+        }
+        let price_moves = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "price_moves",
+            "Price moves this replica's schedule evaluations found, by reason (a move with two reasons counts under each; events are per destination besides)",
+            price_moves.clone(),
+        );
+        for reason in crate::schedule::scheduler::reasons() {
+            let _ = price_moves.get_or_create(&ReasonLabels {
+                reason: reason.into(),
+            });
+        }
         Self {
             registry,
             jobs,
@@ -440,7 +469,28 @@ impl Metrics {
             database_reachable,
             retention_deleted,
             retention_sweep_duration,
+            schedule_runs,
+            price_moves,
         }
+    }
+
+    /// Counts one due schedule run's outcome (one of
+    /// [`crate::schedule::scheduler::RUN_OUTCOMES`]).
+    pub fn record_schedule_run(&self, outcome: &str) {
+        self.schedule_runs
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+
+    /// Counts one price move that fired for `reason`.
+    pub fn record_price_move(&self, reason: crate::schedule::rules::Reason) {
+        self.price_moves
+            .get_or_create(&ReasonLabels {
+                reason: reason.as_str().into(),
+            })
+            .inc();
     }
 
     /// Counts `rows` deleted by one retention batch of `kind`.

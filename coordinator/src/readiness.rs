@@ -160,7 +160,7 @@ fn exhausted(pool: &PgPool) -> bool {
 async fn set_health(health: &tonic_health::server::HealthReporter, serving: bool) {
     use lps_proto::pb::{
         node_service_server::NodeServiceServer, ops_service_server::OpsServiceServer,
-        search_service_server::SearchServiceServer,
+        schedule_service_server::ScheduleServiceServer, search_service_server::SearchServiceServer,
     };
     use tonic::server::NamedService;
     use tonic_health::ServingStatus::{NotServing, Serving};
@@ -175,6 +175,12 @@ async fn set_health(health: &tonic_health::server::HealthReporter, serving: bool
     health
         .set_service_status(
             <SearchServiceServer<grpc::search::SearchApi> as NamedService>::NAME,
+            status,
+        )
+        .await;
+    health
+        .set_service_status(
+            <ScheduleServiceServer<grpc::schedule::ScheduleApi> as NamedService>::NAME,
             status,
         )
         .await;

@@ -85,6 +85,7 @@ async fn reflection_lists_the_services_in_v1_and_v1alpha(pool: PgPool) {
         "lps.v1.SearchService",
         "lps.v1.OpsService",
         "lps.v1.NodeService",
+        "lps.v1.ScheduleService",
     ];
 
     let mut alpha = v1alpha::server_reflection_client::ServerReflectionClient::new(channel.clone());

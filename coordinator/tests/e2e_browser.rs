@@ -1,7 +1,8 @@
 //! The whole system with real parts: PostgreSQL, the coordinator (gRPC on 127.0.0.1), a
 //! crawler node driving headless Chromium through the proxy ledger's ports of the test
 //! kit's gateway, and the test kit's two malls. The expected answers come from the test
-//! catalog, never from LPS.
+//! catalog, never from LPS. A schedule's price-move rule fires once when the mall's price
+//! drops at run time (`/_control/price`).
 
 use std::{path::Path, sync::Arc, time::Duration};
 
@@ -494,5 +495,219 @@ async fn gamma_answers_are_the_truth_and_a_redesign_is_a_layout_alert_once(pool:
         .collect();
     assert_eq!(all.len(), 1, "one post per firing: {all:?}");
     system.stack.gamma.set_layout_changed(false);
+    system.stop().await;
+}
+
+/// The bodies a loopback webhook receiver (`POST /watch`) got, in order.
+type Bodies = Arc<std::sync::Mutex<Vec<String>>>;
+
+async fn receiver() -> (std::net::SocketAddr, Bodies) {
+    use axum::{Router, body::Bytes, extract::State, routing::post};
+    let bodies: Bodies = Arc::default();
+    let app = Router::new()
+        .route(
+            "/watch",
+            post(|State(b): State<Bodies>, body: Bytes| async move {
+                b.lock()
+                    .unwrap()
+                    .push(String::from_utf8(body.to_vec()).unwrap());
+                "ok"
+            }),
+        )
+        .with_state(bodies.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (addr, bodies)
+}
+
+/// The schedule's evaluated run and its observation of product 0 (run, price), if any.
+async fn observed(pool: &PgPool, schedule_id: i64) -> (i32, Option<(i32, i64)>) {
+    let evaluated: i32 =
+        sqlx::query_scalar("select evaluated_run from schedule where schedule_id = $1")
+            .bind(schedule_id)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    let observation: Option<(i32, i64)> = sqlx::query_as(
+        "select run_number, lowest_effective_price from schedule_observation
+         where schedule_id = $1 and product_index = 0",
+    )
+    .bind(schedule_id)
+    .fetch_optional(pool)
+    .await
+    .unwrap();
+    (evaluated, observation)
+}
+
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_price_drop_in_the_mall_fires_one_price_move_of_a_schedule(pool: PgPool) {
+    use lps_proto::pb::schedule_service_client::ScheduleServiceClient;
+    const NAME: &str = "삼다수 2L x 12";
+    let (addr, bodies) = receiver().await;
+    let destination = format!("watch=http://{addr}/watch");
+    let system = start_with(
+        &pool,
+        None,
+        4,
+        "testmall-alpha",
+        &[
+            "--destinations",
+            &destination,
+            "--destination-secrets",
+            "watch=secret-of-watch-0123456789",
+            "--delivery-poll",
+            "100ms",
+            "--schedule-poll",
+            "200ms",
+            "--schedule-min-interval",
+            "1s",
+        ],
+    )
+    .await;
+    // What the catalog says alpha's lowest is, and its listing.
+    let catalog = system.stack.alpha.catalog().clone();
+    let truth = catalog
+        .products()
+        .iter()
+        .find(|p| p.name == NAME)
+        .and_then(|p| p.truth(MallStyle::Alpha))
+        .and_then(|t| t.lowest)
+        .unwrap();
+    let before = i64::try_from(truth.effective_price).unwrap();
+    let listing = truth.listing.id.clone();
+    let target = before - 1000;
+    let channel = Channel::from_shared(format!(
+        "http://{}",
+        system.coordinator.as_ref().unwrap().grpc_addr
+    ))
+    .unwrap()
+    .connect()
+    .await
+    .unwrap();
+    let mut schedules = ScheduleServiceClient::new(channel);
+    let schedule = schedules
+        .create_schedule(common::with_token(
+            pb::CreateScheduleRequest {
+                products: vec![pb::Product {
+                    code: String::new(),
+                    name: NAME.into(),
+                }],
+                malls: vec!["testmall-alpha".into()],
+                interval: Some(prost_types::Duration {
+                    seconds: 2,
+                    nanos: 0,
+                }),
+                destinations: vec!["watch".into()],
+                rules: vec![pb::PriceMoveRule {
+                    below: Some(target),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+            CLIENT_TOKEN,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .schedule
+        .unwrap();
+    let id = schedule.schedule_id;
+    let wait = |done: fn(i32, Option<(i32, i64)>, i64) -> bool, what: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+            loop {
+                let (evaluated, observation) = observed(&pool, id).await;
+                if done(evaluated, observation, target) {
+                    return (evaluated, observation);
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "{what}: evaluated {evaluated}, observed {observation:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
+    // The first run observes the catalog's price, above the target: nothing fires.
+    let (_, first) = wait(|_, o, _| o.is_some(), "a first observation").await;
+    assert_eq!(first.unwrap().1, before, "the catalog's lowest");
+    assert!(
+        bodies.lock().unwrap().is_empty(),
+        "no move on the first run"
+    );
+
+    // The price drops in the mall's catalog while the schedule runs.
+    let new_price = target - 500;
+    let client = reqwest::Client::new();
+    let answer = client
+        .post(format!(
+            "{}/_control/price?id={listing}&price={new_price}",
+            system.stack.alpha.base_url()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert!(answer.status().is_success(), "{answer:?}");
+
+    // A run observes the drop; then one more run, still below the target.
+    let (_, dropped) = wait(|_, o, t| o.is_some_and(|(_, p)| p < t), "the drop observed").await;
+    let (dropped_run, price) = dropped.unwrap();
+    assert_eq!(price, new_price);
+    let after = dropped_run + 1;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+    while observed(&pool, id).await.0 < after {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "run {after} not evaluated"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    schedules
+        .pause_schedule(common::with_token(
+            pb::PauseScheduleRequest { schedule_id: id },
+            CLIENT_TOKEN,
+        ))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let pending: i64 =
+            sqlx::query_scalar("select count(*) from delivery where state <> 'delivered'")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        if pending == 0 && !bodies.lock().unwrap().is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{pending} undelivered"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let got = bodies.lock().unwrap().clone();
+    assert_eq!(
+        got.len(),
+        1,
+        "exactly one price-move notification: {got:#?}"
+    );
+    let event: pb::DeliveryEvent =
+        lps_proto::json::from_json(&got[0], "lps.v1.DeliveryEvent").unwrap();
+    assert_eq!(event.kind, pb::DeliveryEventKind::PriceMove as i32);
+    let m = event.price_move.unwrap();
+    assert_eq!(m.schedule_id, id);
+    assert_eq!(i32::try_from(m.run).unwrap(), dropped_run);
+    assert_eq!(m.lowest_effective_price, new_price);
+    assert_eq!(m.previous_effective_price, Some(before));
+    assert_eq!(m.reasons, vec![pb::PriceMoveReason::BelowTarget as i32]);
+    assert_eq!(m.target, Some(target));
+    let offer = m.offers.first().expect("the offer that caused it");
+    assert_eq!(offer.effective_price, new_price);
+    assert!(
+        offer.url.ends_with(&format!("/goods/{listing}")),
+        "{offer:?}"
+    );
     system.stop().await;
 }

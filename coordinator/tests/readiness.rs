@@ -91,6 +91,7 @@ async fn wait_health(
             "lps.v1.SearchService",
             "lps.v1.NodeService",
             "lps.v1.OpsService",
+            "lps.v1.ScheduleService",
         ] {
             all &= status(health, service).await == want as i32;
         }

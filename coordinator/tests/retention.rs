@@ -583,3 +583,68 @@ async fn a_cancelled_sweep_stops_between_batches(pool: PgPool) {
     assert_eq!(report.deleted(Kind::Jobs), 10);
     assert_eq!(count(&pool, "select count(*) from job").await, 20);
 }
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn a_schedules_current_run_and_its_observations_stay(pool: PgPool) {
+    let queue = queue(&pool).await;
+    let earlier = search(&queue, &["삼다수 2L"]).await;
+    finish(&queue, "삼다수 2L", Some(9_000)).await;
+    let current = search(&queue, &["삼다수 2L"]).await;
+    finish(&queue, "삼다수 2L", Some(8_000)).await;
+    exec(
+        &pool,
+        &format!(
+            "insert into schedule (client, request_digest, products, interval_ms, priority,
+                                   next_run_at, run_number, evaluated_run, last_search_id,
+                                   last_run_at)
+             values ('tests', 'd', '[{{\"code\": null, \"name\": \"삼다수 2L\"}}]', 60000,
+                     50, now(), 2, 1, {current}, now())"
+        ),
+    )
+    .await;
+    exec(
+        &pool,
+        &format!(
+            "insert into schedule_observation (schedule_id, product_index, run_number,
+                                               search_id, lowest_effective_price, observed_at)
+             select schedule_id, 0, 1, {earlier}, 9000, now() - interval '40 days'
+             from schedule"
+        ),
+    )
+    .await;
+    backdate_everything(&pool).await;
+    let all = config(
+        &[
+            (Kind::Searches, 30 * DAY),
+            (Kind::Jobs, 30 * DAY),
+            (Kind::History, 30 * DAY),
+        ],
+        100,
+    );
+    // The earlier run's search goes; the current one, not yet evaluated, stays with its
+    // jobs, and so does the observation its evaluation compares with.
+    let report = sweep(&pool, &all).await;
+    assert_eq!(report.deleted(Kind::Searches), 1);
+    let kept: Vec<i64> = sqlx::query_scalar("select search_id from search_request")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(kept, [current]);
+    assert_eq!(
+        count(
+            &pool,
+            &format!("select count(*) from search_item where search_id = {current}")
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        count(&pool, "select count(*) from schedule_observation").await,
+        1
+    );
+    // Once the schedule has moved on (or is gone), its old run's search is like any other.
+    exec(&pool, "delete from schedule").await;
+    let report = sweep(&pool, &all).await;
+    assert_eq!(report.deleted(Kind::Searches), 1);
+    assert_eq!(count(&pool, "select count(*) from search_request").await, 0);
+}

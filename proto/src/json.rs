@@ -85,6 +85,7 @@ mod tests {
                 r#final: true,
                 ..Default::default()
             }),
+            price_move: None,
         };
         let json = to_json(&event, "lps.v1.DeliveryEvent").unwrap();
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();

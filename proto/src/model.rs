@@ -15,9 +15,11 @@ use crate::pb;
 pub mod delivery;
 pub mod node;
 pub mod proxy;
+pub mod schedule;
 pub use delivery::*;
 pub use node::*;
 pub use proxy::*;
+pub use schedule::*;
 
 /// At most this many products in one search request.
 pub const MAX_PRODUCTS_PER_SEARCH: usize = 200;

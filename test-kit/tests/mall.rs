@@ -222,6 +222,48 @@ async fn control_endpoints_block_unblock_and_reset() {
 }
 
 #[tokio::test]
+async fn a_price_set_through_control_is_served_until_reset() {
+    for (style, query) in [
+        (MallStyle::Alpha, "삼다수 2L x 12"),
+        (MallStyle::Beta, "코카콜라 500ml 24개"),
+    ] {
+        let mall = mall(style).await;
+        let first =
+            || async { get(mall.addr(), &api(query), &[]).await.json()["items"][0].clone() };
+        let listing = first().await;
+        let id = listing["id"].as_str().expect("id").to_owned();
+        let path = listing["url"].as_str().expect("url").to_owned();
+        let catalog_price = listing["price"].as_u64().expect("price");
+        assert_ne!(catalog_price, 7_770);
+
+        let bad = post(mall.addr(), "/_control/price?id=no-such&price=100").await;
+        assert_eq!(bad.status, 400, "{style}: an id the mall does not list");
+        let bad = post(mall.addr(), &format!("/_control/price?id={id}&price=0")).await;
+        assert_eq!(bad.status, 400, "{style}: a price of 0");
+        let set = post(mall.addr(), &format!("/_control/price?id={id}&price=7770")).await;
+        assert_eq!(set.status, 200);
+        assert_eq!(set.json()["price"], 7770);
+
+        let now = first().await;
+        assert_eq!(now["id"], id.as_str(), "{style}");
+        assert_eq!(now["price"], 7770, "{style}: the API answers the new price");
+        let detail = get(mall.addr(), &path, &[]).await.text();
+        assert!(
+            detail.contains("7,770"),
+            "{style}: the detail page shows it: {detail}"
+        );
+
+        post(mall.addr(), "/_control/reset").await;
+        assert_eq!(
+            first().await["price"],
+            catalog_price,
+            "{style}: reset restores it"
+        );
+        mall.shutdown().await.expect("shutdown");
+    }
+}
+
+#[tokio::test]
 async fn slow_control_and_slow_param_delay_search() {
     let mall = mall(MallStyle::Beta).await;
     let started = Instant::now();

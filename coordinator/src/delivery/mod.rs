@@ -14,7 +14,10 @@
 //!   [`Outbox::release_if_claimed`]: `WHERE state = 'delivering' AND claimed_by AND
 //!   attempts`; zero rows is [`Recorded::ClaimLost`] (the claim expired and another worker
 //!   has the row), never applied;
-//! - [`Outbox::retry_if_dead`]: an operator's retry.
+//! - [`Outbox::retry_if_dead`]: an operator's retry;
+//! - [`enqueue_price_moves`]: the one insert made by LPS code rather than the database: a
+//!   schedule's price-move event, its body rendered, in the transaction of the evaluation
+//!   that found it (`schedule`), with ON CONFLICT DO NOTHING on its unique key.
 //!
 //! The worker that posts claimed rows is [`worker`]; its settings and the destinations are
 //! [`config`]; the request's signature is [`signature`].
@@ -67,6 +70,8 @@ pub struct DeliveryInfo {
     /// `None`: the search is final; else the product (its index) that is.
     pub product_index: Option<u32>,
     pub search_version: i64,
+    /// Set for a price-move event: the schedule whose run it is.
+    pub schedule_id: Option<i64>,
     pub destination: String,
     pub state: DeliveryState,
     pub attempts: u32,
@@ -333,6 +338,7 @@ impl Outbox {
                 search_id: r.search_id,
                 product_index: r.product_index.and_then(|i| u32::try_from(i).ok()),
                 search_version: r.search_version,
+                schedule_id: r.schedule_id,
                 destination: r.destination,
                 state: r.state,
                 attempts: count(r.attempts),
@@ -382,6 +388,55 @@ impl Outbox {
                 .map(|t| (r.now - t).to_std().unwrap_or_default()),
         })
     }
+}
+
+/// One price-move event to one destination, rendered.
+#[derive(Debug, Clone)]
+pub struct PriceMoveEvent {
+    pub event_id: uuid::Uuid,
+    pub destination: String,
+    /// The `DeliveryEvent` in the proto3 JSON mapping, sent as it is by every attempt.
+    pub body: String,
+}
+
+/// Where a price-move event comes from: run `run` of schedule `schedule_id`, product
+/// `product_index` of its search `search_id` at version `search_version`.
+#[derive(Debug, Clone, Copy)]
+pub struct PriceMoveSource {
+    pub schedule_id: i64,
+    pub run: i32,
+    pub search_id: i64,
+    pub product_index: i32,
+    pub search_version: i64,
+}
+
+/// Stores `events` (one per destination) of `source` in the caller's transaction; an event
+/// already stored for the same schedule, run, product and destination is left as it is.
+/// Returns how many were stored. `now`: `None` for the database clock.
+pub async fn enqueue_price_moves(
+    conn: &mut sqlx::PgConnection,
+    source: PriceMoveSource,
+    events: &[PriceMoveEvent],
+    now: Option<DateTime<Utc>>,
+) -> Result<u64, Error> {
+    let ids: Vec<uuid::Uuid> = events.iter().map(|e| e.event_id).collect();
+    let destinations: Vec<String> = events.iter().map(|e| e.destination.clone()).collect();
+    let bodies: Vec<String> = events.iter().map(|e| e.body.clone()).collect();
+    let row = sqlx::query_file!(
+        "src/delivery/sql/price_move.sql",
+        source.schedule_id,
+        source.run,
+        source.search_id,
+        source.product_index,
+        source.search_version,
+        &ids,
+        &destinations,
+        &bodies,
+        now
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(u64::try_from(row.inserted).unwrap_or_default())
 }
 
 /// The delay before attempt `attempt + 1` after attempt `attempt` failed:

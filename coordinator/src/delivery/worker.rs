@@ -289,6 +289,7 @@ impl Worker {
             search_id: claim.search_id,
             product_index: claim.product_index,
             search: Some(search),
+            price_move: None,
         };
         lps_proto::json::to_json(&event, EVENT_TYPE)
             .map_err(|e| queue::Error::Internal(format!("delivery payload: {e}")))

@@ -13,6 +13,7 @@ pub mod node;
 pub mod observe;
 pub mod ops;
 pub mod paging;
+pub mod schedule;
 pub mod search;
 
 use std::time::Duration;
@@ -35,9 +36,9 @@ pub fn status(e: queue::Error) -> Status {
         )),
         queue::Error::NotFound(what, id) => Status::not_found(format!("{what} {id} not found")),
         queue::Error::Precondition(message) => Status::failed_precondition(message),
-        queue::Error::KeyReused { key, search_id } => {
+        queue::Error::KeyReused { key, what, id } => {
             let message = format!(
-                "idempotency_key {key:?} was used for search {search_id} with a different request; \
+                "idempotency_key {key:?} was used for {what} {id} with a different request; \
                  use a new key for a new request"
             );
             let details = ErrorDetails::with_error_info(
@@ -45,7 +46,7 @@ pub fn status(e: queue::Error) -> Status {
                 ERROR_DOMAIN,
                 std::collections::HashMap::from([
                     ("idempotency_key".to_owned(), key),
-                    ("search_id".to_owned(), search_id.to_string()),
+                    (format!("{what}_id"), id.to_string()),
                 ]),
             );
             Status::with_error_details(Code::AlreadyExists, message, details)

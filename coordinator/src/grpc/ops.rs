@@ -190,14 +190,7 @@ impl pb::ops_service_server::OpsService for OpsApi {
             search_id: Some(req.search_id).filter(|id| *id > 0),
         };
         let bound = format!("{}|{}", filter.dead_only, req.search_id);
-        let before = paging::decode(&req.page_token, "deliveries", &bound)
-            .map_err(invalid)?
-            .map(|p| {
-                p.parse::<i64>().map_err(|_| {
-                    invalid(FieldError::new("page_token", "is not a token of this list"))
-                })
-            })
-            .transpose()?;
+        let before = paging::decode_id(&req.page_token, "deliveries", &bound).map_err(invalid)?;
         let limit = paging::page_size(req.page_size, DEFAULT_FLEET_PAGE, MAX_FLEET_PAGE);
         let page = self
             .outbox

@@ -51,6 +51,16 @@ pub fn decode(token: &str, list: &str, filter: &str) -> Result<Option<String>, F
     Ok(Some(position.to_owned()))
 }
 
+/// [`decode`] for a list whose positions are ids (keyset on the id alone).
+pub fn decode_id(token: &str, list: &str, filter: &str) -> Result<Option<i64>, FieldError> {
+    decode(token, list, filter)?
+        .map(|p| {
+            p.parse::<i64>()
+                .map_err(|_| FieldError::new("page_token", "is not a token this list gave out"))
+        })
+        .transpose()
+}
+
 fn digest(filter: &str) -> String {
     Sha256::digest(filter.as_bytes())[..6]
         .iter()

@@ -85,18 +85,7 @@ impl SearchApi {
 
     /// `destinations[i]` when a named destination is not configured.
     fn check_destinations(&self, req: &SearchRequest) -> Result<(), Status> {
-        match req
-            .destinations
-            .iter()
-            .enumerate()
-            .find(|(_, d)| self.destinations.get(d.as_str()).is_none())
-        {
-            Some((i, d)) => Err(invalid(FieldError::new(
-                format!("destinations[{i}]"),
-                format!("no destination {d} is configured"),
-            ))),
-            None => Ok(()),
-        }
+        check_destinations(&self.destinations, &req.destinations)
     }
 
     /// Per-client rate and concurrency limits (default: none).
@@ -374,32 +363,10 @@ impl pb::search_service_server::SearchService for SearchApi {
     ) -> Result<Response<pb::ListSearchesResponse>, Status> {
         let (caller, _admitted) = self.admit(&request)?;
         let req = request.into_inner();
-        let client = req.client.trim();
-        let client = match (caller.scope(), client) {
-            (None, "") => None,
-            (None, named) => Some(named),
-            (Some(own), "") => Some(own),
-            (Some(own), named) if named == own => Some(own),
-            (Some(_), named) => {
-                return Err(refused(
-                    tonic::Code::PermissionDenied,
-                    "ADMIN_TOKEN_REQUIRED",
-                    format!("only an admin token lists another client's searches ({named:?})"),
-                ));
-            }
-        };
+        let client = list_scope(&caller, &req.client, "searches")?;
         let limit = paging::page_size(req.page_size, DEFAULT_LIST_PAGE, MAX_LIST_PAGE);
         let filter = client.unwrap_or("*");
-        let before = paging::decode(&req.page_token, "searches", filter)
-            .and_then(|p| {
-                p.map(|p| {
-                    p.parse::<i64>().map_err(|_| {
-                        FieldError::new("page_token", "is not a token this list gave out")
-                    })
-                })
-                .transpose()
-            })
-            .map_err(invalid)?;
+        let before = paging::decode_id(&req.page_token, "searches", filter).map_err(invalid)?;
         let page = self
             .searches
             .list(client, before, limit)
@@ -532,7 +499,46 @@ impl Watcher {
     }
 }
 
-fn positive(field: &str, id: i64) -> Result<i64, Status> {
+/// Whose `what` a list shows: the `requested` client's (empty: the caller's own, or for an
+/// admin every client's, `None`); a client naming another is PERMISSION_DENIED.
+pub(crate) fn list_scope<'a>(
+    caller: &'a Caller,
+    requested: &'a str,
+    what: &str,
+) -> Result<Option<&'a str>, Status> {
+    match (caller.scope(), requested.trim()) {
+        (None, "") => Ok(None),
+        (None, named) => Ok(Some(named)),
+        (Some(own), "") => Ok(Some(own)),
+        (Some(own), named) if named == own => Ok(Some(own)),
+        (Some(_), named) => Err(refused(
+            tonic::Code::PermissionDenied,
+            "ADMIN_TOKEN_REQUIRED",
+            format!("only an admin token lists another client's {what} ({named:?})"),
+        )),
+    }
+}
+
+/// INVALID_ARGUMENT naming `destinations[i]` when a destination `named` is not
+/// `configured` (SearchService and ScheduleService alike).
+pub(crate) fn check_destinations(
+    configured: &Destinations,
+    named: &[lps_proto::model::DestinationName],
+) -> Result<(), Status> {
+    match named
+        .iter()
+        .enumerate()
+        .find(|(_, d)| configured.get(d.as_str()).is_none())
+    {
+        Some((i, d)) => Err(invalid(FieldError::new(
+            format!("destinations[{i}]"),
+            format!("no destination {d} is configured"),
+        ))),
+        None => Ok(()),
+    }
+}
+
+pub(crate) fn positive(field: &str, id: i64) -> Result<i64, Status> {
     if id > 0 {
         Ok(id)
     } else {
@@ -645,9 +651,10 @@ pub fn delivery_to_pb(d: &DeliveryInfo) -> pb::Delivery {
         delivery_id: d.delivery_id,
         event_id: d.event_id.to_string(),
         destination: d.destination.clone(),
-        kind: match d.product_index {
-            Some(_) => pb::DeliveryEventKind::ProductFinal,
-            None => pb::DeliveryEventKind::SearchFinal,
+        kind: match (d.schedule_id, d.product_index) {
+            (Some(_), _) => pb::DeliveryEventKind::PriceMove,
+            (None, Some(_)) => pb::DeliveryEventKind::ProductFinal,
+            (None, None) => pb::DeliveryEventKind::SearchFinal,
         } as i32,
         product_index: d.product_index,
         state: match d.state {
@@ -664,6 +671,7 @@ pub fn delivery_to_pb(d: &DeliveryInfo) -> pb::Delivery {
         delivered_at: d.delivered_at.map(timestamp_to_pb),
         search_id: d.search_id,
         search_version: d.search_version,
+        schedule_id: d.schedule_id.unwrap_or_default(),
     }
 }
 

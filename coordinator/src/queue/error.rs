@@ -22,9 +22,14 @@ pub enum Error {
     /// is not dead); the message says which state it is in.
     #[error("{0}")]
     Precondition(String),
-    /// The client's idempotency key names an earlier search with a different request.
-    #[error("idempotency key {key:?} was used for search {search_id} with a different request")]
-    KeyReused { key: String, search_id: i64 },
+    /// The client's idempotency key names an earlier search (or schedule: `what`) with a
+    /// different request.
+    #[error("idempotency key {key:?} was used for {what} {id} with a different request")]
+    KeyReused {
+        key: String,
+        what: &'static str,
+        id: i64,
+    },
     /// PostgreSQL cannot be reached; safe to retry.
     #[error("database unavailable")]
     Unavailable(#[source] Arc<sqlx::Error>),

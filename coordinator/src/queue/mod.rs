@@ -315,7 +315,8 @@ impl Queue {
             if row.replay_digest.is_some_and(|d| d != digest) {
                 return Err(Error::KeyReused {
                     key: req.idempotency_key.clone().unwrap_or_default(),
-                    search_id,
+                    what: "search",
+                    id: search_id,
                 });
             }
             let mut accepted = self.accepted_items(search_id).await?;

@@ -1,6 +1,7 @@
 //! The mall's `/_control/*` endpoints (documented in [`crate::mall`]): thin adapters over
 //! the counters, each answering with the current [`MallStats`] as JSON (except
-//! `/_control/wall`, which answers with the [`WallReports`]).
+//! `/_control/wall`, which answers with the [`WallReports`], and `/_control/price`, which
+//! answers with the listing's new price).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +32,7 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         .route("/_control/layout", post(layout))
         .route("/_control/bot-wall", post(bot_wall))
         .route("/_control/wall", get(wall_reports))
+        .route("/_control/price", post(price))
 }
 
 fn answer(shared: &Shared) -> Json<MallStats> {
@@ -176,4 +178,24 @@ async fn bot_wall(
 
 async fn wall_reports(State(shared): State<Arc<Shared>>) -> Json<WallReports> {
     Json(shared.counters.wall_reports())
+}
+
+#[derive(Debug, Deserialize)]
+struct PriceParams {
+    id: String,
+    price: u64,
+}
+
+/// Serves listing `id` of this mall at `price` (KRW, > 0) from now on, on every page and
+/// answer that shows it, until reset.
+async fn price(State(shared): State<Arc<Shared>>, Query(p): Query<PriceParams>) -> Response {
+    let id = p.id.trim();
+    if shared.catalog.listing_by_id(shared.style, id).is_none() {
+        return bad_request(format!("this {} mall lists no {id:?}", shared.style));
+    }
+    if p.price == 0 {
+        return bad_request("price must be positive".to_owned());
+    }
+    shared.counters.set_price(id, p.price);
+    Json(serde_json::json!({ "id": id, "price": p.price })).into_response()
 }

@@ -49,7 +49,7 @@
 //! | endpoint | effect |
 //! |---|---|
 //! | `GET /_control/stats` | read counters |
-//! | `POST /_control/reset` | clear counters, forced blocks and slowness, turn the bot wall off and forget its reports and cookies (keeps `block_after`) |
+//! | `POST /_control/reset` | clear counters, forced blocks, slowness and prices set at run time, turn the bot wall off and forget its reports and cookies (keeps `block_after`) |
 //! | `POST /_control/block?exit=exit-03` | block that exit IP until unblocked or reset |
 //! | `POST /_control/unblock?exit=exit-03` | lift the block and clear its search count |
 //! | `POST /_control/slow?ms=5000` | delay search pages and API by 5 s (`page_ms=`/`api_ms=` set one; `0` = off) |
@@ -58,6 +58,7 @@
 //! | `POST /_control/restrict?on=true` | gamma: search pages answer HTTP 418 with the restriction page (`on=false` lifts it) |
 //! | `POST /_control/layout?changed=true` | gamma: search pages use the redesigned markup without inline JSON (`changed=false` restores it) |
 //! | `POST /_control/bot-wall?on=true` | every style: the bot wall guards search pages (`on=false` lifts it; `on` absent = `true`): a search page without the clearance cookie [`wall::WALL_COOKIE`] earned on its exit IP is checked by its headers (a signal blocks the exit IP at once) and then gets the wall page, whose script reports automation signals; a flagged report blocks the exit IP, a clean one sets the cookie; see [`wall`] |
+//! | `POST /_control/price?id=a101&price=9900` | serve that listing of this mall at that price (KRW) on every page and answer from now on, until reset; an id the mall does not list or a price of 0 is 400 |
 //! | `GET /_control/wall` | the bot wall's [`WallReports`]: `{"on", "exits": {"exit-01": {"status": "walled"\|"cleared"\|"blocked", "header_signals", "client_signals", "walls_served", "reports", "passes", "user_agent", "details"}}}` |
 //!
 //! The gamma controls answer HTTP 400 on alpha and beta. `reset` also disarms the

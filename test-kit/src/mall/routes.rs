@@ -186,7 +186,10 @@ async fn search_api(
         .catalog
         .search(shared.style, &params.q)
         .into_iter()
-        .map(|hit| ApiItem::from(hit.listing))
+        .map(|hit| ApiItem {
+            price: shared.counters.price(&hit.listing.id, hit.listing.price),
+            ..ApiItem::from(hit.listing)
+        })
         .collect();
     no_store(Json(ApiAnswer {
         query: &params.q,
@@ -232,7 +235,13 @@ fn asset(content_type: &'static str, body: Bytes) -> Response {
 
 async fn detail_or_not_found(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
     match shared.catalog.listing_by_path(shared.style, uri.path()) {
-        Some(listing) => Html(pages::detail_page(shared.style, listing)).into_response(),
+        Some(listing) => {
+            let listing = Listing {
+                price: shared.counters.price(&listing.id, listing.price),
+                ..listing.clone()
+            };
+            Html(pages::detail_page(shared.style, &listing)).into_response()
+        }
         None => not_found(shared.style),
     }
 }

@@ -122,6 +122,8 @@ struct Inner {
     clearances: BTreeSet<String>,
     issued: u64,
     wall: WallBook,
+    /// Prices set at run time (`/_control/price`) by listing id, in place of the catalog's.
+    prices: BTreeMap<String, u64>,
 }
 
 /// Shared, lock-protected mall state.
@@ -327,6 +329,16 @@ impl Counters {
     /// Clears counters, forced blocks, the slow setting, gamma's states (challenge,
     /// issued tokens, restriction, layout) and the bot wall (off, reports, nonces and
     /// cookies forgotten); keeps `block_after`.
+    /// Serves listing `id` at `price` from now on (until `reset`).
+    pub(crate) fn set_price(&self, id: &str, price: u64) {
+        self.with(|inner| inner.prices.insert(id.to_owned(), price));
+    }
+
+    /// The price listing `id` is served at: one set at run time, else `catalog_price`.
+    pub(crate) fn price(&self, id: &str, catalog_price: u64) -> u64 {
+        self.with(|inner| inner.prices.get(id).copied().unwrap_or(catalog_price))
+    }
+
     pub(crate) fn reset(&self) {
         self.with(|inner| {
             let block_after = inner.stats.block_after;
@@ -398,6 +410,17 @@ mod tests {
         assert_eq!(c.search_page("direct"), Verdict::Serve);
         c.unblock_exit("exit-03");
         assert_eq!(c.search_page("exit-03"), Verdict::Serve);
+    }
+
+    #[test]
+    fn a_price_set_at_run_time_replaces_the_catalogs_until_reset() {
+        let c = Counters::new(None);
+        assert_eq!(c.price("a101", 12_000), 12_000);
+        c.set_price("a101", 9_900);
+        assert_eq!(c.price("a101", 12_000), 9_900);
+        assert_eq!(c.price("a102", 5_000), 5_000, "other listings keep theirs");
+        c.reset();
+        assert_eq!(c.price("a101", 12_000), 12_000);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 -- Retention: one batch of searches created before the age ($1 ms) that are final (no
--- item's job is queued or running) and have no undelivered delivery event, deleted with
+-- item's job is queued or running), have no undelivered delivery event and are no
+-- schedule's current run (migration 0021), deleted with
 -- their items and delivered events (on delete cascade); their
 -- price-history entries stay, with search_id set null. The batch scans the next $2
 -- searches in (created_at, search_id) order after the cursor ($3, $4) — an ordered index
@@ -33,6 +34,10 @@ victims as (
           select 1 from delivery d
           where d.search_id = s.search_id and d.state <> 'delivered'
           offset 0)
+      -- A schedule's current (or last) run keeps its search: its evaluation reads it once
+      -- it is final (the observations it compares with are the schedule's own rows).
+      and not exists (
+          select 1 from schedule sc where sc.last_search_id = s.search_id offset 0)
     for update of s skip locked
 ),
 deleted as (

@@ -305,7 +305,7 @@ fn redesigned_card(out: &mut String, item: &Item<'_>) {
         link = escape_html(&item.link),
         img = l.image_path(),
         title = escape_html(&l.title),
-        price = format_price(MallStyle::Gamma, l.price),
+        price = format_price(MallStyle::Gamma, item.price),
     );
     if let Some(delivery) = &item.delivery {
         let _ = write!(

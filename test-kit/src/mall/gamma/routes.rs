@@ -100,7 +100,7 @@ async fn search_page(
                     .iter()
                     .skip((page - 1).saturating_mul(PAGE_SIZE))
                     .take(PAGE_SIZE)
-                    .map(|l| Item::new(l, &base, &params.q))
+                    .map(|l| priced(&shared, Item::new(l, &base, &params.q)))
                     .collect(),
             };
             let html = if redesigned {
@@ -181,7 +181,7 @@ async fn search_api(
         .iter()
         .skip(start - 1)
         .take(display)
-        .map(|l| Item::new(l, &base, query))
+        .map(|l| priced(&shared, Item::new(l, &base, query)))
         .collect();
     no_store(Json(serde_json::json!({
         "total": organic.len(),
@@ -214,4 +214,10 @@ async fn ad_redirect(
         }
         None => not_found(MallStyle::Gamma),
     }
+}
+
+/// `item` at the price set at run time for its listing (`/_control/price`), if any.
+fn priced<'a>(shared: &Shared, mut item: Item<'a>) -> Item<'a> {
+    item.price = shared.counters.price(item.id, item.price);
+    item
 }
