@@ -9,6 +9,7 @@ pub mod csv;
 pub mod delivery;
 pub mod evidence;
 pub mod json;
+pub mod schedule;
 pub mod table;
 pub mod text;
 

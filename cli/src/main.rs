@@ -9,6 +9,8 @@
 //! lpsctl watch 42 ; lpsctl job 1234 ; lpsctl ops ; lpsctl nodes ; lpsctl ports
 //! lpsctl retry-dead --mall coupang ; lpsctl drain node-7
 //! lpsctl deliveries --dead ; lpsctl delivery retry 17
+//! lpsctl schedule add "제주 삼다수 2L x 12" --every 6h --below 9900 --destination pricing
+//! lpsctl schedule list ; lpsctl schedule show 3 ; lpsctl schedule pause 3
 //! ```
 #![forbid(unsafe_code)]
 #![allow(clippy::print_stdout)]
@@ -17,10 +19,13 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::{Context as _, anyhow, bail};
 use clap::{Parser, Subcommand, ValueEnum};
-use lps_cli::{csv, delivery, evidence, json, text};
+use lps_cli::{csv, delivery, evidence, json, schedule, text};
 use lps_proto::{
     model::timestamp_to_pb,
-    pb::{self, ops_service_client::OpsServiceClient, search_service_client::SearchServiceClient},
+    pb::{
+        self, ops_service_client::OpsServiceClient, schedule_service_client::ScheduleServiceClient,
+        search_service_client::SearchServiceClient,
+    },
 };
 use tonic::{
     Request, Status,
@@ -90,6 +95,16 @@ enum PriorityArg {
     Backfill,
 }
 
+impl PriorityArg {
+    fn to_pb(self) -> pb::PriorityClass {
+        match self {
+            Self::Interactive => pb::PriorityClass::Interactive,
+            Self::Batch => pb::PriorityClass::Batch,
+            Self::Backfill => pb::PriorityClass::Backfill,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum PortsAction {
     /// Suggest the mall's per-IP request budget from where blocks start (the share of IP
@@ -107,6 +122,63 @@ enum DeliveryAction {
         /// The delivery's id (`lpsctl deliveries --dead`).
         delivery_id: i64,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum ScheduleAction {
+    /// Store a schedule: search these products again and again, and notify the
+    /// destinations when a product's lowest price moves (see --below, --move-percent).
+    Add {
+        /// The products, as a person would type them (or use --file).
+        #[arg(required_unless_present = "file", conflicts_with = "file")]
+        names: Vec<String>,
+        /// A CSV file of products, as `lpsctl search --file` reads it.
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// A mall to search (repeatable); default: every mall enabled when a run starts.
+        #[arg(long = "mall")]
+        malls: Vec<String>,
+        /// Run this often, e.g. `6h` (at least the coordinator's minimum).
+        #[arg(long, value_parser = humantime::parse_duration, required_unless_present = "cron", conflicts_with = "cron")]
+        every: Option<Duration>,
+        /// Run at a cron pattern's times (UTC), e.g. `"0 6 * * *"`.
+        #[arg(long)]
+        cron: Option<String>,
+        #[arg(long, value_enum, default_value_t = PriorityArg::Batch)]
+        priority: PriorityArg,
+        /// A configured destination of the price-move events (repeatable).
+        #[arg(long = "destination")]
+        destinations: Vec<String>,
+        /// Notify when a lowest effective price falls below this (KRW): `9900` for every
+        /// product, `2=9900` for the second product only (repeatable).
+        #[arg(long = "below", value_parser = schedule::below_rule)]
+        below: Vec<pb::PriceMoveRule>,
+        /// Notify when a lowest effective price moves by at least this percent, either way,
+        /// against the previous run's: `5` for every product, `1=2.5` for the first only
+        /// (repeatable).
+        #[arg(long = "move-percent", value_parser = schedule::move_rule)]
+        move_percent: Vec<pb::PriceMoveRule>,
+        /// Makes a retried `add` return the first schedule.
+        #[arg(long)]
+        idempotency_key: Option<String>,
+    },
+    /// Your schedules, newest first (an admin token: every client's).
+    List {
+        /// Only this client's (an admin's filter).
+        #[arg(long)]
+        client: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// One schedule: its products, rules, next and last run.
+    Show { schedule_id: i64 },
+    /// No new runs until resumed (a run under way finishes).
+    Pause { schedule_id: i64 },
+    /// Runs again.
+    Resume { schedule_id: i64 },
+    /// Remove the schedule (a run under way finishes as an ordinary search).
+    Delete { schedule_id: i64 },
 }
 
 #[derive(Debug, Subcommand)]
@@ -234,6 +306,11 @@ enum Command {
         #[command(subcommand)]
         action: DeliveryAction,
     },
+    /// Schedules (watchlists): `schedule add|list|show|pause|resume|delete`.
+    Schedule {
+        #[command(subcommand)]
+        action: ScheduleAction,
+    },
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -273,10 +350,11 @@ async fn main() -> ExitCode {
     code
 }
 
-/// Both service clients over one channel, with the token attached to every call.
+/// The service clients over one channel, with the token attached to every call.
 struct Client {
     search: SearchServiceClient<Channel>,
     ops: OpsServiceClient<Channel>,
+    schedule: ScheduleServiceClient<Channel>,
     token: Option<AsciiMetadataValue>,
     timeout: Duration,
 }
@@ -318,6 +396,8 @@ impl Client {
             .map_err(|_| anyhow!("the token has characters that cannot go in a header"))?;
         Ok(Self {
             search: SearchServiceClient::new(channel.clone())
+                .max_decoding_message_size(MAX_MESSAGE_BYTES),
+            schedule: ScheduleServiceClient::new(channel.clone())
                 .max_decoding_message_size(MAX_MESSAGE_BYTES),
             ops: OpsServiceClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES),
             token,
@@ -484,6 +564,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let file_products = match &cli.command {
         Command::Search {
             file: Some(path), ..
+        }
+        | Command::Schedule {
+            action: ScheduleAction::Add {
+                file: Some(path), ..
+            },
         } => Some(products(None, None, Some(path))?),
         _ => None,
     };
@@ -510,11 +595,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let req = pb::SearchRequest {
                 products: products.clone(),
                 malls,
-                priority_class: match priority {
-                    PriorityArg::Interactive => pb::PriorityClass::Interactive,
-                    PriorityArg::Batch => pb::PriorityClass::Batch,
-                    PriorityArg::Backfill => pb::PriorityClass::Backfill,
-                } as i32,
+                priority_class: priority.to_pb() as i32,
                 priority: None,
                 max_age: max_age.map(lps_proto::model::duration_to_pb),
                 idempotency_key: idempotency_key.unwrap_or_default(),
@@ -817,6 +898,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
         }
+        Command::Schedule { action } => {
+            run_schedule(&mut client, action, file_products, as_json).await?;
+        }
         Command::Drain { node_id } => {
             let r = client
                 .ops
@@ -831,6 +915,134 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("node {node_id} is draining");
             } else {
                 bail!("node {node_id} is not connected");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `lpsctl schedule …`.
+async fn run_schedule(
+    client: &mut Client,
+    action: ScheduleAction,
+    file_products: Option<Vec<pb::Product>>,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let show = |s: &pb::Schedule| -> anyhow::Result<()> {
+        if as_json {
+            print_json(&schedule::json(s))
+        } else {
+            print!("{}", schedule::text(s));
+            Ok(())
+        }
+    };
+    match action {
+        ScheduleAction::Add {
+            names,
+            file: _,
+            malls,
+            every,
+            cron,
+            priority,
+            destinations,
+            below,
+            move_percent,
+            idempotency_key,
+        } => {
+            let products = match file_products {
+                Some(products) => products,
+                None => names
+                    .into_iter()
+                    .map(|name| pb::Product {
+                        code: String::new(),
+                        name,
+                    })
+                    .collect(),
+            };
+            let req = pb::CreateScheduleRequest {
+                products,
+                malls,
+                interval: every.map(lps_proto::model::duration_to_pb),
+                cron: cron.unwrap_or_default(),
+                priority_class: priority.to_pb() as i32,
+                destinations,
+                rules: below.into_iter().chain(move_percent).collect(),
+                idempotency_key: idempotency_key.unwrap_or_default(),
+            };
+            let r = client
+                .schedule
+                .create_schedule(client.unary(req))
+                .await?
+                .into_inner();
+            let s = r
+                .schedule
+                .ok_or_else(|| anyhow!("the coordinator sent no schedule"))?;
+            eprintln!(
+                "schedule {} {}",
+                s.schedule_id,
+                if r.replayed { "replayed" } else { "stored" }
+            );
+            show(&s)?;
+        }
+        ScheduleAction::List { client: of, limit } => {
+            let mut req = pb::ListSchedulesRequest {
+                client: of.unwrap_or_default(),
+                page_size: limit.min(500),
+                ..Default::default()
+            };
+            let mut all = Vec::new();
+            loop {
+                let page = client
+                    .schedule
+                    .list_schedules(client.unary(req.clone()))
+                    .await?
+                    .into_inner();
+                all.extend(page.schedules);
+                if page.next_page_token.is_empty() || all.len() >= limit as usize {
+                    break;
+                }
+                req.page_token = page.next_page_token;
+            }
+            all.truncate(limit as usize);
+            if as_json {
+                print_json(&schedule::json_list(&all))?;
+            } else {
+                print!("{}", schedule::text_list(&all));
+            }
+        }
+        ScheduleAction::Show { schedule_id } => {
+            let s = client
+                .schedule
+                .get_schedule(client.unary(pb::GetScheduleRequest { schedule_id }))
+                .await?
+                .into_inner();
+            show(&s)?;
+        }
+        ScheduleAction::Pause { schedule_id } => {
+            let s = client
+                .schedule
+                .pause_schedule(client.unary(pb::PauseScheduleRequest { schedule_id }))
+                .await?
+                .into_inner();
+            show(&s)?;
+        }
+        ScheduleAction::Resume { schedule_id } => {
+            let s = client
+                .schedule
+                .resume_schedule(client.unary(pb::ResumeScheduleRequest { schedule_id }))
+                .await?
+                .into_inner();
+            show(&s)?;
+        }
+        ScheduleAction::Delete { schedule_id } => {
+            client
+                .schedule
+                .delete_schedule(client.unary(pb::DeleteScheduleRequest { schedule_id }))
+                .await?;
+            if as_json {
+                print_json(&serde_json::json!({ "schedule_id": schedule_id, "deleted": true }))?;
+            } else {
+                println!("schedule {schedule_id} deleted");
             }
         }
     }
