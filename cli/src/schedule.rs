@@ -64,9 +64,11 @@ pub fn text_list(list: &[pb::Schedule]) -> String {
             state(s).to_owned(),
             s.runs.to_string(),
             timestamp(s.next_run_at.as_ref()).unwrap_or_default(),
-            (s.last_search_id != 0)
-                .then(|| s.last_search_id.to_string())
-                .unwrap_or_default(),
+            if s.last_search_id == 0 {
+                String::new()
+            } else {
+                s.last_search_id.to_string()
+            },
         ]);
     }
     t.render()
