@@ -27,14 +27,13 @@ async fn start(pool: &PgPool) -> Running {
 }
 
 async fn lpsctl(running: &Running, args: &[&str]) -> std::process::Output {
-    let out = common::lpsctl(
+    common::lpsctl(
         &format!("http://{}", running.grpc_addr),
         CLIENT_TOKEN,
         &[],
         args,
     )
-    .await;
-    out
+    .await
 }
 
 fn ok_json(out: &std::process::Output) -> serde_json::Value {
