@@ -72,17 +72,19 @@ pub struct Thresholds {
 }
 
 impl Default for Thresholds {
+    /// The coordinator's flag defaults (`config::DEFAULT_ALERT_*`).
     fn default() -> Self {
+        use crate::config;
         Self {
-            dead_last_hour: 1.0,
-            blocks_last_hour: 80.0,
-            oldest_queued: Duration::from_secs(600),
-            stuck_running: 1.0,
-            deadline_kills_last_hour: 5.0,
-            cost_usd_last_hour: 1.0,
-            ports_available_pct: 30.0,
-            block_ended_sessions_6h: 1.0,
-            deliveries_dead: 1.0,
+            dead_last_hour: config::DEFAULT_ALERT_DEAD_1H,
+            blocks_last_hour: config::DEFAULT_ALERT_BLOCKS_1H,
+            oldest_queued: config::default_duration(config::DEFAULT_ALERT_OLDEST_QUEUED),
+            stuck_running: config::DEFAULT_ALERT_STUCK,
+            deadline_kills_last_hour: config::DEFAULT_ALERT_DEADLINE_KILLS_1H,
+            cost_usd_last_hour: config::DEFAULT_ALERT_COST_1H_USD,
+            ports_available_pct: config::DEFAULT_ALERT_PORTS_AVAILABLE_PCT,
+            block_ended_sessions_6h: config::DEFAULT_ALERT_BLOCK_SESSIONS_6H,
+            deliveries_dead: config::DEFAULT_ALERT_DELIVERIES_DEAD,
             layout_share: DEFAULT_LAYOUT_SHARE,
             layout_min_attempts: DEFAULT_LAYOUT_MIN_ATTEMPTS,
         }

@@ -176,10 +176,20 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             profiles: profiles.iter().map(|p| p.wire.clone()).collect(),
             vocabulary,
             limits: pb::Limits {
-                max_ip_burns_per_job: config.ledger.as_ref().map_or(3, |l| l.max_ip_burns_per_job),
-                ip_request_budget: config.ledger.as_ref().map_or(3, |l| l.request_budget),
+                max_ip_burns_per_job: config
+                    .ledger
+                    .as_ref()
+                    .map_or(crate::ledger::DEFAULT_MAX_IP_BURNS_PER_JOB, |l| {
+                        l.max_ip_burns_per_job
+                    }),
+                ip_request_budget: config
+                    .ledger
+                    .as_ref()
+                    .map_or(crate::ledger::DEFAULT_IP_REQUEST_BUDGET, |l| {
+                        l.request_budget
+                    }),
                 proxy_usd_per_gb: config.proxy_usd_per_gb,
-                ip_session_window: Some(lps_proto::model::duration_to_pb(Duration::from_secs(600))),
+                ip_session_window: Some(lps_proto::model::duration_to_pb(IP_SESSION_WINDOW)),
             },
         }),
         registry: registry.clone(),
@@ -527,6 +537,10 @@ impl Running {
 
 /// Key of the transaction advisory lock under which a starting replica checks the
 /// configuration revision and writes the shared settings.
+/// How long a node may keep one sticky IP session (`Limits.ip_session_window`, sent in
+/// Welcome): it then rotates to another exit IP even within its request budget.
+const IP_SESSION_WINDOW: Duration = Duration::from_secs(600);
+
 const SETTINGS_LOCK: i64 = 0x4c50_535f_5345_5453; // "LPS_SETS"
 
 /// The start-up write of the settings every replica shares (mall rows, proxy ports): held

@@ -29,6 +29,44 @@ pub enum Command {
     Migrate,
 }
 
+// Every setting's default, once: the flags below read these, and so do the library
+// defaults that tests and benchmarks start from (`QueueConfig::default`,
+// `alerts::Thresholds::default`); [`default_duration`] reads a duration default.
+pub const DEFAULT_DB_MAX_CONNECTIONS: u32 = 20;
+pub const DEFAULT_GRPC_ADDR: &str = "0.0.0.0:50051";
+pub const DEFAULT_HTTP_ADDR: &str = "0.0.0.0:8080";
+pub const DEFAULT_HEARTBEAT_INTERVAL: &str = "5s";
+pub const DEFAULT_LEASE_TTL: &str = "45s";
+pub const DEFAULT_NODE_GRACE: &str = "15s";
+pub const DEFAULT_JOB_DEADLINE: &str = "300s";
+pub const DEFAULT_MAX_ATTEMPTS: u16 = 3;
+pub const DEFAULT_BACKOFF_BASE: &str = "5s";
+pub const DEFAULT_BACKOFF_CAP: &str = "600s";
+pub const DEFAULT_REAP_INTERVAL: &str = "1s";
+pub const DEFAULT_CLAIM_POLL: &str = "10s";
+pub const DEFAULT_SHUTDOWN_TIMEOUT: &str = "30s";
+pub const DEFAULT_LOG_FORMAT: &str = "text";
+pub const DEFAULT_ALERT_INTERVAL: &str = "15s";
+pub const DEFAULT_ALERT_FOR: &str = "30s";
+pub const DEFAULT_ALERT_RESOLVE_AFTER: &str = "2m";
+pub const DEFAULT_DEPLOYMENT: &str = "lps";
+pub const DEFAULT_ALERT_DEAD_1H: f64 = 1.0;
+pub const DEFAULT_ALERT_BLOCKS_1H: f64 = 80.0;
+pub const DEFAULT_ALERT_OLDEST_QUEUED: &str = "600s";
+pub const DEFAULT_ALERT_STUCK: f64 = 1.0;
+pub const DEFAULT_ALERT_DEADLINE_KILLS_1H: f64 = 5.0;
+pub const DEFAULT_ALERT_COST_1H_USD: f64 = 1.0;
+pub const DEFAULT_ALERT_PORTS_AVAILABLE_PCT: f64 = 30.0;
+pub const DEFAULT_ALERT_BLOCK_SESSIONS_6H: f64 = 1.0;
+pub const DEFAULT_ALERT_DELIVERIES_DEAD: f64 = 1.0;
+pub const DEFAULT_PROXY_USD_PER_GB: f64 = 8.0;
+
+/// A duration default above as a [`Duration`] (a test checks that each one parses).
+pub fn default_duration(text: &'static str) -> Duration {
+    humantime::parse_duration(text)
+        .unwrap_or_else(|e| panic!("the default {text:?} is not a duration: {e}"))
+}
+
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 30s, 5m)"))
 }
@@ -38,13 +76,13 @@ pub struct ServeArgs {
     /// PostgreSQL URL.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
-    #[arg(long, env = "LPS_DB_MAX_CONNECTIONS", default_value_t = 20)]
+    #[arg(long, env = "LPS_DB_MAX_CONNECTIONS", default_value_t = DEFAULT_DB_MAX_CONNECTIONS)]
     pub db_max_connections: u32,
     /// gRPC listen address (SearchService, NodeService, OpsService, health, reflection).
-    #[arg(long, env = "LPS_GRPC_ADDR", default_value = "0.0.0.0:50051")]
+    #[arg(long, env = "LPS_GRPC_ADDR", default_value = DEFAULT_GRPC_ADDR)]
     pub grpc_addr: SocketAddr,
     /// HTTP listen address (/healthz, /readyz).
-    #[arg(long, env = "LPS_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    #[arg(long, env = "LPS_HTTP_ADDR", default_value = DEFAULT_HTTP_ADDR)]
     pub http_addr: SocketAddr,
     /// PEM certificate chain the gRPC port presents: TLS on that port. Needs LPS_TLS_KEY.
     #[arg(long, env = "LPS_TLS_CERT")]
@@ -111,7 +149,7 @@ pub struct ServeArgs {
     /// replica restarting during a rolling update does not undo the new settings.
     #[arg(long, env = "LPS_CONFIG_REVISION", default_value_t = 0)]
     pub config_revision: u32,
-    #[arg(long, env = "LPS_HEARTBEAT_INTERVAL", default_value = "5s", value_parser = duration)]
+    #[arg(long, env = "LPS_HEARTBEAT_INTERVAL", default_value = DEFAULT_HEARTBEAT_INTERVAL, value_parser = duration)]
     pub heartbeat_interval: Duration,
     /// How long a job's lease lasts without a renewal. Must cover a silent node's whole way
     /// out — the last renewal up to a heartbeat before its last frame, the silence timeout
@@ -119,33 +157,33 @@ pub struct ServeArgs {
     /// node that goes silent always has its jobs reclaimed (no attempt charged), never
     /// reaped: `LPS_LEASE_TTL >= 5 × LPS_HEARTBEAT_INTERVAL + LPS_NODE_GRACE +
     /// LPS_REAP_INTERVAL`.
-    #[arg(long, env = "LPS_LEASE_TTL", default_value = "45s", value_parser = duration)]
+    #[arg(long, env = "LPS_LEASE_TTL", default_value = DEFAULT_LEASE_TTL, value_parser = duration)]
     pub lease_ttl: Duration,
     /// How long a lost node's jobs wait for it to reconnect.
-    #[arg(long, env = "LPS_NODE_GRACE", default_value = "15s", value_parser = duration)]
+    #[arg(long, env = "LPS_NODE_GRACE", default_value = DEFAULT_NODE_GRACE, value_parser = duration)]
     pub node_grace: Duration,
     /// Hard limit for one run of a job.
-    #[arg(long, env = "LPS_JOB_DEADLINE", default_value = "300s", value_parser = duration)]
+    #[arg(long, env = "LPS_JOB_DEADLINE", default_value = DEFAULT_JOB_DEADLINE, value_parser = duration)]
     pub job_deadline: Duration,
-    #[arg(long, env = "LPS_MAX_ATTEMPTS", default_value_t = 3)]
+    #[arg(long, env = "LPS_MAX_ATTEMPTS", default_value_t = DEFAULT_MAX_ATTEMPTS)]
     pub max_attempts: u16,
-    #[arg(long, env = "LPS_BACKOFF_BASE", default_value = "5s", value_parser = duration)]
+    #[arg(long, env = "LPS_BACKOFF_BASE", default_value = DEFAULT_BACKOFF_BASE, value_parser = duration)]
     pub backoff_base: Duration,
-    #[arg(long, env = "LPS_BACKOFF_CAP", default_value = "600s", value_parser = duration)]
+    #[arg(long, env = "LPS_BACKOFF_CAP", default_value = DEFAULT_BACKOFF_CAP, value_parser = duration)]
     pub backoff_cap: Duration,
-    #[arg(long, env = "LPS_REAP_INTERVAL", default_value = "1s", value_parser = duration)]
+    #[arg(long, env = "LPS_REAP_INTERVAL", default_value = DEFAULT_REAP_INTERVAL, value_parser = duration)]
     pub reap_interval: Duration,
     /// Claim poll when no NOTIFY arrives (jittered). NOTIFY brings new work at once; the
     /// poll only catches jobs that become due by time (backoff, start gaps) and lost
     /// notifications. Each idle node stream polls once per interval: lowering it costs
     /// one claim query per node per interval.
-    #[arg(long, env = "LPS_CLAIM_POLL", default_value = "10s", value_parser = duration)]
+    #[arg(long, env = "LPS_CLAIM_POLL", default_value = DEFAULT_CLAIM_POLL, value_parser = duration)]
     pub claim_poll: Duration,
     /// How long shutdown may take in all (node streams are told to reconnect at its start).
-    #[arg(long, env = "LPS_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = duration)]
+    #[arg(long, env = "LPS_SHUTDOWN_TIMEOUT", default_value = DEFAULT_SHUTDOWN_TIMEOUT, value_parser = duration)]
     pub shutdown_timeout: Duration,
     /// `text` or `json`.
-    #[arg(long, env = "LPS_LOG_FORMAT", default_value = "text")]
+    #[arg(long, env = "LPS_LOG_FORMAT", default_value = DEFAULT_LOG_FORMAT)]
     pub log_format: String,
     /// Directory of site-profile TOML files overriding or adding to the built-in ones.
     #[arg(long, env = "LPS_PROFILES_DIR")]
@@ -158,38 +196,38 @@ pub struct ServeArgs {
     #[arg(long, env = "LPS_ALERT_WEBHOOK_URL", hide_env_values = true)]
     pub alert_webhook_url: Option<String>,
     /// How often metrics are refreshed and alert rules evaluated.
-    #[arg(long, env = "LPS_ALERT_INTERVAL", default_value = "15s", value_parser = duration)]
+    #[arg(long, env = "LPS_ALERT_INTERVAL", default_value = DEFAULT_ALERT_INTERVAL, value_parser = duration)]
     pub alert_interval: Duration,
     /// How long an alert rule's condition must hold before it fires (0s: at once).
-    #[arg(long, env = "LPS_ALERT_FOR", default_value = "30s", value_parser = duration)]
+    #[arg(long, env = "LPS_ALERT_FOR", default_value = DEFAULT_ALERT_FOR, value_parser = duration)]
     pub alert_for: Duration,
     /// How long a firing rule's condition must be gone before it resolves; also an event
     /// rule's quiet period (`block_ended_sessions_6h`).
-    #[arg(long, env = "LPS_ALERT_RESOLVE_AFTER", default_value = "2m", value_parser = duration)]
+    #[arg(long, env = "LPS_ALERT_RESOLVE_AFTER", default_value = DEFAULT_ALERT_RESOLVE_AFTER, value_parser = duration)]
     pub alert_resolve_after: Duration,
     /// Names this deployment in alert messages (the Helm chart sets the release name).
-    #[arg(long, env = "LPS_DEPLOYMENT", default_value = "lps")]
+    #[arg(long, env = "LPS_DEPLOYMENT", default_value = DEFAULT_DEPLOYMENT)]
     pub deployment: String,
-    #[arg(long, env = "LPS_ALERT_DEAD_1H", default_value_t = 1.0)]
+    #[arg(long, env = "LPS_ALERT_DEAD_1H", default_value_t = DEFAULT_ALERT_DEAD_1H)]
     pub alert_dead_1h: f64,
-    #[arg(long, env = "LPS_ALERT_BLOCKS_1H", default_value_t = 80.0)]
+    #[arg(long, env = "LPS_ALERT_BLOCKS_1H", default_value_t = DEFAULT_ALERT_BLOCKS_1H)]
     pub alert_blocks_1h: f64,
-    #[arg(long, env = "LPS_ALERT_OLDEST_QUEUED", default_value = "600s", value_parser = duration)]
+    #[arg(long, env = "LPS_ALERT_OLDEST_QUEUED", default_value = DEFAULT_ALERT_OLDEST_QUEUED, value_parser = duration)]
     pub alert_oldest_queued: Duration,
-    #[arg(long, env = "LPS_ALERT_STUCK", default_value_t = 1.0)]
+    #[arg(long, env = "LPS_ALERT_STUCK", default_value_t = DEFAULT_ALERT_STUCK)]
     pub alert_stuck: f64,
-    #[arg(long, env = "LPS_ALERT_DEADLINE_KILLS_1H", default_value_t = 5.0)]
+    #[arg(long, env = "LPS_ALERT_DEADLINE_KILLS_1H", default_value_t = DEFAULT_ALERT_DEADLINE_KILLS_1H)]
     pub alert_deadline_kills_1h: f64,
-    #[arg(long, env = "LPS_ALERT_COST_1H_USD", default_value_t = 1.0)]
+    #[arg(long, env = "LPS_ALERT_COST_1H_USD", default_value_t = DEFAULT_ALERT_COST_1H_USD)]
     pub alert_cost_1h_usd: f64,
     /// Fires when available proxy ports fall to this percentage or below.
-    #[arg(long, env = "LPS_ALERT_PORTS_AVAILABLE_PCT", default_value_t = 30.0)]
+    #[arg(long, env = "LPS_ALERT_PORTS_AVAILABLE_PCT", default_value_t = DEFAULT_ALERT_PORTS_AVAILABLE_PCT)]
     pub alert_ports_available_pct: f64,
-    #[arg(long, env = "LPS_ALERT_BLOCK_SESSIONS_6H", default_value_t = 1.0)]
+    #[arg(long, env = "LPS_ALERT_BLOCK_SESSIONS_6H", default_value_t = DEFAULT_ALERT_BLOCK_SESSIONS_6H)]
     pub alert_block_sessions_6h: f64,
     /// `deliveries_dead` fires when this many delivery events are dead (every attempt
     /// failed; `lpsctl deliveries --dead`).
-    #[arg(long, env = "LPS_ALERT_DELIVERIES_DEAD", default_value_t = 1.0)]
+    #[arg(long, env = "LPS_ALERT_DELIVERIES_DEAD", default_value_t = DEFAULT_ALERT_DELIVERIES_DEAD)]
     pub alert_deliveries_dead: f64,
     /// `layout_changed` fires when a mall's share of layout failures (no card source read
     /// a healthy page) among its attempts of the last 15 minutes is above this (0..=1).
@@ -200,7 +238,7 @@ pub struct ServeArgs {
     #[arg(long, env = "LPS_ALERT_LAYOUT_MIN_ATTEMPTS", default_value_t = crate::alerts::DEFAULT_LAYOUT_MIN_ATTEMPTS)]
     pub alert_layout_min_attempts: u32,
     /// USD per GB of proxy traffic, for each job's cost figure (sent to nodes).
-    #[arg(long, env = "LPS_PROXY_USD_PER_GB", default_value_t = 8.0)]
+    #[arg(long, env = "LPS_PROXY_USD_PER_GB", default_value_t = DEFAULT_PROXY_USD_PER_GB)]
     pub proxy_usd_per_gb: f64,
     /// Deployment-wide cap on what attempts may cost per rolling hour, USD (unset: no cap).
     /// Once the last hour's spend reaches it no job is claimed — queued jobs wait, nothing
@@ -754,6 +792,67 @@ mod tests {
         ];
         argv.extend_from_slice(extra);
         Cli::try_parse_from(argv).unwrap().serve
+    }
+
+    #[test]
+    fn the_library_defaults_are_the_flag_defaults() {
+        for text in [
+            DEFAULT_HEARTBEAT_INTERVAL,
+            DEFAULT_LEASE_TTL,
+            DEFAULT_NODE_GRACE,
+            DEFAULT_JOB_DEADLINE,
+            DEFAULT_BACKOFF_BASE,
+            DEFAULT_BACKOFF_CAP,
+            DEFAULT_REAP_INTERVAL,
+            DEFAULT_CLAIM_POLL,
+            DEFAULT_SHUTDOWN_TIMEOUT,
+            DEFAULT_ALERT_INTERVAL,
+            DEFAULT_ALERT_FOR,
+            DEFAULT_ALERT_RESOLVE_AFTER,
+            DEFAULT_ALERT_OLDEST_QUEUED,
+        ] {
+            assert!(humantime::parse_duration(text).is_ok(), "{text}");
+        }
+        let config = args(&[]).validate().unwrap();
+        let queue = crate::queue::QueueConfig::default();
+        assert_eq!(
+            (
+                queue.lease_ttl,
+                queue.run_timeout,
+                queue.max_attempts,
+                queue.backoff_base,
+                queue.backoff_cap,
+                queue.spend_cap_hourly_usd,
+            ),
+            (
+                config.lease_ttl,
+                config.job_deadline,
+                config.max_attempts,
+                config.backoff_base,
+                config.backoff_cap,
+                config.spend_cap_hourly_usd,
+            )
+        );
+        assert_eq!(
+            config.alerts.thresholds,
+            crate::alerts::Thresholds::default()
+        );
+        assert_eq!(
+            config.retention,
+            crate::retention::RetentionConfig::default()
+        );
+        let gateway = args(&["--proxy-gateway-host", "gw", "--proxy-ports", "10001-10002"])
+            .validate()
+            .unwrap()
+            .ledger
+            .unwrap();
+        let new = crate::ledger::LedgerConfig::new(
+            "gw",
+            gateway.ports.clone(),
+            gateway.username.clone(),
+            gateway.password.clone(),
+        );
+        assert_eq!(format!("{gateway:?}"), format!("{new:?}"));
     }
 
     #[test]

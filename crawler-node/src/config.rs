@@ -269,42 +269,18 @@ impl ConfigError {
 
 impl Config {
     /// The defaults of every setting with this coordinator and token: what tests start
-    /// in-process nodes with (no environment is read).
+    /// in-process nodes with. The defaults are the flags' (`DEFAULT_*` above), read by clap
+    /// with every `LPS_*` variable ignored, so they are written once.
     pub fn new(coordinator_url: impl Into<String>, node_token: impl Into<String>) -> Self {
-        Self {
-            coordinator_url: coordinator_url.into(),
-            node_token: Secret::new(node_token),
-            node_id: default_node_id(),
-            slots: DEFAULT_SLOTS,
-            malls: MallList::default(),
-            drain_timeout: parse_default(DEFAULT_DRAIN_TIMEOUT),
-            reconnect_deadline: parse_default(DEFAULT_RECONNECT_DEADLINE),
-            http_addr: DEFAULT_HTTP_ADDR
-                .parse()
-                .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 9090))),
-            log_format: LogFormat::Text,
-            executor: ExecutorKind::Browser,
-            chromedriver_path: PathBuf::from(DEFAULT_CHROMEDRIVER_PATH),
-            webdriver_url: None,
-            chromium_path: PathBuf::from(DEFAULT_CHROMIUM_PATH),
-            profile_root: default_profile_root(),
-            proxy_mode: ProxyMode::Coordinator,
-            block_resources: true,
-            browser_mode: BrowserMode::Headless,
-            browser_stealth: true,
-            xvfb_path: PathBuf::from(DEFAULT_XVFB_PATH),
-            ip_page_gap: parse_default(DEFAULT_IP_PAGE_GAP),
-            allow_browser_leaks: false,
-            chromium_args: Vec::new(),
-            tls_ca: None,
-            tls_cert: None,
-            tls_key: None,
-            llm_base_url: None,
-            llm_model: None,
-            llm_api_key: None,
-            llm_timeout: parse_default(DEFAULT_LLM_TIMEOUT),
-            llm_usd_per_call: 0.0,
-        }
+        use clap::{CommandFactory as _, FromArgMatches as _};
+        let command = Self::command().mut_args(|arg| arg.env(None::<&str>));
+        let mut config = command
+            .try_get_matches_from(["crawler-node", "--node-token", "-"])
+            .and_then(|matches| Self::from_arg_matches(&matches))
+            .unwrap_or_else(|e| panic!("the node's flag defaults do not parse: {e}"));
+        config.coordinator_url = coordinator_url.into();
+        config.node_token = Secret::new(node_token);
+        config
     }
 
     /// Checks what clap cannot; the error names the setting.
@@ -533,10 +509,6 @@ pub fn default_profile_root() -> PathBuf {
     std::env::temp_dir().join("lps-profiles")
 }
 
-fn parse_default(text: &str) -> Duration {
-    humantime::parse_duration(text).unwrap_or(Duration::from_secs(60))
-}
-
 /// The malls of `LPS_MALLS`: a comma-separated list, white space and empty items ignored,
 /// so an empty (or unset) variable means every mall.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -596,6 +568,19 @@ mod tests {
         let mut argv = vec!["crawler-node", "--node-token", "t0ken", "--node-id", "n1"];
         argv.extend_from_slice(args);
         Config::try_parse_from(argv)
+    }
+
+    #[test]
+    fn new_has_the_flag_defaults() {
+        let config = Config::new("http://127.0.0.1:1", "t0ken");
+        assert_eq!(config.coordinator_url, "http://127.0.0.1:1");
+        assert_eq!(config.node_token.expose(), "t0ken");
+        assert_eq!(config.slots, DEFAULT_SLOTS);
+        assert_eq!(config.drain_timeout, Duration::from_secs(240));
+        assert_eq!(config.ip_page_gap, Duration::from_secs(2));
+        assert_eq!(config.http_addr.to_string(), DEFAULT_HTTP_ADDR);
+        assert!(config.block_resources && config.browser_stealth);
+        config.validate().unwrap();
     }
 
     #[test]

@@ -11,10 +11,19 @@ use std::{collections::BTreeMap, fmt, str::FromStr, time::Duration};
 use clap::Args;
 use lps_proto::model::MallId;
 
-use crate::config::ConfigError;
+use crate::config::{ConfigError, default_duration};
 
 /// The setting that lists the gateway's ports; named in every port-spec error.
 pub const PORTS_SETTING: &str = "LPS_PROXY_PORTS";
+
+// The ledger settings' defaults, once: the flags and [`LedgerConfig::new`] read these.
+pub const DEFAULT_PROXY_LEASE_TTL: &str = "60s";
+pub const DEFAULT_PROXY_REST: &str = "120s";
+pub const DEFAULT_PROXY_BLOCK_COOLDOWN_BASE: &str = "60s";
+pub const DEFAULT_PROXY_BLOCK_COOLDOWN_CAP: &str = "1h";
+pub const DEFAULT_PROXY_ERROR_COOLDOWN: &str = "30s";
+pub const DEFAULT_IP_REQUEST_BUDGET: u32 = 3;
+pub const DEFAULT_MAX_IP_BURNS_PER_JOB: u32 = 3;
 
 /// A secret string (the gateway password). `Debug` prints `***`; there is no `Display`.
 #[derive(Clone, PartialEq, Eq)]
@@ -151,9 +160,9 @@ pub struct LedgerConfig {
 }
 
 impl LedgerConfig {
-    /// A configuration with the default rules: lease 60 s, rest 120 s, block cooldown
-    /// 60 s doubling per burn up to 1 h, proxy-error cooldown 30 s, 3 requests per IP,
-    /// 3 IP burns per job.
+    /// A configuration with the default rules (the flags', `DEFAULT_*` above): lease 60 s,
+    /// rest 120 s, block cooldown 60 s doubling per burn up to 1 h, proxy-error cooldown
+    /// 30 s, 3 requests per IP, 3 IP burns per job.
     pub fn new(
         host: impl Into<String>,
         ports: PortSet,
@@ -165,14 +174,14 @@ impl LedgerConfig {
             ports,
             username: username.into(),
             password,
-            lease_ttl: Duration::from_secs(60),
-            rest: Duration::from_secs(120),
-            block_cooldown_base: Duration::from_secs(60),
-            block_cooldown_cap: Duration::from_secs(3600),
-            proxy_error_cooldown: Duration::from_secs(30),
-            request_budget: 3,
+            lease_ttl: default_duration(DEFAULT_PROXY_LEASE_TTL),
+            rest: default_duration(DEFAULT_PROXY_REST),
+            block_cooldown_base: default_duration(DEFAULT_PROXY_BLOCK_COOLDOWN_BASE),
+            block_cooldown_cap: default_duration(DEFAULT_PROXY_BLOCK_COOLDOWN_CAP),
+            proxy_error_cooldown: default_duration(DEFAULT_PROXY_ERROR_COOLDOWN),
+            request_budget: DEFAULT_IP_REQUEST_BUDGET,
             mall_budgets: BTreeMap::new(),
-            max_ip_burns_per_job: 3,
+            max_ip_burns_per_job: DEFAULT_MAX_IP_BURNS_PER_JOB,
         }
     }
 
@@ -209,24 +218,24 @@ pub struct LedgerArgs {
         default_value = ""
     )]
     pub proxy_password: Secret,
-    #[arg(long, env = "LPS_PROXY_LEASE_TTL", default_value = "60s", value_parser = duration)]
+    #[arg(long, env = "LPS_PROXY_LEASE_TTL", default_value = DEFAULT_PROXY_LEASE_TTL, value_parser = duration)]
     pub proxy_lease_ttl: Duration,
     /// Rest after the per-IP request budget.
-    #[arg(long, env = "LPS_PROXY_REST", default_value = "120s", value_parser = duration)]
+    #[arg(long, env = "LPS_PROXY_REST", default_value = DEFAULT_PROXY_REST, value_parser = duration)]
     pub proxy_rest: Duration,
-    #[arg(long, env = "LPS_PROXY_BLOCK_COOLDOWN_BASE", default_value = "60s", value_parser = duration)]
+    #[arg(long, env = "LPS_PROXY_BLOCK_COOLDOWN_BASE", default_value = DEFAULT_PROXY_BLOCK_COOLDOWN_BASE, value_parser = duration)]
     pub proxy_block_cooldown_base: Duration,
-    #[arg(long, env = "LPS_PROXY_BLOCK_COOLDOWN_CAP", default_value = "1h", value_parser = duration)]
+    #[arg(long, env = "LPS_PROXY_BLOCK_COOLDOWN_CAP", default_value = DEFAULT_PROXY_BLOCK_COOLDOWN_CAP, value_parser = duration)]
     pub proxy_block_cooldown_cap: Duration,
-    #[arg(long, env = "LPS_PROXY_ERROR_COOLDOWN", default_value = "30s", value_parser = duration)]
+    #[arg(long, env = "LPS_PROXY_ERROR_COOLDOWN", default_value = DEFAULT_PROXY_ERROR_COOLDOWN, value_parser = duration)]
     pub proxy_error_cooldown: Duration,
     /// Searches per IP before rotating.
-    #[arg(long, env = "LPS_IP_REQUEST_BUDGET", default_value_t = 3)]
+    #[arg(long, env = "LPS_IP_REQUEST_BUDGET", default_value_t = DEFAULT_IP_REQUEST_BUDGET)]
     pub ip_request_budget: u32,
     /// Per-mall budgets, e.g. `naver=2,coupang=4`.
     #[arg(long, env = "LPS_IP_REQUEST_BUDGETS", default_value = "")]
     pub ip_request_budgets: String,
-    #[arg(long, env = "LPS_MAX_IP_BURNS_PER_JOB", default_value_t = 3)]
+    #[arg(long, env = "LPS_MAX_IP_BURNS_PER_JOB", default_value_t = DEFAULT_MAX_IP_BURNS_PER_JOB)]
     pub max_ip_burns_per_job: u32,
 }
 

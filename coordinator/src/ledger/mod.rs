@@ -47,7 +47,10 @@ use tracing::instrument;
 use crate::queue;
 
 pub use advice::{Advice, AdviceParams, AdviceStep};
-pub use config::{LedgerArgs, LedgerConfig, PORTS_SETTING, PortSet, Secret};
+pub use config::{
+    DEFAULT_IP_REQUEST_BUDGET, DEFAULT_MAX_IP_BURNS_PER_JOB, LedgerArgs, LedgerConfig,
+    PORTS_SETTING, PortSet, Secret,
+};
 pub use error::Error;
 pub use types::*;
 

@@ -97,13 +97,15 @@ pub struct QueueConfig {
 }
 
 impl Default for QueueConfig {
+    /// The coordinator's flag defaults (`config::DEFAULT_*`).
     fn default() -> Self {
+        use crate::config::{self, default_duration};
         Self {
-            lease_ttl: Duration::from_secs(45),
-            run_timeout: Duration::from_secs(300),
-            max_attempts: 3,
-            backoff_base: Duration::from_secs(5),
-            backoff_cap: Duration::from_secs(600),
+            lease_ttl: default_duration(config::DEFAULT_LEASE_TTL),
+            run_timeout: default_duration(config::DEFAULT_JOB_DEADLINE),
+            max_attempts: config::DEFAULT_MAX_ATTEMPTS,
+            backoff_base: default_duration(config::DEFAULT_BACKOFF_BASE),
+            backoff_cap: default_duration(config::DEFAULT_BACKOFF_CAP),
             negative_ttl: Duration::from_secs(24 * 3600),
             reap_batch: 500,
             max_batches_in_flight: 2,

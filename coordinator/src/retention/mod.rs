@@ -228,7 +228,7 @@ impl Default for RetentionConfig {
     fn default() -> Self {
         Self {
             rules: Vec::new(),
-            interval: Duration::from_secs(600),
+            interval: crate::config::default_duration(DEFAULT_INTERVAL),
             batch: DEFAULT_BATCH,
         }
     }
