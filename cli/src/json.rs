@@ -181,6 +181,12 @@ pub fn price_history(h: &pb::PriceHistory) -> Value {
 }
 
 pub fn ops(s: &pb::OpsSnapshot) -> Value {
+    let schedules = json!({
+        "active": s.schedules_active,
+        "paused": s.schedules_paused,
+        "waiting": s.schedules_waiting,
+        "failing": s.schedules_failing,
+    });
     let jobs: serde_json::Map<String, Value> = s
         .jobs
         .iter()
@@ -210,6 +216,7 @@ pub fn ops(s: &pb::OpsSnapshot) -> Value {
         "deliveries_dead": s.deliveries_dead,
         "deliveries_delivered_last_hour": s.deliveries_delivered_last_hour,
         "oldest_pending_delivery_age_secs": seconds(s.oldest_pending_delivery_age.as_ref()),
+        "schedules": schedules,
         "malls": s.malls.iter().map(|m| json!({
             "mall": m.mall,
             "queued": m.queued,

@@ -5,6 +5,9 @@
 //! Everything a mall wrote (titles, sellers, URLs) is untrusted: the text renderer replaces
 //! control characters, so a crafted title cannot send escape sequences to a terminal.
 
+// NB: the ops snapshot is one `json!` literal with many fields.
+#![recursion_limit = "256"]
+
 pub mod csv;
 pub mod delivery;
 pub mod evidence;

@@ -488,6 +488,13 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
             s.deliveries_delivered_last_hour
         ),
     );
+    kv(
+        "schedules:",
+        format!(
+            "{} active, {} paused, {} waiting for their previous run, {} failing",
+            s.schedules_active, s.schedules_paused, s.schedules_waiting, s.schedules_failing
+        ),
+    );
     let layout: Vec<String> = s
         .malls
         .iter()
@@ -930,6 +937,22 @@ mod tests {
         assert!(
             quiet.contains("spend caps reached:          -\n"),
             "{quiet}"
+        );
+    }
+
+    #[test]
+    fn ops_counts_the_schedules() {
+        let out = ops(&pb::OpsSnapshot {
+            schedules_active: 4,
+            schedules_paused: 1,
+            schedules_waiting: 2,
+            schedules_failing: 1,
+            ..Default::default()
+        });
+        assert!(
+            out.lines().any(|l| l
+                == "schedules:                   4 active, 1 paused, 2 waiting for their previous run, 1 failing"),
+            "{out}"
         );
     }
 

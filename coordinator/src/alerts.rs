@@ -676,6 +676,7 @@ mod tests {
             alerts: vec![],
             clients: Vec::new(),
             deliveries: Default::default(),
+            schedules: Default::default(),
         }
     }
 

@@ -93,6 +93,7 @@ const OUTCOMES: [&str; 2] = ["found", "not_found"];
 pub struct Metrics {
     registry: Registry,
     pub jobs: Family<StateLabels, Gauge>,
+    pub schedules: Family<StateLabels, Gauge>,
     pub mall_jobs: Family<MallStateLabels, Gauge>,
     pub oldest_queued_age: FGauge,
     pub dead_last_hour: Gauge,
@@ -149,6 +150,12 @@ impl Metrics {
         let mut registry = Registry::with_prefix("lps");
         let jobs = Family::<StateLabels, Gauge>::default();
         registry.register("jobs", "Jobs per state (deployment-wide)", jobs.clone());
+        let schedules = Family::<StateLabels, Gauge>::default();
+        registry.register(
+            "schedules",
+            "Schedules (watchlists) per state: active, paused, waiting (due, the previous run unfinished), failing (the last due run could not start); deployment-wide",
+            schedules.clone(),
+        );
         let mall_jobs = Family::<MallStateLabels, Gauge>::default();
         registry.register(
             "mall_jobs",
@@ -428,6 +435,7 @@ impl Metrics {
         Self {
             registry,
             jobs,
+            schedules,
             mall_jobs,
             oldest_queued_age,
             dead_last_hour,
@@ -552,6 +560,19 @@ impl Metrics {
     pub fn update(&self, ops: &OpsSnapshot) {
         self.outbox_pending.set(ops.deliveries.pending);
         self.outbox_dead.set(ops.deliveries.dead);
+        let s = &ops.schedules;
+        for (state, n) in [
+            ("active", s.active),
+            ("paused", s.paused),
+            ("waiting", s.waiting),
+            ("failing", s.failing),
+        ] {
+            self.schedules
+                .get_or_create(&StateLabels {
+                    state: state.into(),
+                })
+                .set(n);
+        }
         let q = &ops.queue;
         for (state, n) in [
             ("queued", q.queued),

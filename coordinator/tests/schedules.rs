@@ -765,6 +765,13 @@ async fn a_client_sees_and_changes_only_its_own_and_pause_resume_delete_work(
         .unwrap()
         .into_inner();
     assert!(paused.paused);
+    // The ops snapshot counts it (what GetOps, /ops, lpsctl ops and lps_schedules show).
+    let ops = lps_coordinator::ops::Ops::new(running.queue.clone())
+        .snapshot()
+        .await
+        .unwrap();
+    assert_eq!((ops.schedules.active, ops.schedules.paused), (0, 1));
+    assert_eq!(ops.schedules.failing, 0);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let runs = get(&mut c, id, CLIENT_TOKEN).await.unwrap().runs;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -782,6 +789,11 @@ async fn a_client_sees_and_changes_only_its_own_and_pause_resume_delete_work(
         .unwrap()
         .into_inner();
     assert!(!resumed.paused);
+    let ops = lps_coordinator::ops::Ops::new(running.queue.clone())
+        .snapshot()
+        .await
+        .unwrap();
+    assert_eq!((ops.schedules.active, ops.schedules.paused), (1, 0));
     wait_schedule(&mut c, id, Duration::from_secs(20), |s| s.runs >= runs + 2).await;
 
     // Deleted: gone, and no run of it starts any more.

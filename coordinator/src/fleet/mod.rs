@@ -1,6 +1,6 @@
 //! The fleet: connected crawler nodes (read through [`node_session`]) and proxy ports
 //! (the ledger's tables), and their figures in the ops snapshot (DESIGN §6). Read-only:
-//! single statements, one snapshot each; errors are [`queue::Error`] so one mapping
+//! single statements, one snapshot each; errors are [`crate::queue::Error`] so one mapping
 //! (`grpc::status`) serves every service.
 //!
 //! Time: every time-dependent statement takes an optional `now` (`None`: the database

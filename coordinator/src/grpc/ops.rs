@@ -340,6 +340,10 @@ pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
                 active_searches: c.active_searches,
             })
             .collect(),
+        schedules_active: s.schedules.active,
+        schedules_paused: s.schedules.paused,
+        schedules_waiting: s.schedules.waiting,
+        schedules_failing: s.schedules.failing,
         deliveries_pending: s.deliveries.pending,
         deliveries_dead: s.deliveries.dead,
         deliveries_delivered_last_hour: s.deliveries.delivered_last_hour,

@@ -1,5 +1,5 @@
 //! The ops snapshot (DESIGN §6): the queue's figures, the fleet's, the alert rules'
-//! state, the clients' searches and the delivery outbox, read in a few single statements
+//! state, the clients' searches, the delivery outbox and the schedules, read in a few single statements
 //! (each from indexes or counters, so its cost does not grow with history). What
 //! `GetOps`, `/ops`, the metrics and the alert evaluators read.
 
@@ -60,6 +60,15 @@ impl Ops {
         }
         .ops()
         .await?;
+        let s = sqlx::query_file!("src/ops/sql/schedules.sql", self.now)
+            .fetch_one(self.queue.pool())
+            .await?;
+        let schedules = ScheduleOps {
+            active: s.active,
+            paused: s.paused,
+            waiting: s.waiting,
+            failing: s.failing,
+        };
         Ok(OpsSnapshot {
             at: self.now.unwrap_or_else(Utc::now),
             queue,
@@ -67,6 +76,7 @@ impl Ops {
             alerts,
             clients,
             deliveries,
+            schedules,
         })
     }
 }
@@ -95,6 +105,22 @@ pub struct OpsSnapshot {
     pub clients: Vec<ClientOps>,
     /// The delivery outbox.
     pub deliveries: crate::delivery::DeliveryOps,
+    /// The schedules (watchlists).
+    pub schedules: ScheduleOps,
+}
+
+/// The schedules' figures.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ScheduleOps {
+    /// Not paused.
+    pub active: i64,
+    pub paused: i64,
+    /// Active, due, and waiting for the previous run to finish (a run that takes longer
+    /// than the interval; many such schedules mean the crawl cannot keep up).
+    pub waiting: i64,
+    /// Whose last due run could not start (`Schedule.last_error`, e.g. a mall since
+    /// disabled).
+    pub failing: i64,
 }
 
 /// One client's searches of the last 24 hours.

@@ -21,7 +21,7 @@
 //!
 //! Nothing here writes a job: the levers call the queue's transitions. Reads are single
 //! statements (one snapshot each). Errors
-//! are [`queue::Error`], so one mapping (`grpc::status`) serves both.
+//! are [`crate::queue::Error`], so one mapping (`grpc::status`) serves both.
 //!
 //! Time: like the queue, every time-dependent statement takes an optional `now` (`None`:
 //! the database clock); tests pin it with [`Searches::at`].

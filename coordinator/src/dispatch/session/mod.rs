@@ -1,6 +1,6 @@
 //! One node stream, owned by one task.
 //!
-//! [`Session`] is the task's state; [`run`] registers it, welcomes the node (`welcome.rs`)
+//! `Session` is the task's state; [`run`] registers it, welcomes the node (`welcome.rs`)
 //! and serves the stream until it ends. Every inbound frame is converted to its model type
 //! (`lps_proto::model`, validated once on receive) and handed to one function per kind:
 //! `heartbeat.rs` (Credit, Heartbeat), `reports.rs` (Result, Failure, HandBack, Stopped),
