@@ -15,7 +15,7 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use clap::Parser;
-use lps_crawler_node::browser::{
+use lps_crawler_node::chromium::{
     Browser, BrowserMode, ChromeDriver, Display, LaunchOptions, ProfileSlot, WebDriverHttp,
 };
 use serde_json::Value;
@@ -144,7 +144,7 @@ async fn plain_headless(url: &str) -> anyhow::Result<String> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let session = session.context("a plain chromedriver session")?;
+    let session = session.context("a plain WebDriver session")?;
     session.goto(url).await?;
     let mut verdict = String::from("(no verdict)");
     for _ in 0..100 {

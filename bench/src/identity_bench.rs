@@ -24,7 +24,7 @@ use chrono::Utc;
 use clap::Parser;
 use lps_crawler_node::{
     BrowserExecutor, Executor as _, Job, Outcome, Progress,
-    browser::{BrowserMode, process},
+    chromium::{BrowserMode, process},
     executor::browser::{BrowserSettings, DriverSource},
     judge::Lexicon,
 };

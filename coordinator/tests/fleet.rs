@@ -242,7 +242,7 @@ async fn a_lost_node_job_goes_to_another_node_after_the_grace_period(pool: PgPoo
     let c = coordinator(&pool, "1s").await;
     let lost = start_node(c.grpc_addr, "node-lost", 1, NODE_TOKEN);
     lost.handle
-        .wait_for(|s| s.running_jobs == 0 && s.session_id.is_some())
+        .wait_for(|s| s.running_jobs == 0 && s.stream_id.is_some())
         .await;
     let job = enqueue(&c, &["hang".to_owned()]).await[0];
     lost.handle.wait_for(|s| s.running_jobs == 1).await;
@@ -374,7 +374,7 @@ async fn a_restarted_coordinator_reattaches_running_jobs_and_loses_no_report(
 async fn drain_finishes_the_running_job_and_takes_no_new_one(pool: PgPool) {
     let c = coordinator(&pool, "15s").await;
     let node = start_node(c.grpc_addr, "node-d", 1, NODE_TOKEN);
-    node.handle.wait_for(|s| s.session_id.is_some()).await;
+    node.handle.wait_for(|s| s.stream_id.is_some()).await;
     let first = enqueue(&c, &["sleep:800 ok:5000".to_owned()]).await[0];
     node.handle.wait_for(|s| s.running_jobs == 1).await;
     let later = enqueue(&c, &["ok:6000".to_owned()]).await[0];
@@ -515,11 +515,11 @@ async fn a_crashed_coordinators_nodes_do_not_show_as_connected(pool: PgPool) {
     let flags = ["--coordinator-id", "coord-x", "--malls", MALL];
     let first = common::start_with_mall(&pool, MALL, &flags).await;
     let node = start_node(first.grpc_addr, "node-c", 1, NODE_TOKEN);
-    node.handle.wait_for(|s| s.session_id.is_some()).await;
+    node.handle.wait_for(|s| s.stream_id.is_some()).await;
     first.abort().await;
     node.stop.cancel();
     node.task.abort();
-    // NB: `abort` still lets the session mark its row; a killed process leaves it as this.
+    // NB: `abort` still lets the stream task mark its row; a killed process leaves it as this.
     sqlx::query("update node_session set disconnected_at = null")
         .execute(&pool)
         .await

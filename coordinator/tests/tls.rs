@@ -265,7 +265,7 @@ async fn a_node_with_a_certificate_from_another_ca_is_refused(pool: PgPool) {
     let task = tokio::spawn(good.run(stop.clone()));
     tokio::time::timeout(
         Duration::from_secs(30),
-        handle.wait_for(|s| s.session_id.is_some()),
+        handle.wait_for(|s| s.stream_id.is_some()),
     )
     .await
     .expect("the good node did not connect");

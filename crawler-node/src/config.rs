@@ -12,7 +12,7 @@ use std::{fmt, net::SocketAddr, path::PathBuf, str::FromStr, time::Duration};
 
 use clap::{Parser, ValueEnum};
 
-pub use crate::browser::BrowserMode;
+pub use crate::chromium::BrowserMode;
 use lps_proto::model::{MAX_SLOTS, MallId};
 
 use crate::llm::LlmSettings;

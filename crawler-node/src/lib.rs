@@ -7,12 +7,12 @@
 //! - [`config`]: settings from flags / `LPS_…` variables, validated;
 //! - [`executor`]: the trait jobs run through, the [`BrowserExecutor`] (headless Chromium)
 //!   and the [`ScriptedExecutor`] for tests;
-//! - [`browser`]: chromedriver, Chromium sessions, profile slots, the proxy relay, page
-//!   reading;
+//! - [`chromium`]: chromedriver, browsers (one running Chromium each), profile slots, the
+//!   proxy relay, page reading;
 //! - [`proxy`]: proxy ports and block reports as the executor sees them, over the stream;
 //! - [`outbox`]: reports kept until acknowledged, resent after a reconnect;
 //! - [`retry`]: which stream errors are fatal, and the reconnect backoff;
-//! - [`session`]: what a Welcome says (timing, site profiles);
+//! - [`welcome`]: what a Welcome says (the stream's timing, site profiles);
 //! - `jobs`: the slot table (one task per job, deadlines, cancels);
 //! - `link`: the stream task that ties them together;
 //! - [`node`]: the public entry point and the status handle;
@@ -22,7 +22,7 @@
 //! - [`llm`]: the optional OpenAI-compatible endpoint for keywords and judging.
 #![forbid(unsafe_code)]
 
-pub mod browser;
+pub mod chromium;
 pub mod config;
 pub mod executor;
 pub mod health;
@@ -38,7 +38,7 @@ pub mod probe;
 pub mod proxy;
 pub mod retry;
 pub mod selfcheck;
-pub mod session;
+pub mod welcome;
 
 pub use config::Config;
 pub use executor::{BrowserExecutor, Executor, Job, Outcome, Progress, ScriptedExecutor};

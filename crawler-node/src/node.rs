@@ -29,7 +29,7 @@ use crate::{
     link::Link,
     metrics::NodeMetrics,
     proxy::LinkInbox,
-    session::SiteProfiles,
+    welcome::SiteProfiles,
 };
 
 /// `/healthz` fails when the node's loop has not ticked for this long.
@@ -52,8 +52,8 @@ pub struct Status {
     pub stream: StreamState,
     /// A drain (SIGTERM/shutdown token or the coordinator's Drain) has started.
     pub draining: bool,
-    /// The session id of the current Welcome.
-    pub session_id: Option<String>,
+    /// The stream id of the current Welcome.
+    pub stream_id: Option<String>,
     /// Slots taken by jobs (stopping ones included).
     pub running_jobs: usize,
     /// Free slots as announced to the coordinator (0 while draining).
@@ -69,7 +69,7 @@ impl Status {
         Self {
             stream: StreamState::Connecting,
             draining: false,
-            session_id: None,
+            stream_id: None,
             running_jobs: 0,
             free_slots: slots,
             unacked_reports: 0,

@@ -20,7 +20,7 @@ use lps_profiles::{
 use lps_proto::{model::CardClass, pb};
 
 use crate::{
-    browser::{
+    chromium::{
         Browser, BrowserMode, ChromeDriver, LaunchOptions, PageRead, ProfileSlot,
         default_blocked_patterns,
         page::{read_search_page, source_kind, wait_timeout},

@@ -25,7 +25,7 @@ use axum::{Router, http::HeaderMap, response::Html, routing::get};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::browser::{
+use crate::chromium::{
     Browser, BrowserMode, ChromeDriver, Display, Identity, LaunchOptions, ProfileSlot,
     identity::{LANGUAGES, PLATFORM, SCREEN, TIMEZONE, WINDOW},
 };

@@ -17,7 +17,7 @@ use std::{
 use common::{
     Harness, TestEvents, TestProxies, alpha_profile, beta_profile, expect_found, job, run,
 };
-use lps_crawler_node::{Outcome, browser::process, proxy::SessionEndReason};
+use lps_crawler_node::{Outcome, chromium::process, proxy::SessionEndReason};
 use lps_proto::model::ErrorClass;
 use lps_test_kit::{
     MallStyle,
@@ -341,12 +341,12 @@ async fn the_ip_budget_rotates_ports_and_warm_up_runs_once_per_exit_ip() {
                 assert_eq!(metrics.pages_loaded, 1, "warmed once per exit IP");
             } else {
                 // The first job, and the third on the next port: a new exit IP's cookies
-                // start empty (session hygiene), so it is warmed again.
+                // start empty (exit-IP hygiene), so it is warmed again.
                 assert_eq!(metrics.pages_loaded, 2, "warm-up + search (job {id})");
                 *warmups.lock().unwrap() += 1;
             }
         }
-        // Two searches on the first port, then the budget ended its session.
+        // Two searches on the first port, then the budget ended its IP session.
         let releases = proxies.releases();
         assert_eq!(releases.len(), 1, "{releases:?}");
         assert_eq!(
@@ -377,7 +377,7 @@ async fn a_dead_chromedriver_is_restarted() {
         let first = exec.chromedriver_pid().expect("a managed chromedriver");
         process::kill_pids(&[first]).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
-        // The browser's session died with its chromedriver: the next job replaces both.
+        // The browser's WebDriver session died with its chromedriver: the next job replaces both.
         let (offers, _, _) = expect_found(
             run(&exec, job(2, "페리오 치약 100g 3개", profile.clone())).await,
             "after the kill",

@@ -10,7 +10,7 @@ use std::{sync::Arc, time::Duration};
 use common::{Harness, TestProxies, alpha_profile, expect_found, gamma_profile, job, run};
 use lps_crawler_node::{
     BrowserExecutor,
-    browser::{BrowserMode, ChromeDriver, Display},
+    chromium::{BrowserMode, ChromeDriver, Display},
     selfcheck::SelfCheck,
 };
 use lps_proto::{model::duration_to_pb, pb};
@@ -202,7 +202,7 @@ async fn plain_headless_visit(url: &str) -> String {
     let mut session = None;
     for _ in 0..50 {
         let connect = WebDriver::builder(&server, caps.clone())
-            .client(lps_crawler_node::browser::WebDriverHttp::new(
+            .client(lps_crawler_node::chromium::WebDriverHttp::new(
                 Duration::from_secs(60),
             ))
             .connect();
@@ -212,7 +212,7 @@ async fn plain_headless_visit(url: &str) -> String {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let session = session.expect("a plain chromedriver session");
+    let session = session.expect("a plain WebDriver session");
     session.goto(url).await.unwrap();
     // The wall page reports and reloads; give it time to decide.
     tokio::time::sleep(Duration::from_secs(4)).await;

@@ -254,7 +254,7 @@ async fn a_killed_chromedriver_turns_readiness_off_until_it_is_restarted() {
 
         // Killed, and it cannot start again: not ready, and the metrics say why.
         driver.set_broken(true);
-        lps_crawler_node::browser::process::kill_pids(&[first]).await;
+        lps_crawler_node::chromium::process::kill_pids(&[first]).await;
         wait_readyz(addr, 503).await;
         let (_, why) = http_get(addr, "/readyz").await;
         assert!(why.contains("chromedriver"), "{why}");

@@ -1,13 +1,13 @@
 //! No orphaned browsers: a node killed with SIGKILL (no chance to clean up) leaves no
 //! Chromium, chromedriver or Xvfb behind — each process group it started has a watchdog
-//! that kills the group once the node is gone (`browser::process::die_with_node`).
+//! that kills the group once the node is gone (`chromium::process::die_with_node`).
 
 use std::{
     process::Stdio,
     time::{Duration, Instant},
 };
 
-use lps_crawler_node::browser::process;
+use lps_crawler_node::chromium::process;
 
 #[tokio::test]
 async fn a_node_killed_with_sigkill_leaves_no_browser_behind() {

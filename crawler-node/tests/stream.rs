@@ -41,7 +41,7 @@ async fn hello_describes_the_node_and_credit_follows_welcome() {
     let status = node
         .wait_status("welcomed", |s| s.stream == StreamState::Connected)
         .await;
-    assert_eq!(status.session_id.as_deref(), Some("session-0"));
+    assert_eq!(status.stream_id.as_deref(), Some("stream-0"));
     coord
         .wait_message(0, "a credit", |m| matches!(m, Out::Credit(_)).then_some(()))
         .await;

@@ -11,7 +11,7 @@ use lps_proto::{
 };
 use tracing::warn;
 
-use crate::{executor::Job, session::SiteProfiles};
+use crate::{executor::Job, welcome::SiteProfiles};
 
 /// A job whose Assign has no deadline gets this one (the coordinator's default).
 const DEFAULT_JOB_DEADLINE: Duration = Duration::from_secs(300);

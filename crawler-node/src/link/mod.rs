@@ -14,7 +14,7 @@
 //!    one `select!`: shutdown/drain, inbound frames, job events (exits and deadlines), the
 //!    heartbeat tick, the drain timers.
 //! 3. **Lost**: any stream error (a status, the stream closing without our Goodbye, or no
-//!    frame for [`Session::silence_limit`]) goes through the exhaustive
+//!    frame for [`Welcome::silence_limit`]) goes through the exhaustive
 //!    [`retry::decide`]: fatal codes end `run` with an error, the rest
 //!    reconnect with [`Backoff`] until `LPS_RECONNECT_DEADLINE` has passed since the loss.
 //!    Jobs keep running meanwhile; their reports wait in the outbox.
@@ -88,7 +88,7 @@ use crate::{
     outbox::{Outbox, Report},
     proxy::{LinkInbox, LinkRequest},
     retry::{self, Backoff, Decision},
-    session::{self, Session, SiteProfiles},
+    welcome::{self, SiteProfiles, Welcome},
 };
 
 /// How often the loop proves it is alive (for `/healthz`).
@@ -161,7 +161,7 @@ pub(crate) struct Link {
     profiles: Arc<SiteProfiles>,
     stream: Stream,
     out: Option<mpsc::UnboundedSender<pb::NodeMessage>>,
-    session: Option<Session>,
+    welcome: Option<Welcome>,
     drain: Option<Drain>,
     backoff: Backoff,
     /// When the coordinator was last lost (or the node started); `None` while welcomed.
@@ -213,7 +213,7 @@ impl Link {
             profiles: Arc::new(SiteProfiles::default()),
             stream: Stream::Waiting { at: Instant::now() },
             out: None,
-            session: None,
+            welcome: None,
             drain: None,
             backoff: Backoff::default(),
             lost_since: Some(Instant::now()),
@@ -388,7 +388,7 @@ impl Link {
         let was_connected = matches!(self.stream, Stream::Connected(_));
         self.out = None;
         self.desk.stream_lost();
-        self.session = None;
+        self.welcome = None;
         self.stream = Stream::Waiting {
             at: Instant::now() + Duration::from_secs(86_400),
         };
@@ -457,8 +457,8 @@ impl Link {
 
     fn on_welcome(&mut self, opened: Box<Opened>) -> Result<(), Status> {
         let opened = *opened;
-        let (session, profiles) = session::from_welcome(opened.welcome)?;
-        if !session.stopped_reports {
+        let (welcomed, profiles) = welcome::from_welcome(opened.welcome)?;
+        if !welcomed.stopped_reports {
             let dropped = self.outbox.drop_stopped();
             if dropped > 0 {
                 info!(
@@ -467,7 +467,7 @@ impl Link {
                 );
             }
         }
-        for &job_id in &session.lost {
+        for &job_id in &welcomed.lost {
             let stopped = self.jobs.cancel(job_id, None, "lost");
             warn!(
                 job.id = job_id,
@@ -475,18 +475,18 @@ impl Link {
                 "job is no longer this node's; stopped"
             );
             // NB: not sent yet (no stream until below): they go out with the resend.
-            if session.stopped_reports {
+            if welcomed.stopped_reports {
                 for report in stopped {
                     self.report(report);
                 }
             }
         }
-        Span::current().record("session.id", session.id.as_str());
+        Span::current().record("session.id", welcomed.id.as_str());
         info!(
-            session.id = %session.id,
-            reattached = session.reattached.len(),
-            lost = session.lost.len(),
-            heartbeat_interval = ?session.heartbeat_interval,
+            session.id = %welcomed.id,
+            reattached = welcomed.reattached.len(),
+            lost = welcomed.lost.len(),
+            heartbeat_interval = ?welcomed.heartbeat_interval,
             profiles = profiles.len(),
             resend = self.outbox.len(),
             "welcomed by the coordinator"
@@ -502,16 +502,16 @@ impl Link {
         self.profiles = Arc::new(profiles);
         self.shared.profiles.send_replace(self.profiles.clone());
         self.out = Some(opened.out);
-        let hb = session.heartbeat_interval;
+        let hb = welcomed.heartbeat_interval;
         let mut heartbeat = interval_at(Instant::now() + hb, hb);
         heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
         self.stream = Stream::Connected(Box::new(Connected {
             inbound: opened.inbound,
             heartbeat,
             last_inbound: Instant::now(),
-            silence_limit: session.silence_limit(),
+            silence_limit: welcomed.silence_limit(),
         }));
-        self.session = Some(session);
+        self.welcome = Some(welcomed);
         self.backoff.reset();
         self.lost_since = None;
         self.connects += 1;
@@ -655,7 +655,7 @@ impl Link {
         if stopped.is_empty() {
             return;
         }
-        if !self.session.as_ref().is_some_and(|s| s.stopped_reports) {
+        if !self.welcome.as_ref().is_some_and(|w| w.stopped_reports) {
             debug!(
                 runs = stopped.len(),
                 "the coordinator takes no stop reports; the stopped runs' spend goes unreported"
@@ -762,7 +762,7 @@ impl Link {
             Stream::Connected(_) => StreamState::Connected,
             Stream::Waiting { .. } | Stream::Opening(_) => StreamState::Connecting,
         };
-        let session_id = self.session.as_ref().map(|s| s.id.clone());
+        let stream_id = self.welcome.as_ref().map(|w| w.id.clone());
         let running_jobs = self.jobs.taken();
         let free_slots = self.free_slots();
         let unacked_reports = self.outbox.len();
@@ -781,7 +781,7 @@ impl Link {
                     stream
                 },
                 draining,
-                session_id,
+                stream_id,
                 running_jobs,
                 free_slots,
                 unacked_reports,

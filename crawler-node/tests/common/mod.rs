@@ -19,7 +19,7 @@ use chrono::Utc;
 use futures::FutureExt as _;
 use lps_crawler_node::{
     BrowserExecutor, Executor, Job, Outcome, Progress,
-    browser::process,
+    chromium::process,
     config::Secret,
     executor::browser::{BrowserSettings, DriverSource},
     proxy::{Acquired, BlockEvent, EventSink, Grant, ProxySource, SessionEnd},
@@ -174,7 +174,7 @@ impl Harness {
             slots: 1,
             block_resources,
             chromium_args: Vec::new(),
-            mode: lps_crawler_node::browser::BrowserMode::Headless,
+            mode: lps_crawler_node::chromium::BrowserMode::Headless,
             xvfb_path: "/usr/bin/Xvfb".into(),
             // NB: tests that pace page loads set a gap of their own.
             ip_page_gap: std::time::Duration::ZERO,
@@ -258,7 +258,7 @@ impl TestProxies {
         }
     }
 
-    /// `(port, session end)` of every release, in order.
+    /// `(port, IP session end)` of every release, in order.
     pub fn releases(&self) -> Vec<(u16, SessionEnd)> {
         self.releases.lock().unwrap().clone()
     }

@@ -156,7 +156,7 @@ impl State {
                 self.send(
                     stream,
                     In::Welcome(pb::Welcome {
-                        session_id: format!("session-{stream}"),
+                        session_id: format!("stream-{stream}"),
                         heartbeat_interval: Some(duration_to_pb(b.heartbeat_interval)),
                         lease_ttl: Some(duration_to_pb(b.lease_ttl)),
                         profiles: b.profiles.clone(),

@@ -3,7 +3,7 @@
 //! A job (DESIGN §2) takes a free slot, makes sure the slot's browser is alive (launching
 //! one in the slot's locked profile directory, or replacing a suspect one), makes sure the
 //! slot sits on an IP session for the job's mall (proxy mode), warms the mall up once per
-//! browser session, and then walks the query rounds (original → precise → broad) until a
+//! browser, and then walks the query rounds (original → precise → broad) until a
 //! round finds a matching card. The details of one run are in `run.rs`; the slot state in
 //! `slot.rs`.
 //!
@@ -66,7 +66,7 @@ use tracing::{Instrument as _, info, info_span, warn};
 use self::{run::Run, slot::Slot};
 use super::{Executor, Job, Outcome, Progress};
 use crate::{
-    browser::{BrowserMode, ChromeDriver, Display},
+    chromium::{BrowserMode, ChromeDriver, Display},
     config::Config,
     judge::{self, ProductQuery},
     llm::LlmClient,
@@ -291,9 +291,9 @@ impl BrowserExecutor {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
-            .flat_map(|dir| crate::browser::process::browser_pids(dir))
+            .flat_map(|dir| crate::chromium::process::browser_pids(dir))
             .collect();
-        crate::browser::process::kill_now(&pids, self.inner.driver.pid());
+        crate::chromium::process::kill_now(&pids, self.inner.driver.pid());
     }
 
     /// Ends every IP session, closes every browser (each within its own close timeout),

@@ -35,7 +35,7 @@ use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use super::{Inner, judge_cards, slot::IpSession, slot::Slot};
 use crate::{
-    browser::{
+    chromium::{
         Browser, BrowserError, LaunchOptions, PageRead, PageResult, ProfileSlot, Relay,
         RelayCounters, Upstream, default_blocked_patterns, navigate,
         page::{SUSPECT_ERRORS, read_loaded_page, read_search_page},
@@ -624,7 +624,7 @@ impl<'a> Run<'a> {
                 ),
             ));
         }
-        let needed = crate::browser::page::wait_timeout(self.profile) + Duration::from_secs(5);
+        let needed = crate::chromium::page::wait_timeout(self.profile) + Duration::from_secs(5);
         if self.deadline.saturating_duration_since(Instant::now()) < needed {
             return Err(JobError::new(
                 ErrorClass::Blocked,
@@ -809,7 +809,7 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Session hygiene (DESIGN §5): before the first page of a new exit IP or a new
+    /// Exit-IP hygiene (DESIGN §5): before the first page of a new exit IP or a new
     /// browser, the mall's cookies and storage are cleared, so anti-bot cookies one IP
     /// earned are never presented from another. The warm-up is visited again.
     async fn forget_other_ips_site_data(&mut self) -> Result<(), JobError> {
@@ -900,7 +900,7 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Visits the profile's warm-up page once per browser session, under its own timeout;
+    /// Visits the profile's warm-up page once per browser, under its own timeout;
     /// a failed warm-up is logged, never fatal.
     async fn warm_up(&mut self) {
         let url = self.profile.warmup_url.trim();
@@ -994,7 +994,7 @@ impl<'a> Run<'a> {
                     // NB: waiting for a port is not a failed attempt: past what the job can
                     // spend on it, the job goes back to the queue until the ledger expects
                     // a free port (the claim keeps jobs beyond the ports queued anyway).
-                    let needed = wait + crate::browser::page::wait_timeout(self.profile);
+                    let needed = wait + crate::chromium::page::wait_timeout(self.profile);
                     if self.deadline.saturating_duration_since(Instant::now()) < needed {
                         return Err(JobError::no_port(
                             "no proxy port free before the job's deadline",

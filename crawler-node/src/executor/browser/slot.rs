@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use crate::{
-    browser::{Browser, ProfileSlot, Relay},
+    chromium::{Browser, ProfileSlot, Relay},
     proxy::{Grant, ProxySource, SessionEnd, SessionEndReason, SessionStats},
 };
 
@@ -57,7 +57,7 @@ impl IpSession {
         }
     }
 
-    /// Why this session cannot serve a search for `mall` now, if it cannot.
+    /// Why this IP session cannot serve a search for `mall` now, if it cannot.
     pub(super) fn end_reason(
         &self,
         mall: &MallId,
@@ -109,7 +109,7 @@ pub(super) struct Slot {
     pub(super) suspect: bool,
     /// The browser may hold cookies and storage another exit IP earned: it started (its
     /// profile directory keeps them across restarts) or its IP changed since. Cleared
-    /// before its next page (DESIGN §5 "Session hygiene").
+    /// before its next page (DESIGN §5 "Exit-IP hygiene").
     pub(super) site_data_stale: bool,
 }
 
@@ -182,7 +182,7 @@ mod tests {
     use super::*;
     use crate::config::Secret;
 
-    fn session(budget: u32) -> IpSession {
+    fn ip_session(budget: u32) -> IpSession {
         let grant = Grant {
             host: "127.0.0.1".into(),
             port: 8001,
@@ -202,12 +202,12 @@ mod tests {
     }
 
     #[test]
-    fn sessions_end_for_the_right_reason() {
+    fn ip_sessions_end_for_the_right_reason() {
         let naver = MallId::new("naver").unwrap();
         let coupang = MallId::new("coupang").unwrap();
         let idle = Duration::from_secs(120);
         let window = Some(Duration::from_secs(600));
-        let mut ip = session(3);
+        let mut ip = ip_session(3);
         assert_eq!(ip.end_reason(&naver, window, idle), None);
         assert_eq!(
             ip.end_reason(&coupang, window, idle),
@@ -238,6 +238,6 @@ mod tests {
             Some(SessionEndReason::Window)
         );
         // A budget of 0 still allows one search.
-        assert_eq!(session(0).budget, 1);
+        assert_eq!(ip_session(0).budget, 1);
     }
 }

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::{JobError, Read, Run};
-use crate::browser::{
+use crate::chromium::{
     page::wait_timeout,
     parse::{fill_env, page_url},
 };

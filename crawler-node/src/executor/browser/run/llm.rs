@@ -32,7 +32,7 @@ use tracing::{Instrument as _, info, info_span};
 
 use super::{JobError, Run, kind_str};
 use crate::{
-    browser::page::wait_timeout,
+    chromium::page::wait_timeout,
     executor::browser::{best_first, card_offer},
     judge::{self, ProductQuery, Round, RoundKind, normalize},
     llm::{CallFor, MAX_CANDIDATES, Product},

@@ -1,5 +1,5 @@
 //! What a coordinator's `Welcome` tells the node, validated once on receive: the stream's
-//! [`Session`] (id, heartbeat interval, lease TTL, which held jobs were re-attached or lost)
+//! [`Welcome`] (id, heartbeat interval, lease TTL, which held jobs were re-attached or lost)
 //! and the [`SiteProfiles`] the executor searches malls with.
 //!
 //! Site profiles are replaced wholesale by every Welcome (an operator changes a selector
@@ -28,7 +28,8 @@ pub const MAX_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(60);
 
 /// One welcomed stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Session {
+pub struct Welcome {
+    /// The stream's id (`session_id` on the wire: the coordinator's `node_session` row).
     pub id: String,
     pub heartbeat_interval: Duration,
     pub lease_ttl: Duration,
@@ -41,7 +42,7 @@ pub struct Session {
     pub stopped_reports: bool,
 }
 
-impl Session {
+impl Welcome {
     /// How long the stream may stay silent before the node calls it dead: three heartbeats
     /// (each one is answered), and never less than a lease TTL.
     pub fn silence_limit(&self) -> Duration {
@@ -148,7 +149,7 @@ impl SiteProfiles {
 /// Validates a Welcome. A protocol version the node does not speak is
 /// `FAILED_PRECONDITION` (fatal); other bad fields fall back to defaults, since a
 /// heartbeat interval is not worth losing the stream over.
-pub fn from_welcome(welcome: pb::Welcome) -> Result<(Session, SiteProfiles), Status> {
+pub fn from_welcome(welcome: pb::Welcome) -> Result<(Welcome, SiteProfiles), Status> {
     if welcome.protocol_version != 0 && welcome.protocol_version != PROTOCOL_VERSION {
         return Err(Status::failed_precondition(format!(
             "coordinator speaks protocol_version {}, this node {PROTOCOL_VERSION}",
@@ -163,7 +164,7 @@ pub fn from_welcome(welcome: pb::Welcome) -> Result<(Session, SiteProfiles), Sta
         .unwrap_or(DEFAULT_HEARTBEAT_INTERVAL)
         .clamp(MIN_HEARTBEAT_INTERVAL, MAX_HEARTBEAT_INTERVAL);
     let lease_ttl = duration("lease_ttl", welcome.lease_ttl).unwrap_or(DEFAULT_LEASE_TTL);
-    let session = Session {
+    let welcomed = Welcome {
         id: welcome.session_id,
         heartbeat_interval,
         lease_ttl,
@@ -183,7 +184,7 @@ pub fn from_welcome(welcome: pb::Welcome) -> Result<(Session, SiteProfiles), Sta
         welcome.limits.unwrap_or_default(),
         welcome.vocabulary,
     );
-    Ok((session, profiles))
+    Ok((welcomed, profiles))
 }
 
 #[cfg(test)]
@@ -194,7 +195,7 @@ mod tests {
 
     #[test]
     fn welcome_defaults_and_clamps() {
-        let (session, profiles) = from_welcome(pb::Welcome {
+        let (welcomed, profiles) = from_welcome(pb::Welcome {
             session_id: "s1".into(),
             profiles: vec![pb::SiteProfile {
                 id: "naver".into(),
@@ -204,26 +205,26 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        assert_eq!(session.heartbeat_interval, DEFAULT_HEARTBEAT_INTERVAL);
-        assert_eq!(session.lease_ttl, DEFAULT_LEASE_TTL);
-        assert_eq!(session.lost, [4]);
+        assert_eq!(welcomed.heartbeat_interval, DEFAULT_HEARTBEAT_INTERVAL);
+        assert_eq!(welcomed.lease_ttl, DEFAULT_LEASE_TTL);
+        assert_eq!(welcomed.lost, [4]);
         assert_eq!(
-            session.silence_limit(),
+            welcomed.silence_limit(),
             DEFAULT_LEASE_TTL,
             "a silent coordinator is given up once a lease would have run out"
         );
         assert!(profiles.get(&MallId::new("naver").unwrap()).is_some());
         assert!(profiles.get(&MallId::new("coupang").unwrap()).is_none());
 
-        let (session, _) = from_welcome(pb::Welcome {
+        let (welcomed, _) = from_welcome(pb::Welcome {
             heartbeat_interval: Some(duration_to_pb(Duration::from_millis(1))),
             lease_ttl: Some(duration_to_pb(Duration::from_millis(100))),
             protocol_version: PROTOCOL_VERSION,
             ..Default::default()
         })
         .unwrap();
-        assert_eq!(session.heartbeat_interval, MIN_HEARTBEAT_INTERVAL);
-        assert_eq!(session.silence_limit(), Duration::from_millis(150));
+        assert_eq!(welcomed.heartbeat_interval, MIN_HEARTBEAT_INTERVAL);
+        assert_eq!(welcomed.silence_limit(), Duration::from_millis(150));
     }
 
     #[test]

@@ -15,8 +15,8 @@
 //! | `outerWidth`/`outerHeight` | the same script answers the known window size while a new renderer still reads 0x0 (a Chromium race at navigation) |
 //!
 //! Everything is applied before the first page: flags at launch, CDP commands and the
-//! document-start script right after the session starts, so every document of the session
-//! gets them. What cannot be set natively is patched by [`STEALTH_JS`] with functions whose
+//! document-start script right after the WebDriver session starts, so every document of the
+//! browser gets them. What cannot be set natively is patched by [`STEALTH_JS`] with functions whose
 //! `toString` reads `[native code]`.
 
 use std::{
@@ -268,7 +268,7 @@ fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Runs before any page script in every document of the session: the WebGL vendor and
+/// Runs before any page script in every document of the browser: the WebGL vendor and
 /// renderer (SwiftShader is software rendering, which no person's browser reports), and
 /// the outer window's size while a new renderer has not received it yet (Chromium answers
 /// 0x0 then), with patched functions that look native to `Function.prototype.toString`.

@@ -1,5 +1,5 @@
-//! The browser half of the node: everything that touches chromedriver and Chromium
-//! (DESIGN §5). The executor (`executor/browser/`) composes these parts into jobs.
+//! The Chromium half of the node: everything that touches chromedriver and Chromium
+//! (DESIGN §5). The browser executor (`executor/browser/`) composes these parts into jobs.
 //!
 //! - [`chromedriver`]: the WebDriver server, started and supervised by the node (or an
 //!   external `LPS_WEBDRIVER_URL`);
@@ -7,8 +7,8 @@
 //!   timezone, screen, no automation traces) and the headless/headful mode;
 //! - [`display`]: the Xvfb of headful mode, started and supervised by the node;
 //! - [`profile`]: user-data-dir slots under `LPS_PROFILE_ROOT`, one exclusive file lock each;
-//! - [`session`]: one Chromium session: launch flags, CDP resource blocking, bounded calls,
-//!   close with its own timeout, kill;
+//! - [`instance`]: one browser (a running Chromium and its WebDriver session): launch
+//!   flags, CDP resource blocking, bounded calls, close with its own timeout, kill;
 //! - [`relay`]: the local proxy relay per browser (credentials and byte metering);
 //! - [`page`]: reading a search-result page with a site profile (block first);
 //! - [`navigate`]: human navigation — the home page, the search box, typed keys, Enter;
@@ -23,6 +23,7 @@ pub mod chromedriver;
 pub mod display;
 mod http;
 pub mod identity;
+pub mod instance;
 pub mod navigate;
 pub mod page;
 pub mod parse;
@@ -30,7 +31,6 @@ pub mod process;
 pub mod profile;
 pub mod relay;
 pub mod scripts;
-pub mod session;
 
 use std::time::Duration;
 
@@ -38,10 +38,10 @@ pub use chromedriver::ChromeDriver;
 pub use display::Display;
 pub use http::WebDriverHttp;
 pub use identity::{BrowserMode, Identity};
+pub use instance::{Browser, LaunchOptions, default_blocked_patterns};
 pub use page::{PageRead, PageResult};
 pub use profile::ProfileSlot;
 pub use relay::{Relay, RelayCounters, Upstream};
-pub use session::{Browser, LaunchOptions, default_blocked_patterns};
 
 /// What went wrong with a browser.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -52,13 +52,13 @@ pub enum BrowserError {
     /// Chromium did not start.
     #[error("the browser did not start: {0}")]
     Launch(String),
-    /// The session or the browser is gone (crashed, killed, chromedriver lost).
+    /// The WebDriver session or the browser is gone (crashed, killed, chromedriver lost).
     #[error("the browser is gone: {0}")]
     Gone(String),
     /// A call did not answer in time: the browser hangs.
     #[error("{what} did not answer within {after:?}")]
     Timeout { what: &'static str, after: Duration },
-    /// A call failed but the session lives (a bad selector, a page-load timeout…).
+    /// A call failed but the browser lives (a bad selector, a page-load timeout…).
     #[error("webdriver: {0}")]
     WebDriver(String),
     /// No profile slot could be taken.

@@ -4,7 +4,7 @@
 //! Owns the chromedriver child process. Invariants:
 //! - [`ChromeDriver::url`] returns the URL of a server that answered `/status` ready; a
 //!   managed chromedriver that has died is started again (on a new port) by the next call,
-//!   so one crash costs the sessions it held, not the node. [`ChromeDriver::check`] does
+//!   so one crash costs the WebDriver sessions it held, not the node. [`ChromeDriver::check`] does
 //!   the same without a job: the browser executor calls it every second once the
 //!   chromedriver was first needed, so a dead one is replaced before the next job comes.
 //! - [`ChromeDriver::is_up`] is false from the moment a managed chromedriver is seen dead

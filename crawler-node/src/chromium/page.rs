@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tracing::{debug, info_span, instrument};
 
-use super::{BrowserError, scripts, session::Browser};
+use super::{BrowserError, instance::Browser, scripts};
 
 /// `wait_timeout` when the profile sets none.
 pub const DEFAULT_WAIT_TIMEOUT: Duration = lps_profiles::format::DEFAULT_WAIT_TIMEOUT;

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tracing::{debug, instrument};
 
-use super::{Browser, BrowserError, session::PAGE_LOAD_TIMEOUT};
+use super::{Browser, BrowserError, instance::PAGE_LOAD_TIMEOUT};
 
 /// How long the home page may take to show its search box.
 const INPUT_TIMEOUT: Duration = Duration::from_secs(15);

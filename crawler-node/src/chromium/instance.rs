@@ -4,20 +4,20 @@
 //!
 //! Invariants:
 //! - A [`Browser`] is ended by [`Browser::close`] or [`Browser::kill`] (both `async`; `Drop`
-//!   cannot await). `close` quits the session within [`CLOSE_TIMEOUT`] and then makes sure
+//!   cannot await). `close` quits the WebDriver session within [`CLOSE_TIMEOUT`] and then makes sure
 //!   no process of the slot directory is left; if quitting fails or hangs, it kills them.
 //!   Either way the thirtyfour handle is marked quit (`leak`), so its blocking drop fallback
 //!   never runs on a runtime thread.
 //! - Every WebDriver call goes through [`Browser::call`], bounded by a timeout; its error is
-//!   classified once: [`BrowserError::Gone`] (the session or the browser is dead — replace
+//!   classified once: [`BrowserError::Gone`] (the WebDriver session or the browser is dead — replace
 //!   it) or [`BrowserError::WebDriver`] (the call failed, the browser lives).
 //! - Resource blocking (`Network.setBlockedURLs`) is applied on launch and again whenever a
-//!   job's profile asks for other patterns; the browser uses one tab, so every page of the
-//!   session is covered.
+//!   job's profile asks for other patterns; the browser uses one tab, so every page it
+//!   loads is covered.
 //!
 //! Cancellation: dropping a call future abandons the HTTP request (chromedriver may still
 //! finish the command). The caller then treats the browser as suspect (see
-//! `executor/browser.rs`).
+//! `executor/browser/`).
 
 use std::{collections::HashSet, net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -39,7 +39,7 @@ use super::{
 
 /// Closing a browser (quit, then waiting for its processes to exit) takes at most this.
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(60);
-/// Creating a session (Chromium start) takes at most this.
+/// Creating a WebDriver session (Chromium start) takes at most this.
 pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(60);
 /// Any single WebDriver call other than a navigation takes at most this.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -113,14 +113,14 @@ impl LaunchOptions {
     }
 }
 
-/// One Chromium session (see the module docs).
+/// One browser: a running Chromium and its WebDriver session (see the module docs).
 #[derive(Debug)]
 pub struct Browser {
     driver: WebDriver,
     dir: PathBuf,
     blocked: Vec<String>,
     launched: Instant,
-    /// Malls whose warm-up page this session has visited.
+    /// Malls whose warm-up page this browser has visited.
     pub warmed: HashSet<String>,
 }
 
@@ -133,7 +133,7 @@ impl Browser {
         options: &LaunchOptions,
     ) -> Result<Self, BrowserError> {
         let dir = slot.dir().to_path_buf();
-        // A browser of this slot that outlived its session (killed node, lost chromedriver)
+        // A browser of this slot that outlived its WebDriver session (killed node, lost chromedriver)
         // would fight the new one over the directory.
         let left = process::kill_browser(&dir).await;
         if !left.is_empty() {
@@ -242,7 +242,7 @@ impl Browser {
     }
 
     /// Clears every cookie and the storage of `origins` (an identity bound to another
-    /// exit IP: DESIGN §5 "Session hygiene").
+    /// exit IP: DESIGN §5 "Exit-IP hygiene").
     pub async fn clear_site_data(&self, origins: &[String]) -> Result<(), BrowserError> {
         self.cdp("Network.clearBrowserCookies", json!({})).await?;
         for origin in origins {
@@ -255,7 +255,7 @@ impl Browser {
         Ok(())
     }
 
-    /// How long this session has lived.
+    /// How long this browser has lived.
     pub fn age(&self) -> Duration {
         self.launched.elapsed()
     }
@@ -368,14 +368,14 @@ impl Browser {
         .await
     }
 
-    /// A cheap call that proves the session answers.
+    /// A cheap call that proves the WebDriver session answers.
     pub async fn ping(&self) -> Result<(), BrowserError> {
         self.call("ping", Duration::from_secs(10), self.driver.title())
             .await
             .map(drop)
     }
 
-    /// Quits the session within [`CLOSE_TIMEOUT`]; kills the browser if that fails. No
+    /// Quits the WebDriver session within [`CLOSE_TIMEOUT`]; kills the browser if that fails. No
     /// process of the slot directory is left afterwards.
     #[instrument(name = "browser.close", skip_all, fields(dir = %self.dir.display()))]
     pub async fn close(self) {
@@ -409,7 +409,7 @@ impl Browser {
         }
     }
 
-    /// Kills the browser's processes and ends its session without asking it.
+    /// Kills the browser's processes and ends its WebDriver session without asking it.
     #[instrument(name = "browser.kill", skip_all, fields(dir = %self.dir.display()))]
     pub async fn kill(self) {
         let Self { driver, dir, .. } = self;
@@ -417,7 +417,7 @@ impl Browser {
         if !left.is_empty() {
             warn!(pids = ?left, "browser processes survived SIGKILL");
         }
-        // The session is dead; tell chromedriver briefly, then forget it either way.
+        // The WebDriver session is dead; tell chromedriver briefly, then forget it either way.
         let keep = driver.clone();
         let _ = tokio::time::timeout(Duration::from_secs(5), driver.quit()).await;
         let _ = keep.leak();
@@ -453,7 +453,7 @@ fn capabilities(dir: &std::path::Path, options: &LaunchOptions) -> Capabilities 
         "goog:chromeOptions": {
             "binary": options.chromium_path.display().to_string(),
             "args": args,
-            // NB: `enable-automation` shows the automation infobar and flags the session.
+            // NB: `enable-automation` shows the automation infobar and flags the browser.
             "excludeSwitches": ["enable-automation"],
             "useAutomationExtension": false,
             "prefs": { "intl.accept_languages": identity::LANGUAGES.join(",") },
@@ -465,7 +465,7 @@ fn capabilities(dir: &std::path::Path, options: &LaunchOptions) -> Capabilities 
     }
 }
 
-/// Sorts a WebDriver failure: does it mean the browser or its session is gone?
+/// Sorts a WebDriver failure: does it mean the browser or its WebDriver session is gone?
 pub fn classify(what: &'static str, err: &WebDriverError) -> BrowserError {
     const GONE_HINTS: &[&str] = &[
         "chrome not reachable",

@@ -1,6 +1,6 @@
 //! The scripts the node runs inside result pages.
 //!
-//! - [`CAPTURE_JS`] is installed once per browser session with CDP
+//! - [`CAPTURE_JS`] is installed once per browser with CDP
 //!   `Page.addScriptToEvaluateOnNewDocument`, so it runs on every document before the
 //!   page's own scripts: it records the JSON bodies of the page's `fetch` and
 //!   `XMLHttpRequest` responses (bounded in count and bytes) for `captured_json` card
