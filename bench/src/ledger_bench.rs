@@ -103,7 +103,7 @@ fn row(label: &str, cycles: usize, elapsed: Duration) {
     );
 }
 
-/// Every port free and unused, no sessions: each measurement starts from the same state.
+/// Every port free and unused, no IP sessions: each measurement starts from the same state.
 async fn reset(pool: &PgPool) -> anyhow::Result<()> {
     pool.execute("truncate ip_session, bot_detection, proxy_port_cooldown")
         .await?;
@@ -206,7 +206,7 @@ async fn check(pool: &PgPool, cycles: usize) -> anyhow::Result<()> {
     .await?;
     anyhow::ensure!(
         used == cycles as i64 && sessions == cycles as i64 && held == 0,
-        "expected {cycles} uses and sessions and nothing held, got {used}, {sessions}, {held}"
+        "expected {cycles} uses and IP sessions and nothing held, got {used}, {sessions}, {held}"
     );
     Ok(())
 }

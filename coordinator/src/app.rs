@@ -170,7 +170,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         config: Arc::new(DispatchConfig {
             coordinator_id: config.coordinator_id.clone(),
             heartbeat_interval: config.heartbeat_interval,
-            silence_timeout: dispatch::session::silence_for(config.heartbeat_interval),
+            silence_timeout: dispatch::stream::silence_for(config.heartbeat_interval),
             node_grace: config.node_grace,
             claim_poll: config.claim_poll,
             profiles: profiles.iter().map(|p| p.wire.clone()).collect(),
@@ -198,7 +198,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         hard_stop: CancellationToken::new(),
         metrics: metrics.clone(),
         ledger: ledger.clone(),
-        sessions: TaskTracker::new(),
+        streams: TaskTracker::new(),
     };
 
     {
@@ -498,15 +498,15 @@ impl Running {
         self.readiness.drain().await;
         info!("shutting down: telling nodes to reconnect");
         self.shutdown.cancel();
-        self.dispatcher.sessions.close();
-        if tokio::time::timeout_at(deadline, self.dispatcher.sessions.wait())
+        self.dispatcher.streams.close();
+        if tokio::time::timeout_at(deadline, self.dispatcher.streams.wait())
             .await
             .is_err()
         {
             warn!("node streams did not end before the shutdown deadline; ending them");
             self.dispatcher.hard_stop.cancel();
             let _ =
-                tokio::time::timeout(Duration::from_secs(2), self.dispatcher.sessions.wait()).await;
+                tokio::time::timeout(Duration::from_secs(2), self.dispatcher.streams.wait()).await;
         }
         self.stop_loops(deadline).await;
         self.queue.pool().close().await;
@@ -520,8 +520,8 @@ impl Running {
         self.loops.cancel();
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
-        self.dispatcher.sessions.close();
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.dispatcher.sessions.wait()).await;
+        self.dispatcher.streams.close();
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.dispatcher.streams.wait()).await;
     }
 
     async fn stop_loops(&mut self, deadline: tokio::time::Instant) {

@@ -1010,7 +1010,7 @@ mod tests {
     }
 
     fn dispatch_silence(heartbeat: Duration) -> Duration {
-        crate::dispatch::session::silence_for(heartbeat)
+        crate::dispatch::stream::silence_for(heartbeat)
     }
 
     #[test]

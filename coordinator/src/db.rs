@@ -16,7 +16,7 @@ use sqlx::{
 /// The schema, embedded at build time.
 pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
 
-/// Opens a pool of at most `max_connections` to `url`, with the session settings every LPS
+/// Opens a pool of at most `max_connections` to `url`, with the connection settings every LPS
 /// connection uses.
 pub async fn connect(url: &str, max_connections: u32) -> Result<PgPool, sqlx::Error> {
     PgPoolOptions::new()
@@ -26,7 +26,7 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<PgPool, sqlx::Er
         .await
 }
 
-/// `url` with LPS's session settings:
+/// `url` with LPS's connection settings:
 /// - `jit = off`: the queue's statements are short OLTP statements whose planner estimates
 ///   (LIMIT $n over lateral joins) look expensive; JIT compiled them on every execution and
 ///   cost ~40 ms a claim.

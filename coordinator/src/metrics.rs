@@ -665,7 +665,7 @@ impl Metrics {
     }
 }
 
-/// One unit of a gauge for as long as it lives (`node_streams`: one per session task).
+/// One unit of a gauge for as long as it lives (`node_streams`: one per stream task).
 #[derive(Debug)]
 pub struct Held(Gauge);
 

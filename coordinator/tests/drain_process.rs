@@ -437,7 +437,7 @@ impl Rig {
     }
 
     /// After `node` exited: it holds no port, each of its `grants` IP sessions has its row
-    /// (the last ended by `shutdown`), its session is disconnected and it said Goodbye.
+    /// (the last ended by `shutdown`), its stream is disconnected and it said Goodbye.
     async fn assert_released(&self, node: &NodeProcess, grants: i64) {
         let log = node.log();
         assert_eq!(

@@ -102,7 +102,7 @@ async fn none_free(ledger: &Ledger, node: &str, mall_id: &str) -> Option<DateTim
 }
 
 /// A pool big enough for many concurrent acquirers (the default test pool has 5), with
-/// LPS's session settings.
+/// LPS's connection settings.
 async fn big_pool(opts: PgConnectOptions, size: u32) -> PgPool {
     PgPoolOptions::new()
         .max_connections(size)

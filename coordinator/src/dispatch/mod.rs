@@ -1,18 +1,18 @@
 //! Dispatch: the coordinator's side of the node streams.
 //!
-//! - [`session`]: one task per node stream owning that node's state (credits, the jobs it
+//! - [`stream`]: one task per node stream owning that node's state (credits, the jobs it
 //!   holds, draining); it claims jobs for the node's free slots when woken by NOTIFY (or the
 //!   poll fallback), applies reports with fencing and acks them after the commit.
-//! - [`Registry`]: a task owning the directory node id → session command channel, so that
-//!   control messages (cancel, drain, shutdown) reach the right session. Nothing else is
-//!   shared between sessions.
+//! - [`Registry`]: a task owning the directory node id → stream command channel, so that
+//!   control messages (cancel, drain, shutdown) reach the right stream. Nothing else is
+//!   shared between streams.
 //! - Control listener: LISTEN on [`crate::control::CONTROL_CHANNEL`] turns cross-replica
-//!   messages into session commands for the nodes connected here.
+//!   messages into stream commands for the nodes connected here.
 //! - Grace: a stream that ends without Goodbye leaves its node's jobs leased for
 //!   `node_grace` (counted from the database's return when an outage cut into it); unless
 //!   the node reconnected (to any replica) by then, they are released as reclaims.
 
-pub mod session;
+pub mod stream;
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
@@ -49,7 +49,7 @@ pub struct DispatchConfig {
     pub limits: pb::Limits,
 }
 
-/// What a session can be told from outside.
+/// What a node stream can be told from outside.
 #[derive(Debug)]
 pub enum Command {
     /// Stop this job on the node (its lease is already gone).
@@ -64,10 +64,10 @@ pub enum Command {
     Replaced,
 }
 
-/// A connected session as the registry knows it.
+/// A connected node stream as the registry knows it.
 #[derive(Debug, Clone)]
 struct Entry {
-    session_id: Uuid,
+    stream_id: Uuid,
     commands: mpsc::Sender<Command>,
     /// The node process the stream comes from (`None`: an older node).
     instance: Option<String>,
@@ -91,7 +91,7 @@ enum RegistryMsg {
     },
     Unregister {
         node_id: String,
-        session_id: Uuid,
+        stream_id: Uuid,
     },
     Send {
         node_id: String,
@@ -123,13 +123,18 @@ impl Registry {
                 let mut nodes: HashMap<String, Entry> = HashMap::new();
                 while let Some(msg) = rx.recv().await {
                     match msg {
-                        RegistryMsg::Register { node_id, entry, previous } => {
+                        RegistryMsg::Register {
+                            node_id,
+                            entry,
+                            previous,
+                        } => {
                             // A live stream of another process with this id is not
                             // replaced: two processes sharing an id would take each other's
                             // jobs back in a loop. The same process reconnecting replaces
                             // its own stream.
                             let clash = nodes.get(&node_id).and_then(|old| {
-                                let (Some(old_instance), Some(new)) = (&old.instance, &entry.instance)
+                                let (Some(old_instance), Some(new)) =
+                                    (&old.instance, &entry.instance)
                                 else {
                                     return None;
                                 };
@@ -144,18 +149,21 @@ impl Registry {
                             };
                             let _ = previous.send(answer);
                         }
-                        RegistryMsg::Unregister { node_id, session_id } => {
-                            if nodes.get(&node_id).is_some_and(|e| e.session_id == session_id) {
+                        RegistryMsg::Unregister { node_id, stream_id } => {
+                            if nodes
+                                .get(&node_id)
+                                .is_some_and(|e| e.stream_id == stream_id)
+                            {
                                 nodes.remove(&node_id);
                             }
                         }
                         RegistryMsg::Send { node_id, command } => {
                             if let Some(entry) = nodes.get(&node_id) {
-                                // NB: try_send: a session that is this far behind is stuck,
+                                // NB: try_send: a stream that is this far behind is stuck,
                                 // and the decision is in the database anyway (its next
                                 // heartbeat is answered with it).
                                 if entry.commands.try_send(command).is_err() {
-                                    warn!(node.id = %node_id, "session command queue full; dropped");
+                                    warn!(node.id = %node_id, "stream command queue full; dropped");
                                 }
                             }
                         }
@@ -170,7 +178,7 @@ impl Registry {
         Self { tx }
     }
 
-    /// Registers a session; the entry it replaced, or the clash that refused it.
+    /// Registers a stream; the entry it replaced, or the clash that refused it.
     async fn register(&self, node_id: &str, entry: Entry) -> Result<Option<Entry>, Clash> {
         let (previous, rx) = oneshot::channel();
         let msg = RegistryMsg::Register {
@@ -184,17 +192,17 @@ impl Registry {
         rx.await.unwrap_or(Ok(None))
     }
 
-    async fn unregister(&self, node_id: &str, session_id: Uuid) {
+    async fn unregister(&self, node_id: &str, stream_id: Uuid) {
         let _ = self
             .tx
             .send(RegistryMsg::Unregister {
                 node_id: node_id.to_owned(),
-                session_id,
+                stream_id,
             })
             .await;
     }
 
-    /// Delivers `command` to `node_id`'s session if it is connected to this replica.
+    /// Delivers `command` to `node_id`'s stream if it is connected to this replica.
     pub async fn send(&self, node_id: &str, command: Command) {
         let _ = self
             .tx
@@ -205,7 +213,7 @@ impl Registry {
             .await;
     }
 
-    /// Sessions connected to this replica.
+    /// Streams connected to this replica.
     pub async fn connected(&self) -> usize {
         let (reply, rx) = oneshot::channel();
         if self.tx.send(RegistryMsg::Count { reply }).await.is_err() {
@@ -215,22 +223,22 @@ impl Registry {
     }
 }
 
-/// Everything a session needs. Cheap to clone.
+/// Everything a node stream needs. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Dispatcher {
     pub queue: Queue,
     pub config: Arc<DispatchConfig>,
     pub registry: Registry,
     pub wakeups: Wakeups,
-    /// Cancelled when the coordinator shuts down: sessions tell their nodes to reconnect.
+    /// Cancelled when the coordinator shuts down: streams tell their nodes to reconnect.
     pub shutdown: CancellationToken,
-    /// Cancelled when the shutdown deadline is reached: sessions end at once.
+    /// Cancelled when the shutdown deadline is reached: streams end at once.
     pub hard_stop: CancellationToken,
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The proxy ledger, when a gateway is configured.
     pub ledger: Option<crate::ledger::Ledger>,
-    /// Tracks session tasks so shutdown can wait for them.
-    pub sessions: tokio_util::task::TaskTracker,
+    /// Tracks stream tasks so shutdown can wait for them.
+    pub streams: tokio_util::task::TaskTracker,
 }
 
 impl Dispatcher {
@@ -240,10 +248,10 @@ impl Dispatcher {
 
     /// After a stream closed without Goodbye: wait the grace period, then release the node's
     /// jobs unless it reconnected meanwhile (to any replica).
-    pub fn start_grace(&self, node_id: String, session_id: Uuid) {
+    pub fn start_grace(&self, node_id: String, stream_id: Uuid) {
         let this = self.clone();
         let grace = self.config.node_grace;
-        self.sessions.spawn(
+        self.streams.spawn(
             async move {
                 // A grace period that a database outage cut into starts over when the
                 // database is back: the node could not reconnect while it was away.
@@ -261,7 +269,7 @@ impl Dispatcher {
                     }
                 }
                 if let Some(ledger) = &this.ledger {
-                    match ledger.release_lost_node(&node_id, session_id).await {
+                    match ledger.release_lost_node(&node_id, stream_id).await {
                         Ok(ports) if !ports.is_empty() => {
                             info!(node.id = %node_id, ports = ports.len(), "grace over; released the node's proxy ports");
                         }
@@ -269,7 +277,7 @@ impl Dispatcher {
                         Err(e) => warn!(node.id = %node_id, error = %e, "releasing a lost node's ports failed; leases will expire"),
                     }
                 }
-                match this.queue.release_lost_node(&node_id, session_id).await {
+                match this.queue.release_lost_node(&node_id, stream_id).await {
                     Ok(released) if !released.is_empty() => {
                         info!(node.id = %node_id, jobs = released.len(), "grace over; released the node's jobs");
                     }
@@ -293,7 +301,7 @@ impl Dispatcher {
         }
         let this = self.clone();
         let span = info_span!(parent: None, "dispatch.hand_back_unsent", node.id = %node_id, log_only = true);
-        self.sessions.spawn(
+        self.streams.spawn(
             async move {
                 for lease in leases {
                     loop {
@@ -323,7 +331,7 @@ impl Dispatcher {
     }
 }
 
-/// LISTENs for control messages and routes them to sessions connected here. Returns when
+/// LISTENs for control messages and routes them to streams connected here. Returns when
 /// `cancel` fires; a failed listener is retried every second.
 pub async fn run_control_listener(
     pool: PgPool,

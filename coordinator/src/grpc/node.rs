@@ -1,7 +1,7 @@
 //! `NodeService.Connect` adapter: authenticates the stream (bearer token, and with mTLS a
 //! verified client certificate on the connection), reads and validates `Hello`,
-//! and hands the stream to a [`crate::dispatch::session`] task. Everything after Hello is
-//! the session's business.
+//! and hands the stream to a [`crate::dispatch::stream`] task. Everything after Hello is
+//! the stream task's business.
 
 use std::{sync::Arc, time::Duration};
 
@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use crate::{
     auth::{Role, Tokens},
-    dispatch::{Dispatcher, session},
+    dispatch::{Dispatcher, stream},
 };
 
 /// How long a node may take to send Hello after opening the stream.
@@ -57,7 +57,7 @@ impl NodeService for NodeApi {
         request: Request<Streaming<pb::NodeMessage>>,
     ) -> Result<Response<Self::ConnectStream>, Status> {
         // The server side of the node's `node.connect`: until the stream is handed to its
-        // session (which is not part of this span: it lives as long as the stream).
+        // stream task (which is not part of this span: it lives as long as the stream).
         let span = tracing::info_span!(
             "grpc.connect",
             otel.kind = "server",
@@ -78,7 +78,7 @@ impl NodeService for NodeApi {
 }
 
 impl NodeApi {
-    /// Authenticates the stream, reads its Hello and starts its session.
+    /// Authenticates the stream, reads its Hello and starts its task.
     async fn open(
         &self,
         request: Request<Streaming<pb::NodeMessage>>,
@@ -119,13 +119,13 @@ impl NodeApi {
             crate::tls::check_node_id(certs, &hello.node_id)?;
         }
         let (tx, rx) = mpsc::channel(256);
-        let session_id = Uuid::new_v4();
+        let stream_id = Uuid::new_v4();
         tracing::Span::current().record("node.id", hello.node_id.as_str());
         // NB: a root for logs only, so it neither keeps `grpc.connect` open nor is the
-        // parent of what the session does (see `lps_telemetry::LOG_ONLY`).
+        // parent of what the stream task does (see `lps_telemetry::LOG_ONLY`).
         let span = tracing::info_span!(parent: None, "node.stream", node.id = %hello.node_id, log_only = true);
-        self.dispatcher.sessions.spawn(
-            session::run(self.dispatcher.clone(), hello, session_id, inbound, tx).instrument(span),
+        self.dispatcher.streams.spawn(
+            stream::run(self.dispatcher.clone(), hello, stream_id, inbound, tx).instrument(span),
         );
         Ok(Response::new(ReceiverStream::new(rx)))
     }

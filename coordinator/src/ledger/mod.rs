@@ -242,7 +242,7 @@ impl Ledger {
     /// Returns `port` (`node`'s lease `lease_id`, see [`Grant::lease_id`]; `None` from an
     /// older node: the lease of `session.job_id`) with `reason`, and records the IP session.
     /// A node that no longer holds that lease changes nothing on the port (`held: false`),
-    /// but the session is still recorded. `over_burn_cap` says the job has now been
+    /// but the IP session is still recorded. `over_burn_cap` says the job has now been
     /// blocked on more IPs than allowed: fail it as `page_blocked`.
     #[instrument(
         name = "ledger.release",
@@ -387,23 +387,23 @@ impl Ledger {
         self.release_all(node, None).await
     }
 
-    /// [`Ledger::release_node`] only while `session` is still the node's latest stream and
+    /// [`Ledger::release_node`] only while `stream` is still the node's latest stream and
     /// disconnected (a node that reconnected in the meantime keeps its ports).
     #[instrument(name = "ledger.release_lost_node", skip_all, fields(node.id = %node), err)]
     pub async fn release_lost_node(
         &self,
         node: &str,
-        session: uuid::Uuid,
+        stream: uuid::Uuid,
     ) -> Result<Vec<ReleasedPort>, Error> {
-        self.release_all(node, Some(session)).await
+        self.release_all(node, Some(stream)).await
     }
 
     async fn release_all(
         &self,
         node: &str,
-        session: Option<uuid::Uuid>,
+        stream: Option<uuid::Uuid>,
     ) -> Result<Vec<ReleasedPort>, Error> {
-        let rows = sqlx::query_file!("src/ledger/sql/release_node.sql", node, session, self.now)
+        let rows = sqlx::query_file!("src/ledger/sql/release_node.sql", node, stream, self.now)
             .fetch_all(&self.pool)
             .await?;
         rows.into_iter()

@@ -54,7 +54,7 @@ pub struct RenewedPort {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Released {
     /// The node held the port (for that job), so the port was released and its rest or
-    /// cooldown applied. `false`: the port was not touched; only the session was recorded.
+    /// cooldown applied. `false`: the port was not touched; only the IP session was recorded.
     pub held: bool,
     /// The job's IP burns after this release (`None`: no job, or no such job).
     pub job_ip_burns: Option<u32>,
@@ -64,7 +64,7 @@ pub struct Released {
     pub rest_until: Option<DateTime<Utc>>,
     /// When the port's cooldown for every mall (after `proxy_error`) ends.
     pub cooldown_until: Option<DateTime<Utc>>,
-    /// When the port's cooldown for the session's mall (after `block`) ends.
+    /// When the port's cooldown for the IP session's mall (after `block`) ends.
     pub mall_cooldown_until: Option<DateTime<Utc>>,
 }
 

@@ -1,5 +1,5 @@
 //! Transitions of `job` that run on a connection another module holds, because they belong
-//! to its transaction or its session: the IP burn of a block (in the ledger's release of
+//! to its transaction or its connection: the IP burn of a block (in the ledger's release of
 //! the port, so the port's cooldown and the job's count commit together) and retention's
 //! batches of final searches and finished jobs (on the sweep's connection, which holds its
 //! advisory lock). They are here so that the queue stays the one writer of `job` and

@@ -708,22 +708,22 @@ impl Queue {
         self.release(node, keep, None).await
     }
 
-    /// [`Queue::release_node`] after a grace period: only while `session` is still the
+    /// [`Queue::release_node`] after a grace period: only while `stream` is still the
     /// node's latest stream and disconnected (a node that reconnected keeps its jobs).
     #[instrument(name = "queue.release_lost_node", skip_all, fields(node.id = %node), err)]
     pub async fn release_lost_node(
         &self,
         node: &str,
-        session: uuid::Uuid,
+        stream: uuid::Uuid,
     ) -> Result<Vec<Released>, Error> {
-        self.release(node, &[], Some(session)).await
+        self.release(node, &[], Some(stream)).await
     }
 
     async fn release(
         &self,
         node: &str,
         keep: &[Lease],
-        session: Option<uuid::Uuid>,
+        stream: Option<uuid::Uuid>,
     ) -> Result<Vec<Released>, Error> {
         let (ids, epochs): (Vec<i64>, Vec<i64>) = keep.iter().map(|l| (l.job_id, l.epoch)).unzip();
         let rows = sqlx::query_file!(
@@ -732,7 +732,7 @@ impl Queue {
             &ids,
             &epochs,
             self.now,
-            session
+            stream
         )
         .fetch_all(&self.pool)
         .await?;

@@ -1,4 +1,4 @@
-//! Batching of completions and claims across callers: what many node sessions report and
+//! Batching of completions and claims across callers: what many node streams report and
 //! claim at the same moment is written by one transaction (one statement per kind, one
 //! commit) instead of one transaction each.
 //!

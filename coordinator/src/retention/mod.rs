@@ -2,9 +2,9 @@
 //! (DESIGN §6, "Retention"). Off unless an age is set: every setting is unset by default and
 //! then nothing of that kind is ever deleted.
 //!
-//! A sweep runs every [`RetentionConfig::interval`] on whichever replica wins a session
-//! advisory lock (`pg_try_advisory_lock`, [`SWEEP_LOCK`]); the others skip that round. It
-//! holds one connection for the sweep (the lock's session) and runs each kind's rule as
+//! A sweep runs every [`RetentionConfig::interval`] on whichever replica wins an
+//! advisory lock held by its connection (`pg_try_advisory_lock`, [`SWEEP_LOCK`]); the others
+//! skip that round. It holds that one connection for the whole sweep and runs each kind's rule as
 //! bounded batches: one autocommit statement per batch that scans the next
 //! [`RetentionConfig::batch`] rows in key-range order (age column, id) after the last row
 //! the previous batch scanned — an ordered index read that stops at the limit, so rows a
@@ -362,7 +362,7 @@ pub async fn sweep(
     }))
 }
 
-/// Gives the lock back; when that fails, or the sweep failed (the session's state is then
+/// Gives the lock back; when that fails, or the sweep failed (the connection's state is then
 /// unknown), the connection is closed instead, which releases it too.
 async fn release(mut conn: PoolConnection<sqlx::Postgres>, healthy: bool) {
     if healthy

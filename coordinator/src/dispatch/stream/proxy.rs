@@ -9,10 +9,10 @@ use lps_proto::{
 use tonic::Status;
 use tracing::{Instrument as _, Span, debug, info, info_span, warn};
 
-use super::Session;
+use super::NodeStream;
 use crate::queue;
 
-impl Session {
+impl NodeStream {
     /// Leases a proxy port for the node, or says none is free (in-band; an invalid request
     /// is answered "none free" too, and so is every request without a ledger).
     pub(super) async fn proxy_acquire(
@@ -78,7 +78,7 @@ impl Session {
         .await
     }
 
-    /// A port the node gives back (see [`Session::release_port`]), acked.
+    /// A port the node gives back (see [`NodeStream::release_port`]), acked.
     pub(super) async fn proxy_release(
         &mut self,
         seq: u64,
@@ -119,7 +119,7 @@ impl Session {
         self.ack(seq, ack).await
     }
 
-    /// A bot block, recorded (part of its job's trace when this session holds the job).
+    /// A bot block, recorded (part of its job's trace when this stream holds the job).
     pub(super) async fn block_event(
         &mut self,
         seq: u64,

@@ -11,13 +11,13 @@ use lps_proto::{
 use tokio::time::Instant;
 use tonic::Status;
 
-use super::Session;
+use super::NodeStream;
 use crate::node_session;
 
 /// How often a heartbeat refreshes the node_session row when nothing else changed.
 const NODE_ROW_REFRESH: Duration = Duration::from_secs(30);
 
-impl Session {
+impl NodeStream {
     /// The node's free slots now (never more than its Hello's slots).
     pub(super) fn credit(&mut self, credit: model::Credit) {
         self.announced_free = credit.free_slots.min(self.slots);
@@ -76,13 +76,13 @@ impl Session {
         // NB: liveness is the stream itself; the row is for ListNodes and the ops figures,
         // so it is written when the free slots change or every 30 s, not on every heartbeat.
         // The write also reads whether an operator asked for a drain: one whose control
-        // message reached no session here still arrives within that refresh.
+        // message reached no stream here still arrives within that refresh.
         let mut drain_requested = false;
         if hb.free_slots != self.recorded_free || self.recorded_at.elapsed() >= NODE_ROW_REFRESH {
             self.recorded_free = hb.free_slots;
             self.recorded_at = Instant::now();
             drain_requested =
-                node_session::refresh(self.d.pool(), &self.node_id, self.session_id, hb.free_slots)
+                node_session::refresh(self.d.pool(), &self.node_id, self.stream_id, hb.free_slots)
                     .await
                     .map_err(|e| crate::grpc::status(e.into()))?;
         }

@@ -1,6 +1,6 @@
 //! One node stream, owned by one task.
 //!
-//! `Session` is the task's state; [`run`] registers it, welcomes the node (`welcome.rs`)
+//! `NodeStream` is the task's state; [`run`] registers it, welcomes the node (`welcome.rs`)
 //! and serves the stream until it ends. Every inbound frame is converted to its model type
 //! (`lps_proto::model`, validated once on receive) and handed to one function per kind:
 //! `heartbeat.rs` (Credit, Heartbeat), `reports.rs` (Result, Failure, HandBack, Stopped),
@@ -29,7 +29,8 @@
 //! row; the Assign carries the assignment's context to the node. Reports about a held job
 //! (`dispatch.result`, `dispatch.failure`, `dispatch.proxy_acquire`,
 //! `dispatch.proxy_release`) continue the assignment's context, so the commit is part of
-//! the search's trace too; the session's own span (`dispatch.session`) is a trace of its own.
+//! the search's trace too; the stream's own span (`dispatch.session`, a name dashboards know) is a trace of its
+//! own.
 
 mod claims;
 mod heartbeat;
@@ -57,7 +58,7 @@ use crate::{
 /// The sending half of a node stream.
 pub type Outbound = mpsc::Sender<Result<pb::CoordinatorMessage, Status>>;
 
-/// How a session ended.
+/// How a node stream ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum End {
     /// The node said Goodbye: nothing left to keep.
@@ -88,10 +89,10 @@ struct Held {
 }
 
 /// The state of one node stream, owned by its task.
-struct Session {
+struct NodeStream {
     d: Dispatcher,
     node_id: String,
-    session_id: Uuid,
+    stream_id: Uuid,
     slots: u32,
     malls: Option<Vec<model::MallId>>,
     /// Leases this node holds, as far as this coordinator knows.
@@ -112,12 +113,12 @@ struct Session {
     recorded_at: Instant,
 }
 
-/// Runs a session whose Hello was already validated; returns when the stream is over.
-#[instrument(name = "dispatch.session", skip_all, fields(node.id = %hello.node_id, session.id = %session_id, log_only = true))]
+/// Runs a node stream whose Hello was already validated; returns when the stream is over.
+#[instrument(name = "dispatch.session", skip_all, fields(node.id = %hello.node_id, session.id = %stream_id, log_only = true))]
 pub async fn run(
     d: Dispatcher,
     hello: Hello,
-    session_id: Uuid,
+    stream_id: Uuid,
     mut inbound: Streaming<pb::NodeMessage>,
     out: Outbound,
 ) {
@@ -129,7 +130,7 @@ pub async fn run(
         .register(
             &node_id,
             Entry {
-                session_id,
+                stream_id,
                 commands: commands_tx,
                 instance: hello.instance.clone(),
                 connected: std::time::Instant::now(),
@@ -158,10 +159,10 @@ pub async fn run(
     if let Some(previous) = previous {
         let _ = previous.commands.try_send(Command::Replaced);
     }
-    let mut s = Session {
+    let mut s = NodeStream {
         d: d.clone(),
         node_id: node_id.clone(),
-        session_id,
+        stream_id,
         slots: hello.slots,
         malls: (!hello.malls.is_empty()).then(|| hello.malls.clone()),
         held: HashMap::new(),
@@ -181,19 +182,19 @@ pub async fn run(
             End::Lost
         }
     };
-    d.registry.unregister(&node_id, session_id).await;
-    if let Err(e) = node_session::disconnect(d.pool(), &node_id, session_id).await {
+    d.registry.unregister(&node_id, stream_id).await;
+    if let Err(e) = node_session::disconnect(d.pool(), &node_id, stream_id).await {
         warn!(error = %e, "could not mark the node disconnected");
     }
     match end {
         End::Goodbye => {
             if let Some(ledger) = &d.ledger
-                && let Err(e) = ledger.release_lost_node(&node_id, session_id).await
+                && let Err(e) = ledger.release_lost_node(&node_id, stream_id).await
             {
                 warn!(error = %e, "releasing ports after goodbye failed; leases will expire");
             }
             // The node handed back or finished everything; anything left is released now.
-            match d.queue.release_lost_node(&node_id, session_id).await {
+            match d.queue.release_lost_node(&node_id, stream_id).await {
                 Ok(r) if !r.is_empty() => info!(jobs = r.len(), "released jobs left after goodbye"),
                 Ok(_) => {}
                 Err(e) => warn!(error = %e, "release after goodbye failed; leases will expire"),
@@ -223,12 +224,12 @@ pub async fn run(
         End::Shutdown => info!("coordinator shutting down; the node was told to reconnect"),
         End::Lost => {
             info!(grace = ?d.config.node_grace, "stream lost; keeping the node's jobs for the grace period");
-            d.start_grace(node_id, session_id);
+            d.start_grace(node_id, stream_id);
         }
     }
 }
 
-impl Session {
+impl NodeStream {
     async fn serve(
         &mut self,
         inbound: &mut Streaming<pb::NodeMessage>,
@@ -320,7 +321,7 @@ impl Session {
         by_slots.min(self.announced_free)
     }
 
-    /// `span` continues the trace of the assignment of `job_id` when this session holds
+    /// `span` continues the trace of the assignment of `job_id` when this stream holds
     /// it: what a node reports about a job is part of its search's trace.
     fn job_span(&self, span: Span, job_id: i64) -> Span {
         if let Some((parent, state)) = self.held.get(&job_id).and_then(|h| h.trace.as_ref()) {
@@ -346,7 +347,7 @@ impl Session {
     }
 
     /// Applies one frame: its model type, then the function for its kind. `Ok(Some(end))`
-    /// ends the session.
+    /// ends the stream.
     async fn handle(&mut self, msg: pb::NodeMessage) -> Result<Option<End>, Status> {
         let Some(body) = msg.body else {
             return Err(crate::grpc::invalid(model::FieldError::new(

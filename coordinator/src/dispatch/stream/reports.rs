@@ -6,10 +6,10 @@ use lps_proto::model::{self, JobFailure, JobResult};
 use tonic::Status;
 use tracing::{Instrument as _, info_span, warn};
 
-use super::{Held, Session};
+use super::{Held, NodeStream};
 use crate::queue;
 
-impl Session {
+impl NodeStream {
     /// A finished run: committed (the freed slot's next jobs claimed in its transaction),
     /// acked, then the claimed jobs assigned.
     pub(super) async fn result(&mut self, seq: u64, result: JobResult) -> Result<(), Status> {
@@ -151,7 +151,7 @@ impl Session {
     }
 
     /// What a report says its run spent, into this replica's counters: every report that
-    /// ends a run, whether this session still held its lease or not (the money was spent).
+    /// ends a run, whether this stream still held its lease or not (the money was spent).
     fn observe_spend(&self, metrics: &model::JobMetrics) {
         self.d.metrics.bytes.inc_by(metrics.bytes());
         self.d.metrics.cost_usd.inc_by(metrics.cost_usd);

@@ -5,10 +5,10 @@ use opentelemetry::KeyValue;
 use tonic::Status;
 use tracing::{Instrument as _, debug, info_span};
 
-use super::{Held, Session, assign};
+use super::{Held, NodeStream, assign};
 use crate::queue::{self, ClaimedJob};
 
-impl Session {
+impl NodeStream {
     /// Claims as many jobs as the node has credits for and assigns them.
     pub(super) async fn claim(&mut self) -> Result<(), Status> {
         let n = self.credits();
@@ -77,7 +77,7 @@ impl Session {
         Ok(())
     }
 
-    /// Hands back leases this session claimed but could not deliver, at once and without
+    /// Hands back leases this stream claimed but could not deliver, at once and without
     /// charge (a claim whose stream is gone must not sit leased until it expires).
     pub(super) fn hand_back_unsent(&mut self, leases: Vec<Lease>) {
         for lease in &leases {

@@ -7,11 +7,11 @@ use lps_proto::{
 use tonic::Status;
 use tracing::{info, warn};
 
-use super::{Held, Session};
+use super::{Held, NodeStream};
 use crate::node_session;
 
-impl Session {
-    /// Records the session, re-attaches the jobs the node still runs (releasing the ones it
+impl NodeStream {
+    /// Records the stream (its `node_session` row), re-attaches the jobs the node still runs (releasing the ones it
     /// forgot) and sends Welcome.
     pub(super) async fn welcome(&mut self, hello: &Hello) -> Result<(), Status> {
         let d = &self.d;
@@ -19,7 +19,7 @@ impl Session {
         // NB: an operator's drain survives a reconnect of the same node process.
         let stream = node_session::Stream {
             node_id: &self.node_id,
-            session_id: self.session_id,
+            session_id: self.stream_id,
             coordinator_id: &d.config.coordinator_id,
             version: &hello.version,
             slots: hello.slots,
@@ -89,7 +89,7 @@ impl Session {
             .slots
             .saturating_sub(u32::try_from(self.held.len()).unwrap_or(u32::MAX));
         let welcome = pb::Welcome {
-            session_id: self.session_id.to_string(),
+            session_id: self.stream_id.to_string(),
             heartbeat_interval: Some(model::duration_to_pb(d.config.heartbeat_interval)),
             lease_ttl: Some(model::duration_to_pb(d.queue.config().lease_ttl)),
             profiles: d.config.profiles.clone(),
