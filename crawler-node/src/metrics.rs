@@ -99,7 +99,7 @@ impl JobEnd {
 /// Why a browser was killed and replaced (the `reason` label of `browser_restarts`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BrowserRestart {
-    /// It failed mid-job (session gone, WebDriver errors).
+    /// It failed mid-job (browser gone, WebDriver errors).
     Failed,
     /// A job was dropped mid-call and the browser did not answer a ping afterwards.
     Unresponsive,

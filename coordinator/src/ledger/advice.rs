@@ -1,17 +1,17 @@
 //! Per-IP request budget advice from recorded IP sessions (pure logic; the ledger feeds it
 //! the histogram of `advise.sql`).
 //!
-//! For each request number k: `reached(k)` sessions made at least k requests, and
+//! For each request number k: `reached(k)` IP sessions made at least k requests, and
 //! `blocked_at(k)` of them ended in a block at request k (their last one). The block rate
-//! at k is `blocked_at(k) / reached(k)`; the cumulative block share is the chance that a
-//! session is blocked at or before request k, `1 - Π_{j≤k} (1 - rate(j))` (Kaplan–Meier:
-//! sessions that rotated at their budget without a block count for the requests they made
-//! and no further, so a low budget does not look like a safe high one). The advice is the
-//! largest k whose cumulative share stays under the threshold, among the request numbers
-//! with at least `min_sessions` sessions behind them.
+//! at k is `blocked_at(k) / reached(k)`; the cumulative block share is the chance that an
+//! IP session is blocked at or before request k, `1 - Π_{j≤k} (1 - rate(j))` (Kaplan–Meier:
+//! IP sessions that rotated at their budget without a block count for the requests they
+//! made and no further, so a low budget does not look like a safe high one). The advice is
+//! the largest k whose cumulative share stays under the threshold, among the request
+//! numbers with at least `min_sessions` IP sessions behind them.
 //!
-//! NB: the data cannot speak past the budget in force: if every session rotates at 3, no
-//! session reached 4 and the advice is at most 3. To learn whether a higher budget is safe,
+//! NB: the data cannot speak past the budget in force: if every IP session rotates at 3,
+//! none reached 4 and the advice is at most 3. To learn whether a higher budget is safe,
 //! raise it for one mall (LPS_IP_REQUEST_BUDGETS) and ask again later.
 
 use std::time::Duration;
@@ -23,9 +23,9 @@ use lps_proto::model::MallId;
 pub struct AdviceParams {
     /// The highest acceptable chance that an IP session is blocked (0.05 = 5 %).
     pub threshold: f64,
-    /// A request number needs at least this many sessions behind it to count.
+    /// A request number needs at least this many IP sessions behind it to count.
     pub min_sessions: u64,
-    /// Sessions that ended this long ago or less.
+    /// IP sessions that ended this long ago or less.
     pub lookback: Duration,
 }
 
@@ -44,9 +44,9 @@ impl Default for AdviceParams {
 pub struct AdviceStep {
     /// 1-based request number on the IP.
     pub request_no: u32,
-    /// Sessions that made at least this many requests.
+    /// IP sessions that made at least this many requests.
     pub reached: u64,
-    /// Of those, sessions blocked at exactly this request.
+    /// Of those, IP sessions blocked at exactly this request.
     pub blocked_at: u64,
     /// `blocked_at / reached`.
     pub block_rate: f64,
@@ -61,17 +61,17 @@ pub struct Advice {
     pub params: AdviceParams,
     /// The budget in force for the mall.
     pub current_budget: u32,
-    /// Sessions considered, and how many of them ended in a block.
+    /// IP sessions considered, and how many of them ended in a block.
     pub sessions: u64,
     pub blocked_sessions: u64,
-    /// `None`: not enough sessions at the first request, or even the first request is
+    /// `None`: not enough IP sessions at the first request, or even the first request is
     /// blocked more often than the threshold (no budget helps then; see `steps[0]`).
     pub suggested_budget: Option<u32>,
     /// One step per request number up to the largest one recorded.
     pub steps: Vec<AdviceStep>,
 }
 
-/// Histogram rows: (requests made in a session, sessions, of them block-ended).
+/// Histogram rows: (requests made in an IP session, IP sessions, of them block-ended).
 pub(crate) fn advise(
     mall: MallId,
     params: AdviceParams,
@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn suggests_the_last_request_under_the_threshold() {
-        // 100 sessions: none blocked at 1 or 2, 2 of 100 at 3, 6 of 60 at 4 (10 %).
+        // 100 IP sessions: none blocked at 1 or 2, 2 of 100 at 3, 6 of 60 at 4 (10 %).
         let a = run(&[(3, 38, 2), (4, 6, 6), (5, 56, 0)]);
         assert_eq!(a.sessions, 100);
         assert_eq!(a.blocked_sessions, 8);
@@ -147,7 +147,7 @@ mod tests {
 
     #[test]
     fn rotation_is_not_mistaken_for_safety() {
-        // Every session rotated at 3 without a block: nothing is known about request 4.
+        // Every IP session rotated at 3 without a block: nothing is known about request 4.
         let a = run(&[(3, 200, 0)]);
         assert_eq!(a.suggested_budget, Some(3));
         assert_eq!(a.steps.len(), 3);
@@ -155,7 +155,7 @@ mod tests {
 
     #[test]
     fn thin_data_stops_the_advice() {
-        // Only 5 sessions reached request 3: the advice stays at 2.
+        // Only 5 IP sessions reached request 3: the advice stays at 2.
         let a = run(&[(2, 50, 0), (3, 5, 0)]);
         assert_eq!(a.suggested_budget, Some(2));
         assert!(run(&[(1, 3, 0)]).suggested_budget.is_none());

@@ -487,7 +487,7 @@ impl Ledger {
     }
 
     /// Suggests a per-IP request budget for `mall` from its recorded IP sessions, with
-    /// [`AdviceParams::default`] (5 % block share, 30 sessions, 7 days).
+    /// [`AdviceParams::default`] (5 % block share, 30 IP sessions, 7 days).
     pub async fn advise(&self, mall: &MallId) -> Result<Advice, Error> {
         self.advise_with(mall, AdviceParams::default()).await
     }

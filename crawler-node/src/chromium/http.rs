@@ -111,7 +111,7 @@ impl WebDriverHttp {
 
 /// The WebDriver command of a request, for span names: a few well-known ones by their
 /// W3C name (`new_session`, `navigate`, `execute`, `find_element`, `page_source`, …),
-/// the rest as the method and the path after the session with ids and names left out
+/// the rest as the method and the path after the WebDriver session id, with ids and names left out
 /// (`get_element_text`, `post_element_click`, `get_cookie`).
 pub fn command_name(method: &Method, path: &str) -> String {
     /// Path segments followed by an id or a name, which is left out.

@@ -157,7 +157,7 @@ impl Browser {
             Err(_) => {
                 process::kill_browser(&dir).await;
                 return Err(BrowserError::Launch(format!(
-                    "no session within {LAUNCH_TIMEOUT:?}"
+                    "no WebDriver session within {LAUNCH_TIMEOUT:?}"
                 )));
             }
         };
@@ -172,7 +172,7 @@ impl Browser {
             browser.kill().await;
             return Err(err);
         }
-        // Before any page script runs, on every document of the session: the identity
+        // Before any page script runs, on every document of the browser: the identity
         // (client hints, languages, timezone, WebGL), and the recorder of what the page's
         // own fetch/XHR calls answer (for `captured_json` card sources).
         if options.stealth
@@ -384,7 +384,7 @@ impl Browser {
         let keep = driver.clone();
         let quit = tokio::time::timeout(CLOSE_TIMEOUT, async {
             driver.quit().await.map_err(|e| e.to_string())?;
-            // Chromium exits shortly after the session ends.
+            // Chromium exits shortly after its WebDriver session ends.
             loop {
                 if process::browser_pids(&dir).is_empty() {
                     return Ok::<_, String>(());

@@ -92,10 +92,10 @@ pub async fn kill_browser(dir: &Path) -> Vec<u32> {
 }
 
 /// Makes the process group `pgid` die with this node, even when the node is killed with
-/// SIGKILL and cannot clean up: a small watchdog (`/bin/sh`, in a session of its own so a
-/// signal to the node's group does not reach it) polls the node's pid every second and, once
-/// the node is gone, SIGKILLs the group. It exits by itself when the group is gone first
-/// (a chromedriver that was stopped or replaced). Chromium is chromedriver's child in its
+/// SIGKILL and cannot clean up: a small watchdog (`/bin/sh`, in a process group of its own
+/// so a signal to the node's group does not reach it) polls the node's pid every second
+/// and, once the node is gone, SIGKILLs the group. It exits by itself when the group is
+/// gone first (a chromedriver that was stopped or replaced). Chromium is chromedriver's child in its
 /// process group, so a dead node leaves no browser behind (the field lesson of the orphaned
 /// browsers: 19 processes lived on after `kill -9` of a node).
 ///
