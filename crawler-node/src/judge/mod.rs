@@ -81,6 +81,7 @@
 //! See `quantity.rs`, `tokens.rs` (words, pieces, gifts), `variants.rs` (values and
 //! brands), `query.rs` and `rounds.rs` for the rules of each step.
 
+mod gtin;
 mod quantity;
 mod query;
 mod rounds;
@@ -92,6 +93,7 @@ mod tests;
 
 use std::{fmt, sync::Arc};
 
+pub use gtin::Gtin;
 pub use lps_profiles::normalize::normalize;
 pub use lps_profiles::vocabulary::Lexicon;
 use lps_profiles::vocabulary::Silent;
@@ -178,6 +180,11 @@ pub enum Reason {
         /// The card's word in its place.
         found: String,
     },
+    /// The card's GTIN is another than the query's.
+    OtherGtin {
+        /// The card's GTIN (14 digits).
+        gtin: String,
+    },
     /// Same product words, different amount.
     QuantityMismatch {
         /// The query's quantity.
@@ -202,6 +209,7 @@ impl Reason {
             Self::VariantMismatch { .. } => "variant_mismatch",
             Self::LowTokenOverlap => "low_token_overlap",
             Self::OtherName { .. } => "other_name",
+            Self::OtherGtin { .. } => "other_gtin",
             Self::QuantityMismatch { .. } => "quantity_mismatch",
         }
     }
@@ -216,6 +224,7 @@ impl fmt::Display for Reason {
             Self::MissingModelToken { token } => write!(f, "missing model token {token:?}"),
             Self::OtherBrand { brand } => write!(f, "another brand {brand:?}"),
             Self::Bundle { part } => write!(f, "bundled with {part:?}"),
+            Self::OtherGtin { gtin } => write!(f, "another GTIN {gtin}"),
             Self::OtherName { wanted, found } => {
                 write!(f, "{found:?} where the name has {wanted:?}")
             }
@@ -317,11 +326,39 @@ fn longest_part(card: &Text, key: &str) -> Option<(u32, Vec<Span>)> {
     None
 }
 
-/// Judges whether `card_title` is the same product as `query` (rules in the module docs).
+/// One card of a result page as the judge reads it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PageCard<'a> {
+    /// The card's title as the mall writes it.
+    pub title: &'a str,
+    /// The card's GTIN (barcode), when the page's data gives one.
+    pub gtin: Option<&'a str>,
+}
+
+/// Judges every card of one result page against `query` (rules in the module docs): one
+/// verdict per card, in order.
+#[must_use]
+pub fn judge_page(query: &ProductQuery, cards: &[PageCard<'_>]) -> Vec<Verdict> {
+    cards.iter().map(|card| judge_card(query, card)).collect()
+}
+
+/// Judges whether `card_title` is the same product as `query` (rules in the module docs),
+/// as one card seen alone.
 #[must_use]
 pub fn judge(query: &ProductQuery, card_title: &str) -> Verdict {
+    judge_card(
+        query,
+        &PageCard {
+            title: card_title,
+            gtin: None,
+        },
+    )
+}
+
+/// One card's verdict (rules in the module docs).
+fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Verdict {
     let lexicon: Arc<Lexicon> = query.lexicon().clone();
-    let card = Text::new(card_title, &lexicon);
+    let card = Text::new(page_card.title, &lexicon);
     if card.is_empty() {
         return Verdict {
             same: false,
@@ -330,6 +367,22 @@ pub fn judge(query: &ProductQuery, card_title: &str) -> Verdict {
             wording_only: false,
         };
     }
+    // Both barcodes known: they settle the wording rules (see `gtin.rs`).
+    let card_gtin = page_card.gtin.and_then(Gtin::parse);
+    let gtin_same = match (query.gtin(), &card_gtin) {
+        (Some(wanted), Some(found)) if wanted != found => {
+            return Verdict {
+                same: false,
+                score: 0.0,
+                reason: Reason::OtherGtin {
+                    gtin: found.as_str().to_owned(),
+                },
+                wording_only: false,
+            };
+        }
+        (Some(_), Some(_)) => true,
+        _ => false,
+    };
 
     // Find every query word; the spans found are the card's own name, where no
     // vocabulary entry is looked for.
@@ -385,11 +438,15 @@ pub fn judge(query: &ProductQuery, card_title: &str) -> Verdict {
     if !substantive {
         name_total = name_total.saturating_add(missing_brands);
     }
-    let score = ratio(found, total);
-    let missing_model = missing_model_token(query, &card, &missing, code_found);
+    let score = if gtin_same { 1.0 } else { ratio(found, total) };
+    let missing_model = if gtin_same {
+        None
+    } else {
+        missing_model_token(query, &card, &missing, code_found)
+    };
     // A full model code in the card identifies the product alone: titles often drop the
-    // line name or the brand before a code (`SM-S928N 256GB`).
-    let code_identifies = code_found && query.has_full_code();
+    // line name or the brand before a code (`SM-S928N 256GB`); so does an equal GTIN.
+    let code_identifies = (code_found && query.has_full_code()) || gtin_same;
     let name_overlap = if name_total == 0 || code_identifies {
         1.0
     } else {
@@ -419,8 +476,16 @@ pub fn judge(query: &ProductQuery, card_title: &str) -> Verdict {
             kinds_counted(&card, &lexicon).filter(|w| !query.text().compact().contains(w.as_str()))
         });
     let bundle = bundled_part(query, &card);
-    let other_brand = other_brand(query, &card);
-    let variant = variant_mismatch(query, &card, &fragments, code_identifies);
+    let other_brand = if gtin_same {
+        None
+    } else {
+        other_brand(query, &card)
+    };
+    let variant = if gtin_same {
+        None
+    } else {
+        variant_mismatch(query, &card, &fragments, code_identifies)
+    };
     let quantity_agrees = query.quantity().agrees_with(&card.quantity);
 
     let vetoed = accessory.is_some()

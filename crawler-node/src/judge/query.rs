@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use lps_profiles::vocabulary::Lexicon;
 
+use super::gtin::Gtin;
 use super::quantity::{Quantity, WordRole};
 use super::tokens::{Text, is_latin};
 use super::variants::{PLAIN, named_values};
@@ -94,6 +95,8 @@ pub struct ProductQuery {
     /// Per [`Lexicon::kinds`] entry.
     variants: Vec<KindValues>,
     has_code_hint: bool,
+    /// The caller's barcode, when given.
+    gtin: Option<Gtin>,
 }
 
 impl ProductQuery {
@@ -206,6 +209,7 @@ impl ProductQuery {
             brand: None,
             variants,
             has_code_hint: false,
+            gtin: None,
         })
     }
 
@@ -269,6 +273,21 @@ impl ProductQuery {
             variant: false,
         });
         self
+    }
+
+    /// Adds the caller's GTIN (barcode): a card whose page data carries a GTIN is judged
+    /// by it (see `gtin.rs`). Text that is no valid GTIN is ignored (callers' input is
+    /// validated where it is received).
+    #[must_use]
+    pub fn with_gtin(mut self, gtin: &str) -> Self {
+        self.gtin = Gtin::parse(gtin);
+        self
+    }
+
+    /// The caller's GTIN, if a valid one was given.
+    #[must_use]
+    pub fn gtin(&self) -> Option<&Gtin> {
+        self.gtin.as_ref()
     }
 
     /// The product name as given (whitespace collapsed).

@@ -623,3 +623,38 @@ fn a_profile_adds_words() {
     let plain = must_query("제주 삼다수 2L 12꾸러미");
     assert_eq!(plain.quantity().count, 1);
 }
+
+#[test]
+fn a_gtin_on_both_sides_settles_the_wording() {
+    use super::{PageCard, judge_page};
+    let query = must_query("오뚜기 진라면 매운맛 120g 5개").with_gtin("8801234567893");
+    let card = |title, gtin| PageCard {
+        title,
+        gtin: Some(gtin),
+    };
+    let verdicts = judge_page(
+        &query,
+        &[
+            // Wording alone would reject these: the barcode names the item.
+            card("OTTOGI Jin Ramen Hot 120g x 5", "8801234567893"),
+            card("진라면 (매운) 5입 120g", "08801234567893"),
+            // Another barcode is another product, however alike the words.
+            card("오뚜기 진라면 매운맛 120g 5개", "8801234567886"),
+            // Listing rules still hold: an option listing carries its main item's code.
+            card("오뚜기 진라면 매운맛/순한맛 택1 120g 5개", "8801234567893"),
+            // No barcode on the card (or none valid): the title rules decide.
+            card("오뚜기 진라면 순한맛 120g 5개", "123"),
+        ],
+    );
+    let reasons: Vec<&str> = verdicts.iter().map(|v| v.reason.as_str()).collect();
+    assert_eq!(
+        reasons,
+        [
+            "match",
+            "match",
+            "other_gtin",
+            "assortment",
+            "variant_mismatch"
+        ]
+    );
+}
