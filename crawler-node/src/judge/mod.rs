@@ -86,6 +86,7 @@ mod quantity;
 mod query;
 mod rounds;
 mod tokens;
+mod translit;
 mod variants;
 
 #[cfg(test)]
@@ -268,6 +269,14 @@ fn find_token(query: &ProductQuery, card: &Text, token: &QueryToken) -> Hit {
     if spans.is_empty() && hangul_name {
         spans = split_halves(card, &token.key);
     }
+    // Spelled in the other script (`필립스` as `Philips`, `royal canin` as `로얄캐닌`).
+    if spans.is_empty() && token.kind == TokenKind::Name && !token.variant {
+        spans = if hangul_name {
+            translit::latin_spans(card, &token.key)
+        } else {
+            translit::hangul_spans(card, &token.key)
+        };
+    }
     if spans.is_empty()
         && hangul_name
         && let Some((part, part_spans)) = longest_part(card, &token.key)
@@ -340,6 +349,14 @@ pub struct PageCard<'a> {
 #[must_use]
 pub fn judge_page(query: &ProductQuery, cards: &[PageCard<'_>]) -> Vec<Verdict> {
     cards.iter().map(|card| judge_card(query, card)).collect()
+}
+
+/// Whether a Hangul spelling and a Latin one name the same word by sound (`필립스`,
+/// `Philips`): the judge's cross-script rule for a query word without an alias (the
+/// algorithm is in `translit.rs`). Spaces and marks are ignored on both sides.
+#[must_use]
+pub fn same_name_across_scripts(hangul: &str, latin: &str) -> bool {
+    translit::same_name(hangul, latin)
 }
 
 /// Judges whether `card_title` is the same product as `query` (rules in the module docs),

@@ -1,0 +1,538 @@
+//! Names across scripts: is a Hangul word the Latin one spelled the Korean way?
+//!
+//! Korean malls write a brand or a product line in Hangul (`필립스`, `로얄캐닌`), in Latin
+//! letters (`Philips`, `ROYAL CANIN`) or both; the vocabulary's aliases can never list
+//! every brand, so when a query word has no alias the judge compares it across scripts
+//! by sound. Both sides become a sequence of coarse [`Sound`]s, and two sequences match
+//! when their weighted edit distance is within a bound that grows with their length.
+//!
+//! # Hangul, read backwards through the loanword rules
+//! Each syllable is cut into its jamo. Consonants map to the class that 외래어 표기법 (the
+//! loanword spelling rules) writes them for: ㅂ/ㅍ/ㅃ are one labial class (`b`, `p`, `f`,
+//! `v`), ㄷ/ㅌ/ㄸ one dental (`d`, `t`), ㄱ/ㅋ/ㄲ one velar (`k`, `c`, `g`, `q`), ㅈ/ㅊ/ㅉ
+//! an affricate (`j`, `ch`, `z`, `ts`), ㅅ/ㅆ a sibilant (`s`, `sh`, soft `c`, `th`), ㄹ
+//! `l` or `r`, ㅇ as a final `ng`; a final ㅅ is also a `t` (`로봇`, robot). Vowels keep a
+//! coarse quality, and ㅡ — the vowel Korean inserts to break consonant clusters
+//! (`스프라이트`, Sprite) — costs nothing to drop.
+//!
+//! # Latin, read as it is pronounced
+//! Accents are folded (`Nestlé` → `nestle`), digraphs read as one sound (`ph`, `th`,
+//! `sh`, `ch`, `ck`, `qu`, `ts`/`tz`), `c` and `g` before `e`/`i`/`y` are soft, `x` is
+//! `ks`, `w` and `y` are vowels, an `r` that no vowel follows is weak (British spellings
+//! drop it: `Burberry`, `버버리`), and so is `h`. Doubled sounds count once on both sides
+//! (`Gillette` / `질레트`: `ll` and the syllable-final ㄹ of `질` + `레`).
+//!
+//! # The distance
+//! Substituting a sound by one of its class costs 0, by a related one (sibilant ↔
+//! affricate, dental ↔ affricate) a half, by another a whole; a vowel of another quality
+//! costs a quarter, dropping one a quarter, dropping a weak `h`/`r` three tenths. Two
+//! sequences match when their first consonants agree and the distance is at most
+//! [`allowed`] of the longer one's consonant count; one consonant is never enough.
+
+use unicode_normalization::UnicodeNormalization;
+
+use lps_profiles::normalize::is_hangul;
+
+use super::tokens::{Span, Text};
+
+/// The most Latin words one Hangul word may spell (`뉴발란스`: `new balance`;
+/// `노스페이스`: `the north face`).
+const MAX_WORDS: usize = 3;
+
+/// One sound of a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sound {
+    /// b, p, f, v — ㅂ ㅍ ㅃ.
+    Labial,
+    /// d, t — ㄷ ㅌ ㄸ.
+    Dental,
+    /// k, hard c, hard g, q — ㄱ ㅋ ㄲ.
+    Velar,
+    /// s, sh, soft c — ㅅ ㅆ.
+    Sibilant,
+    /// j, ch, z, ts — ㅈ ㅊ ㅉ.
+    Affricate,
+    /// A sound that is a sibilant or an affricate (`z`, soft `g`, `ch`).
+    SibilantOrAffricate,
+    /// `th`: a dental or a sibilant (`Thermos`, `써모스`).
+    DentalOrSibilant,
+    /// A final ㅅ: a sibilant or a dental (`로봇`).
+    CodaS,
+    /// `ch`: an affricate, a sibilant (`Chanel`, `샤넬`) or a velar (`Christian`).
+    Ch,
+    /// Soft `g` (`Gillette`): an affricate or a velar.
+    SoftG,
+    /// l, r — ㄹ.
+    Liquid,
+    /// An `r` no vowel follows: often dropped in Korean.
+    WeakR,
+    /// m — ㅁ.
+    Nasal,
+    /// n, ng — ㄴ, final ㅇ.
+    Alveolar,
+    /// h — ㅎ: often dropped.
+    Aspirate,
+    /// A vowel of some quality (0 a, 1 e, 2 i, 3 o, 4 u, [`SCHWA`]).
+    Vowel(u8),
+    /// ㅡ: the vowel Korean inserts between consonants; free to drop.
+    Epenthetic,
+}
+
+impl Sound {
+    fn is_consonant(self) -> bool {
+        !matches!(self, Self::Vowel(_) | Self::Epenthetic)
+    }
+
+    /// The plain classes this sound may stand for.
+    fn classes(self) -> &'static [Self] {
+        use Sound::{Affricate, Dental, Labial, Liquid, Sibilant, Velar};
+        match self {
+            Self::SibilantOrAffricate => &[Sibilant, Affricate],
+            Self::DentalOrSibilant | Self::CodaS => &[Dental, Sibilant],
+            Self::Ch => &[Affricate, Sibilant, Velar],
+            Self::SoftG => &[Affricate, Velar],
+            Self::WeakR => &[Liquid],
+            Self::Labial => &[Labial],
+            Self::Dental => &[Dental],
+            Self::Velar => &[Velar],
+            Self::Sibilant => &[Sibilant],
+            Self::Affricate => &[Affricate],
+            Self::Liquid => &[Liquid],
+            _ => &[],
+        }
+    }
+}
+
+/// The quality of ㅓ/ㅕ, which Korean writes for an English schwa, `er`, `u` or `o`
+/// (`커버`, `넘버`, `버버리`): near every vowel.
+const SCHWA: u8 = 5;
+
+/// Cost of dropping a sound.
+fn drop_cost(sound: Sound) -> f32 {
+    match sound {
+        Sound::Epenthetic => 0.0,
+        Sound::Vowel(_) => 0.35,
+        Sound::Aspirate | Sound::WeakR => 0.3,
+        _ => 1.0,
+    }
+}
+
+/// Cost of reading one sound as another.
+fn substitution_cost(a: Sound, b: Sound) -> f32 {
+    if a == b {
+        return 0.0;
+    }
+    match (a, b) {
+        (Sound::Vowel(SCHWA), Sound::Vowel(_)) | (Sound::Vowel(_), Sound::Vowel(SCHWA)) => 0.1,
+        (Sound::Vowel(_), Sound::Vowel(_)) => 0.25,
+        (Sound::Epenthetic, Sound::Vowel(_)) | (Sound::Vowel(_), Sound::Epenthetic) => 0.1,
+        (Sound::Vowel(_) | Sound::Epenthetic, _) | (_, Sound::Vowel(_) | Sound::Epenthetic) => {
+            drop_cost(a) + drop_cost(b)
+        }
+        _ => {
+            let (ca, cb) = (a.classes(), b.classes());
+            if ca.iter().any(|x| cb.contains(x)) || (ca.is_empty() && a == b) {
+                0.0
+            } else if related(ca, cb) {
+                0.5
+            } else {
+                1.0
+            }
+        }
+    }
+}
+
+/// Sibilant ↔ affricate and dental ↔ affricate are near (`Zwilling` as `즈윌링` or
+/// `츠빌링`, `tu` as `츄`).
+fn related(a: &[Sound], b: &[Sound]) -> bool {
+    let near = |x: Sound, y: Sound| {
+        matches!(
+            (x, y),
+            (Sound::Sibilant, Sound::Affricate)
+                | (Sound::Affricate, Sound::Sibilant)
+                | (Sound::Dental, Sound::Affricate)
+                | (Sound::Affricate, Sound::Dental)
+        )
+    };
+    a.iter().any(|&x| b.iter().any(|&y| near(x, y)))
+}
+
+/// The sounds of a Hangul word (see the module docs); other characters are skipped.
+pub(super) fn hangul_sounds(word: &str) -> Vec<Sound> {
+    let mut out = Vec::new();
+    let syllables = word.chars().filter(|&c| jamo(c).is_some()).count();
+    for (n, c) in word.chars().filter(|&c| jamo(c).is_some()).enumerate() {
+        let Some((initial, medial, last)) = jamo(c) else {
+            continue;
+        };
+        let consonant = initial_sound(initial);
+        if let Some(sound) = consonant {
+            out.push(sound);
+        }
+        // A closing 이/위 after ㅅ, ㅈ or ㅊ is the vowel Korean adds to a final `sh`,
+        // `ch` or `ge` (`보쉬`, `Bosch`; `브릿지`, bridge).
+        let closing_i = n + 1 == syllables
+            && last == 0
+            && matches!(medial, 16 | 20)
+            && matches!(consonant, Some(Sound::Sibilant | Sound::Affricate));
+        out.push(if closing_i {
+            Sound::Epenthetic
+        } else {
+            vowel_sound(medial)
+        });
+        if let Some(sound) = final_sound(last) {
+            out.push(sound);
+        }
+    }
+    collapse(out)
+}
+
+/// A precomposed syllable's (initial, medial, final) indices.
+fn jamo(c: char) -> Option<(u32, u32, u32)> {
+    let code = u32::from(c);
+    if !(0xAC00..=0xD7A3).contains(&code) {
+        return None;
+    }
+    let index = code - 0xAC00;
+    Some((index / (21 * 28), (index / 28) % 21, index % 28))
+}
+
+fn initial_sound(index: u32) -> Option<Sound> {
+    // ㄱ ㄲ ㄴ ㄷ ㄸ ㄹ ㅁ ㅂ ㅃ ㅅ ㅆ ㅇ ㅈ ㅉ ㅊ ㅋ ㅌ ㅍ ㅎ
+    Some(match index {
+        0 | 1 | 15 => Sound::Velar,
+        2 => Sound::Alveolar,
+        3 | 4 | 16 => Sound::Dental,
+        5 => Sound::Liquid,
+        6 => Sound::Nasal,
+        7 | 8 | 17 => Sound::Labial,
+        9 | 10 => Sound::Sibilant,
+        12..=14 => Sound::Affricate,
+        18 => Sound::Aspirate,
+        _ => return None,
+    })
+}
+
+fn vowel_sound(index: u32) -> Sound {
+    // ㅏ ㅐ ㅑ ㅒ ㅓ ㅔ ㅕ ㅖ ㅗ ㅘ ㅙ ㅚ ㅛ ㅜ ㅝ ㅞ ㅟ ㅠ ㅡ ㅢ ㅣ
+    match index {
+        0 | 2 | 9 => Sound::Vowel(0),
+        1 | 3 | 5 | 7 | 10 | 11 | 15 => Sound::Vowel(1),
+        16 | 19 | 20 => Sound::Vowel(2),
+        4 | 6 => Sound::Vowel(SCHWA),
+        8 | 12 | 14 => Sound::Vowel(3),
+        13 | 17 => Sound::Vowel(4),
+        _ => Sound::Epenthetic,
+    }
+}
+
+fn final_sound(index: u32) -> Option<Sound> {
+    // (none) ㄱ ㄲ ㄳ ㄴ ㄵ ㄶ ㄷ ㄹ ㄺ ㄻ ㄼ ㄽ ㄾ ㄿ ㅀ ㅁ ㅂ ㅄ ㅅ ㅆ ㅇ ㅈ ㅊ ㅋ ㅌ ㅍ ㅎ
+    Some(match index {
+        1..=3 | 9 | 24 => Sound::Velar,
+        4..=6 | 21 => Sound::Alveolar,
+        7 | 25 => Sound::Dental,
+        8 | 11..=13 | 15 => Sound::Liquid,
+        10 | 16 => Sound::Nasal,
+        14 | 17 | 18 | 26 => Sound::Labial,
+        19 | 20 => Sound::CodaS,
+        22 | 23 => Sound::Affricate,
+        27 => Sound::Aspirate,
+        _ => return None,
+    })
+}
+
+/// The sounds of a Latin word (see the module docs); digits and marks are skipped.
+pub(super) fn latin_sounds(word: &str) -> Vec<Sound> {
+    let letters: Vec<char> = fold(word);
+    let at = |i: usize| letters.get(i).copied();
+    let vowel = |c: Option<char>| c.is_some_and(|c| "aeiouy".contains(c));
+    let soft = |c: Option<char>| c.is_some_and(|c| "eiy".contains(c));
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(c) = at(i) {
+        let next = at(i + 1);
+        let (sound, used) = match (c, next) {
+            ('p', Some('h')) => (Some(Sound::Labial), 2),
+            ('t', Some('h')) => (Some(Sound::DentalOrSibilant), 2),
+            ('s', Some('c')) if at(i + 2) == Some('h') => (Some(Sound::Sibilant), 3),
+            ('s', Some('h')) => (Some(Sound::Sibilant), 2),
+            ('c', Some('h')) => (Some(Sound::Ch), 2),
+            ('c', Some('k')) => (Some(Sound::Velar), 2),
+            ('c', Some('c')) if soft(at(i + 2)) => (Some(Sound::Ch), 2),
+            ('q', Some('u')) => (Some(Sound::Velar), 2),
+            ('t', Some('s' | 'z')) => (Some(Sound::Affricate), 2),
+            ('g', Some('h')) => (None, 2),
+            ('n', Some('g')) if !vowel(at(i + 2)) => (Some(Sound::Alveolar), 2),
+            ('c', n) if soft(n) => (Some(Sound::Sibilant), 1),
+            ('g', n) if soft(n) => (Some(Sound::SoftG), 1),
+            ('x', _) if i == 0 => (Some(Sound::SibilantOrAffricate), 1),
+            ('x', _) => {
+                out.push(Sound::Velar);
+                (Some(Sound::Sibilant), 1)
+            }
+            ('b' | 'p' | 'f' | 'v', _) => (Some(Sound::Labial), 1),
+            ('d' | 't', _) => (Some(Sound::Dental), 1),
+            ('c' | 'k' | 'g' | 'q', _) => (Some(Sound::Velar), 1),
+            ('s', _) => (Some(Sound::Sibilant), 1),
+            ('z', _) => (Some(Sound::SibilantOrAffricate), 1),
+            ('j', _) => (Some(Sound::Affricate), 1),
+            ('l', _) => (Some(Sound::Liquid), 1),
+            ('r', n) if !vowel(n) && i > 0 => (Some(Sound::WeakR), 1),
+            ('r', _) => (Some(Sound::Liquid), 1),
+            ('m', _) => (Some(Sound::Nasal), 1),
+            ('n', _) => (Some(Sound::Alveolar), 1),
+            ('h', _) => (Some(Sound::Aspirate), 1),
+            ('a', _) => (Some(Sound::Vowel(0)), 1),
+            // A final `e` is silent (`Gillette`) or Korean's own closing vowel.
+            ('e', None) if i > 0 => (Some(Sound::Epenthetic), 1),
+            ('e', _) => (Some(Sound::Vowel(1)), 1),
+            ('i' | 'y', _) => (Some(Sound::Vowel(2)), 1),
+            ('o', _) => (Some(Sound::Vowel(3)), 1),
+            ('u' | 'w', _) => (Some(Sound::Vowel(4)), 1),
+            _ => (None, 1),
+        };
+        out.extend(sound);
+        i += used;
+    }
+    collapse(out)
+}
+
+/// Lowercase ASCII letters of a word, accents folded (`Nestlé` → `nestle`, `ß` → `ss`).
+fn fold(word: &str) -> Vec<char> {
+    let mut out = Vec::new();
+    for c in word.nfd().flat_map(char::to_lowercase) {
+        match c {
+            'a'..='z' => out.push(c),
+            'ß' => out.extend(['s', 's']),
+            'æ' => out.extend(['a', 'e']),
+            'ø' => out.push('o'),
+            'œ' => out.extend(['o', 'e']),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Doubled sounds count once (`ll`, `질레`), and so does a vowel run (`oo`, `ea`).
+fn collapse(sounds: Vec<Sound>) -> Vec<Sound> {
+    let mut out: Vec<Sound> = Vec::with_capacity(sounds.len());
+    for s in sounds {
+        let same_as_last = out.last().is_some_and(|&last| {
+            last == s
+                || (matches!(last, Sound::Vowel(_)) && matches!(s, Sound::Vowel(_)))
+                || (last.is_consonant()
+                    && s.is_consonant()
+                    && last.classes().len() == 1
+                    && s.classes() == last.classes())
+        });
+        if !same_as_last {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// The distance two sequences may have at a consonant count (see the module docs).
+fn allowed(consonants: usize) -> f32 {
+    match consonants {
+        0 | 1 => -1.0,
+        2 => 0.5,
+        3 => 0.75,
+        4 => 1.0,
+        5 | 6 => 1.5,
+        _ => 2.0,
+    }
+}
+
+/// Cost of dropping the sound at `i` of `seq`: a consonant squeezed between two others is
+/// often not written (`Nestlé`, `네슬레`), a vowel closing the word always is (`Bruno`,
+/// `브루노`).
+fn drop_cost_at(seq: &[Sound], i: usize) -> f32 {
+    let Some(&sound) = seq.get(i) else {
+        return 1.0;
+    };
+    let consonant_at =
+        |k: Option<usize>| k.and_then(|k| seq.get(k)).is_some_and(|s| s.is_consonant());
+    match sound {
+        Sound::Vowel(q) if i + 1 == seq.len() && q != SCHWA => 0.6,
+        Sound::Dental | Sound::Velar | Sound::Labial
+            if consonant_at(i.checked_sub(1)) && consonant_at(Some(i + 1)) =>
+        {
+            0.6
+        }
+        _ => drop_cost(sound),
+    }
+}
+
+/// Weighted edit distance between two sound sequences.
+fn distance(a: &[Sound], b: &[Sound]) -> f32 {
+    let mut previous: Vec<f32> = Vec::with_capacity(b.len() + 1);
+    let mut acc = 0.0;
+    previous.push(0.0);
+    for j in 0..b.len() {
+        acc += drop_cost_at(b, j);
+        previous.push(acc);
+    }
+    for (i, &x) in a.iter().enumerate() {
+        let drop_x_cost = drop_cost_at(a, i);
+        let mut current = Vec::with_capacity(b.len() + 1);
+        current.push(previous.first().copied().unwrap_or(0.0) + drop_x_cost);
+        for (j, &y) in b.iter().enumerate() {
+            let replace = previous.get(j).copied().unwrap_or(f32::MAX) + substitution_cost(x, y);
+            let drop_x = previous.get(j + 1).copied().unwrap_or(f32::MAX) + drop_x_cost;
+            let drop_y = current.get(j).copied().unwrap_or(f32::MAX) + drop_cost_at(b, j);
+            current.push(replace.min(drop_x).min(drop_y));
+        }
+        previous = current;
+    }
+    previous.last().copied().unwrap_or(0.0)
+}
+
+/// The first consonant, skipping a weak `h`.
+fn first_consonant(sounds: &[Sound]) -> Option<Sound> {
+    sounds
+        .iter()
+        .copied()
+        .find(|s| s.is_consonant() && *s != Sound::Aspirate)
+}
+
+/// Whether two sound sequences name the same word (see the module docs).
+pub(super) fn sounds_match(a: &[Sound], b: &[Sound]) -> bool {
+    let count = |s: &[Sound]| s.iter().filter(|s| s.is_consonant()).count();
+    let strong = |s: &[Sound]| {
+        s.iter()
+            .filter(|s| s.is_consonant() && !matches!(s, Sound::Aspirate | Sound::WeakR))
+            .count()
+    };
+    let limit = allowed(count(a).max(count(b)));
+    if limit < 0.0 || strong(a).min(strong(b)) < 2 {
+        return false;
+    }
+    let first_agrees = match (first_consonant(a), first_consonant(b)) {
+        (Some(x), Some(y)) => substitution_cost(x, y) < 1.0,
+        _ => false,
+    };
+    first_agrees && distance(a, b) <= limit
+}
+
+/// Whether a Hangul spelling and a Latin one name the same word.
+pub(super) fn same_name(hangul: &str, latin: &str) -> bool {
+    sounds_match(&hangul_sounds(hangul), &latin_sounds(latin))
+}
+
+/// Where a card spells a Hangul key in Latin letters: the spans of the first run of up
+/// to [`MAX_WORDS`] consecutive Latin words that sounds like it (shortest run first).
+pub(super) fn latin_spans(card: &Text, key: &str) -> Vec<Span> {
+    if !is_hangul_word(key) {
+        return Vec::new();
+    }
+    let wanted = hangul_sounds(key);
+    let spans = card.word_spans();
+    for len in 1..=MAX_WORDS {
+        for start in 0..card.words.len() {
+            let Some(run) = card.words.get(start..start + len) else {
+                break;
+            };
+            if !run.iter().all(|w| is_latin_word(w)) {
+                continue;
+            }
+            let joined: String = run.concat();
+            if sounds_match(&wanted, &latin_sounds(&joined)) {
+                return spans
+                    .get(start..start + len)
+                    .map(<[Span]>::to_vec)
+                    .unwrap_or_default();
+            }
+        }
+    }
+    Vec::new()
+}
+
+/// Where a card spells a Latin key in Hangul: the span of the first (longest) run of
+/// syllables inside a Hangul card word that sounds like it (`royal` in `로얄캐닌`).
+pub(super) fn hangul_spans(card: &Text, key: &str) -> Vec<Span> {
+    if !is_latin_word(key) {
+        return Vec::new();
+    }
+    let wanted = latin_sounds(key);
+    let spans = card.word_spans();
+    for (word, &(start, _)) in card.words.iter().zip(&spans) {
+        if !is_hangul_word(word) {
+            continue;
+        }
+        let offsets: Vec<usize> = word
+            .char_indices()
+            .map(|(i, _)| i)
+            .chain(std::iter::once(word.len()))
+            .collect();
+        let syllables = offsets.len() - 1;
+        for len in (1..=syllables).rev() {
+            for from in 0..=syllables - len {
+                let (Some(&a), Some(&b)) = (offsets.get(from), offsets.get(from + len)) else {
+                    continue;
+                };
+                let part = word.get(a..b).unwrap_or("");
+                if sounds_match(&hangul_sounds(part), &wanted) {
+                    return vec![(start + a, start + b)];
+                }
+            }
+        }
+    }
+    Vec::new()
+}
+
+/// Whether a word is written in Hangul syllables only.
+pub(super) fn is_hangul_word(word: &str) -> bool {
+    !word.is_empty() && word.chars().all(is_hangul)
+}
+
+/// Whether a word is written in Latin letters only (accents allowed).
+pub(super) fn is_latin_word(word: &str) -> bool {
+    !word.is_empty() && word.chars().all(|c| c.is_alphabetic() && !is_hangul(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_name;
+
+    #[test]
+    fn loanword_spellings_match() {
+        let pairs = [
+            ("필립스", "philips"),
+            ("질레트", "gillette"),
+            ("네슬레", "nestlé"),
+            ("스프라이트", "sprite"),
+            ("로얄캐닌", "royalcanin"),
+            ("라바짜", "lavazza"),
+            ("네스카페", "nescafe"),
+            ("써모스", "thermos"),
+            ("버버리", "burberry"),
+            ("슈바르츠코프", "schwarzkopf"),
+            ("인도어", "indoor"),
+            ("에르메스", "hermes"),
+            ("뉴발란스", "newbalance"),
+            ("켈로그", "kelloggs"),
+            ("브라운", "braun"),
+        ];
+        for (hangul, latin) in pairs {
+            assert!(same_name(hangul, latin), "{hangul} ~ {latin}");
+        }
+    }
+
+    #[test]
+    fn other_names_do_not() {
+        let pairs = [
+            ("필립스", "pilot"),
+            ("네스카페", "nespresso"),
+            ("브라운", "bruno"),
+            ("로얄캐닌", "orijen"),
+            ("보쉬", "puma"),
+            ("캣", "dog"),
+            ("라", "la"),
+        ];
+        for (hangul, latin) in pairs {
+            assert!(!same_name(hangul, latin), "{hangul} !~ {latin}");
+        }
+    }
+}
