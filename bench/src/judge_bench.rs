@@ -41,10 +41,25 @@ use std::{
 
 use anyhow::Context as _;
 use clap::Parser;
-use lps_crawler_node::judge::{Lexicon, ProductQuery, Verdict, judge};
+use lps_crawler_node::judge::{
+    Lexicon, PageCard, ProductQuery, Verdict, judge_page, same_name_across_scripts,
+};
 
-/// The corpus shipped with the repository, relative to this crate.
+/// The corpus's tuning part, relative to this crate.
 const CORPUS: &str = "judge/corpus.tsv";
+
+/// The corpus's test part (held out), relative to this crate.
+const TEST_PART: &str = "judge/test.tsv";
+
+/// Labelled Hangul/Latin name pairs for the cross-script rule, relative to this crate.
+const NAMES: &str = "judge/transliteration.tsv";
+
+/// The header line of the names file.
+const NAMES_HEADER: &str = "hangul\tlatin\tpair\tarea\tsource";
+
+/// The floor the test part must hold (`--check`, run by `scripts/test.sh`).
+const TEST_PRECISION: f64 = 0.98;
+const TEST_RECALL: f64 = 0.95;
 
 /// The header line the corpus must start with.
 const HEADER: &str = "query\tbrand\tmodel_code\tcard_title\tsame\tkind\treason";
@@ -65,6 +80,12 @@ struct Args {
     /// Judge with this vocabulary file instead of the built-in `profiles/vocabulary.toml`.
     #[arg(long)]
     vocabulary: Option<PathBuf>,
+    /// Ignore the corpus's brand and model-code hints: judge with the product name only.
+    #[arg(long)]
+    name_only: bool,
+    /// Exit non-zero when the test part falls below precision 0.98 or recall 0.95.
+    #[arg(long)]
+    check: bool,
 }
 
 /// One labelled case of the corpus.
@@ -98,7 +119,11 @@ impl fmt::Display for CorpusError {
 impl std::error::Error for CorpusError {}
 
 /// Parses and validates a whole corpus (format in the module docs).
-fn parse_corpus(text: &str, lexicon: &Arc<Lexicon>) -> Result<Vec<Case>, CorpusError> {
+fn parse_corpus(
+    text: &str,
+    lexicon: &Arc<Lexicon>,
+    name_only: bool,
+) -> Result<Vec<Case>, CorpusError> {
     let mut cases = Vec::new();
     let mut header_seen = false;
     // (query, brand, model code, title) → the line that first held it.
@@ -151,8 +176,11 @@ fn parse_corpus(text: &str, lexicon: &Arc<Lexicon>) -> Result<Vec<Case>, CorpusE
         }
         let mut product = ProductQuery::new(query, lexicon.clone())
             .map_err(|e| error(format!("query {query:?} cannot be judged: {e}")))?;
-        let brand = non_empty(brand);
-        let model_code = non_empty(model_code);
+        let (brand, model_code) = if name_only {
+            (None, None)
+        } else {
+            (non_empty(brand), non_empty(model_code))
+        };
         if let Some(brand) = &brand {
             product = product.with_brand(brand);
         }
@@ -253,30 +281,191 @@ impl Judged<'_> {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let path = args.corpus.unwrap_or_else(|| crate_dir.join(CORPUS));
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("reading the corpus {}", path.display()))?;
     let vocabulary = lps_profiles::vocabulary::load(args.vocabulary.as_deref())?;
     let lexicon = Arc::new(Lexicon::compile(&vocabulary, None)?);
-    let cases =
-        parse_corpus(&text, &lexicon).with_context(|| format!("corpus {}", path.display()))?;
-    let judged: Vec<Judged<'_>> = cases
-        .iter()
-        .map(|case| Judged {
-            case,
-            verdict: judge(&case.query, &case.card_title),
-        })
-        .collect();
-    // Shown relative to the workspace when it is inside it.
-    let shown = crate_dir
-        .parent()
-        .and_then(|root| path.strip_prefix(root).ok())
-        .unwrap_or(&path);
-    print_report(&shown.display().to_string(), &judged);
+    let parts: Vec<(PathBuf, Part)> = match &args.corpus {
+        Some(path) => vec![(path.clone(), Part::Given)],
+        None => vec![
+            (crate_dir.join(CORPUS), Part::Tuning),
+            (crate_dir.join(TEST_PART), Part::Test),
+        ],
+    };
+    let mut failed = Vec::new();
+    for (path, part) in parts {
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading the corpus {}", path.display()))?;
+        let cases = parse_corpus(&text, &lexicon, args.name_only)
+            .with_context(|| format!("corpus {}", path.display()))?;
+        let judged = judge_by_page(&cases);
+        // Shown relative to the workspace when it is inside it.
+        let shown = crate_dir
+            .parent()
+            .and_then(|root| path.strip_prefix(root).ok())
+            .unwrap_or(&path);
+        let total = print_report(&shown.display().to_string(), part, &judged);
+        if part == Part::Test
+            && !(total.precision().is_some_and(|p| p >= TEST_PRECISION)
+                && total.recall().is_some_and(|r| r >= TEST_RECALL))
+        {
+            failed.push(format!(
+                "{}: precision {}, recall {} (the test part needs {TEST_PRECISION} / {TEST_RECALL})",
+                shown.display(),
+                figure(total.precision()),
+                figure(total.recall())
+            ));
+        }
+    }
+    if args.corpus.is_none() {
+        let path = crate_dir.join(NAMES);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let pairs = parse_names(&text).with_context(|| format!("names {}", path.display()))?;
+        print_names(NAMES, &pairs);
+    }
+    if args.check && !failed.is_empty() {
+        anyhow::bail!(
+            "the judge's test part is below its floor: {}",
+            failed.join("; ")
+        );
+    }
     Ok(())
 }
 
-fn print_report(corpus: &str, judged: &[Judged<'_>]) {
+/// Which part of the corpus a file is (see `bench/judge/README.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// `corpus.tsv`: the cases the rules were written against.
+    Tuning,
+    /// `test.tsv`: held out, written before the rules it measures.
+    Test,
+    /// A file given with `--corpus`.
+    Given,
+}
+
+/// Judges each query's cards together, as one result page (in corpus order).
+fn judge_by_page(cases: &[Case]) -> Vec<Judged<'_>> {
+    let mut pages: Vec<Vec<&Case>> = Vec::new();
+    let mut page_of: HashMap<(&str, Option<&str>, Option<&str>), usize> = HashMap::new();
+    for case in cases {
+        let key = (
+            case.query.name(),
+            case.brand.as_deref(),
+            case.model_code.as_deref(),
+        );
+        let at = *page_of.entry(key).or_insert_with(|| {
+            pages.push(Vec::new());
+            pages.len() - 1
+        });
+        if let Some(page) = pages.get_mut(at) {
+            page.push(case);
+        }
+    }
+    let mut judged: Vec<Judged<'_>> = Vec::with_capacity(cases.len());
+    for page in pages {
+        let Some(first) = page.first() else {
+            continue;
+        };
+        let cards: Vec<PageCard<'_>> = page
+            .iter()
+            .map(|c| PageCard {
+                title: &c.card_title,
+                gtin: None,
+            })
+            .collect();
+        let verdicts = judge_page(&first.query, &cards);
+        judged.extend(
+            page.into_iter()
+                .zip(verdicts)
+                .map(|(case, verdict)| Judged { case, verdict }),
+        );
+    }
+    judged.sort_by_key(|j| j.case.line);
+    judged
+}
+
+/// One labelled pair of the cross-script names file.
+#[derive(Debug)]
+struct NamePair {
+    hangul: String,
+    latin: String,
+    pair: bool,
+}
+
+/// Reads `bench/judge/transliteration.tsv` (header `hangul latin pair area source`).
+fn parse_names(text: &str) -> Result<Vec<NamePair>, CorpusError> {
+    let mut out = Vec::new();
+    let mut header_seen = false;
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let error = |message: String| CorpusError { line, message };
+        if raw.trim().is_empty() || raw.starts_with('#') {
+            continue;
+        }
+        if !header_seen {
+            if raw != NAMES_HEADER {
+                return Err(error(format!("expected the header line {NAMES_HEADER:?}")));
+            }
+            header_seen = true;
+            continue;
+        }
+        let fields: Vec<&str> = raw.split('\t').collect();
+        let &[hangul, latin, pair, _area, _source] = fields.as_slice() else {
+            return Err(error(format!("expected 5 fields, found {}", fields.len())));
+        };
+        let pair = match pair {
+            "yes" => true,
+            "no" => false,
+            other => return Err(error(format!("field \"pair\" is {other:?}"))),
+        };
+        out.push(NamePair {
+            hangul: hangul.to_owned(),
+            latin: latin.to_owned(),
+            pair,
+        });
+    }
+    Ok(out)
+}
+
+/// Precision and recall of the cross-script rule on the names file, and its errors.
+fn print_names(file: &str, pairs: &[NamePair]) {
+    let mut tally = Tally::default();
+    let mut errors = Vec::new();
+    for p in pairs {
+        let said = same_name_across_scripts(&p.hangul, &p.latin);
+        tally.add(p.pair, said);
+        if said != p.pair {
+            errors.push(p);
+        }
+    }
+    println!("### Names across scripts: `bench/{file}`");
+    println!();
+    println!("| pairs | non-pairs | matched pairs | matched non-pairs | precision | recall |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {} | {} | {} | {} | {} | {} |",
+        tally.positives(),
+        tally.negatives(),
+        tally.true_accepts,
+        tally.false_accepts,
+        figure(tally.precision()),
+        figure(tally.recall())
+    );
+    println!();
+    let list = |want: bool| -> String {
+        errors
+            .iter()
+            .filter(|p| p.pair == want)
+            .map(|p| format!("{} ~ {}", p.hangul, p.latin))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!("Pairs not matched: {}", cell(&list(true)));
+    println!();
+    println!("Non-pairs matched: {}", cell(&list(false)));
+    println!();
+}
+
+fn print_report(corpus: &str, part: Part, judged: &[Judged<'_>]) -> Tally {
     let mut total = Tally::default();
     let mut by_kind: BTreeMap<&str, Tally> = BTreeMap::new();
     let mut rejects_by_reason: BTreeMap<&str, usize> = BTreeMap::new();
@@ -293,7 +482,12 @@ fn print_report(corpus: &str, judged: &[Judged<'_>]) {
         }
     }
 
-    println!("### Same-product judgement: `{corpus}`");
+    let part_name = match part {
+        Part::Tuning => " (tuning part)",
+        Part::Test => " (test part: held out)",
+        Part::Given => "",
+    };
+    println!("### Same-product judgement: `{corpus}`{part_name}");
     println!();
     println!(
         "| cases | positives | negatives | true accepts | false accepts | true rejects | false rejects | precision | recall | F1 |"
@@ -313,10 +507,15 @@ fn print_report(corpus: &str, judged: &[Judged<'_>]) {
         figure(total.f1()),
     );
     println!();
+    let (precision, recall) = if part == Part::Test {
+        (TEST_PRECISION, TEST_RECALL)
+    } else {
+        (TARGET_PRECISION, TARGET_RECALL)
+    };
     println!(
-        "Targets: precision ≥ {TARGET_PRECISION} ({}), recall ≥ {TARGET_RECALL} ({}).",
-        verdict_on(total.precision(), TARGET_PRECISION),
-        verdict_on(total.recall(), TARGET_RECALL),
+        "Targets: precision ≥ {precision} ({}), recall ≥ {recall} ({}).",
+        verdict_on(total.precision(), precision),
+        verdict_on(total.recall(), recall),
     );
     println!();
 
@@ -377,6 +576,7 @@ fn print_report(corpus: &str, judged: &[Judged<'_>]) {
         }
         println!();
     }
+    total
 }
 
 /// A ratio with three decimals, `–` when undefined.
@@ -424,7 +624,7 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(CORPUS);
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        let cases = parse_corpus(&text, &Lexicon::builtin())
+        let cases = parse_corpus(&text, &Lexicon::builtin(), false)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let negatives = cases.iter().filter(|c| !c.same).count();
         assert!(cases.len() >= 400, "only {} cases", cases.len());
@@ -469,7 +669,7 @@ mod tests {
         ];
         for (bad, want) in cases {
             let text = format!("# a comment\n{HEADER}\n{good}\n\n{bad}\n");
-            match parse_corpus(&text, &Lexicon::builtin()) {
+            match parse_corpus(&text, &Lexicon::builtin(), false) {
                 Ok(_) => panic!("accepted {bad:?}"),
                 Err(e) => {
                     assert_eq!(e.line, 5, "line of {bad:?}: {e}");
@@ -481,13 +681,13 @@ mod tests {
 
         let headless = format!("{good}\n");
         assert_eq!(
-            parse_corpus(&headless, &Lexicon::builtin())
+            parse_corpus(&headless, &Lexicon::builtin(), false)
                 .map_err(|e| e.line)
                 .err(),
             Some(1)
         );
-        let parsed =
-            parse_corpus(&format!("{HEADER}\n{good}\n"), &Lexicon::builtin()).unwrap_or_default();
+        let parsed = parse_corpus(&format!("{HEADER}\n{good}\n"), &Lexicon::builtin(), false)
+            .unwrap_or_default();
         assert_eq!(parsed.len(), 1);
         assert_eq!(parsed.first().map(|c| (c.line, c.same)), Some((2, true)));
     }

@@ -65,9 +65,31 @@ struct Words {
     #[serde(default)]
     brands: Vec<String>,
     #[serde(default)]
+    descriptors: Vec<String>,
+    #[serde(default)]
+    remove: Option<RemovalsFile>,
+    #[serde(default)]
     units: UnitsFile,
     #[serde(default)]
     variants: Vec<KindFile>,
+}
+
+/// Built-in words a profile removes for its mall (`[vocabulary.remove]`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RemovalsFile {
+    #[serde(default)]
+    stopwords: Vec<String>,
+    #[serde(default)]
+    accessories: Vec<String>,
+    #[serde(default)]
+    gifts: Vec<String>,
+    #[serde(default)]
+    assortments: Vec<String>,
+    #[serde(default)]
+    brands: Vec<String>,
+    #[serde(default)]
+    descriptors: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -123,6 +145,13 @@ pub fn parse(name: &str, text: &str) -> Result<pb::Vocabulary, VocabularyError> 
                 "is {}, this coordinator reads format {FORMAT_VERSION}",
                 file.format
             ),
+        ));
+    }
+    if file.words.remove.is_some() {
+        return Err(error(
+            name,
+            "remove",
+            "is only for a site profile's [vocabulary] (the base vocabulary is edited instead)",
         ));
     }
     let wire = to_wire(name, "", file.words)?;
@@ -274,6 +303,15 @@ fn to_wire(name: &str, prefix: &str, words: Words) -> Result<pb::Vocabulary, Voc
         variants,
         units,
         brands: words.brands,
+        descriptors: words.descriptors,
+        remove: words.remove.map(|r| pb::VocabularyRemovals {
+            stopwords: r.stopwords,
+            accessories: r.accessories,
+            gifts: r.gifts,
+            assortments: r.assortments,
+            brands: r.brands,
+            descriptors: r.descriptors,
+        }),
     })
 }
 
@@ -336,6 +374,8 @@ pub struct Lexicon {
     pub assortments: Vec<Form>,
     /// Brand names; a brand's other spellings are its aliases.
     pub brands: Vec<Form>,
+    /// Words that describe without changing what is sold (never a line word).
+    descriptors: HashSet<String>,
     assortment_counters: HashSet<String>,
     /// Alias key → its group's keys (every spelling, itself included).
     aliases: HashMap<String, Arc<[String]>>,
@@ -393,6 +433,7 @@ impl Lexicon {
             gifts: Vec::new(),
             assortments: Vec::new(),
             brands: Vec::new(),
+            descriptors: HashSet::new(),
             assortment_counters: HashSet::new(),
             aliases: HashMap::new(),
             kinds: Vec::new(),
@@ -402,6 +443,9 @@ impl Lexicon {
         lexicon.add(name, "", base)?;
         if let Some(additions) = additions {
             lexicon.add(name, "vocabulary.", additions)?;
+            if let Some(remove) = &additions.remove {
+                lexicon.remove(name, remove)?;
+            }
         }
         lexicon.quantity_word = quantity_word(lexicon.units.keys());
         Ok(lexicon)
@@ -428,6 +472,10 @@ impl Lexicon {
                     target.push(f);
                 }
             }
+        }
+        for (i, w) in v.descriptors.iter().enumerate() {
+            let f = form(format!("descriptors[{i}]"), w)?;
+            self.descriptors.insert(f.key);
         }
         for (i, w) in v.assortment_counters.iter().enumerate() {
             let f = form(format!("assortment_counters[{i}]"), w)?;
@@ -565,6 +613,48 @@ impl Lexicon {
             }
         }
         Ok(())
+    }
+
+    /// Takes a profile's removals out of the lists (`vocabulary.remove.LIST[i]` names a
+    /// word that cannot be read; a word the list does not hold is no error: a newer base
+    /// vocabulary may have dropped it already).
+    fn remove(&mut self, file: &str, r: &pb::VocabularyRemovals) -> Result<(), VocabularyError> {
+        let keys = |list: &[String], field: &str| -> Result<Vec<String>, VocabularyError> {
+            list.iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    to_form(w).map(|f| f.key).ok_or_else(|| {
+                        error(
+                            file,
+                            &format!("vocabulary.remove.{field}[{i}]"),
+                            "is empty after normalisation",
+                        )
+                    })
+                })
+                .collect()
+        };
+        for key in keys(&r.stopwords, "stopwords")? {
+            self.stopwords.remove(&key);
+        }
+        for key in keys(&r.descriptors, "descriptors")? {
+            self.descriptors.remove(&key);
+        }
+        for (list, field, target) in [
+            (&r.accessories, "accessories", &mut self.accessories),
+            (&r.gifts, "gifts", &mut self.gifts),
+            (&r.assortments, "assortments", &mut self.assortments),
+            (&r.brands, "brands", &mut self.brands),
+        ] {
+            let gone = keys(list, field)?;
+            target.retain(|f| !gone.contains(&f.key));
+        }
+        Ok(())
+    }
+
+    /// Whether a normalised word describes a product without changing what is sold.
+    #[must_use]
+    pub fn is_descriptor(&self, key: &str) -> bool {
+        self.descriptors.contains(key)
     }
 
     /// Whether a normalised word (hyphens removed) is shop filler.
@@ -741,6 +831,25 @@ mod tests {
         let bad: toml::Value = toml::from_str("unknown = 1\n").unwrap();
         let e = parse_additions("p.toml", "vocabulary", bad).unwrap_err();
         assert_eq!(e.field, "vocabulary.unknown", "{e}");
+
+        // A profile narrows the built-in lists for its mall: `호환` is no accessory word
+        // there, `대용량` no descriptor; a word the list lacks is no error.
+        let table: toml::Value = toml::from_str(
+            "descriptors = [\"사은\"]\n[remove]\naccessories = [\"호환\", \"없는말\"]\n\
+             descriptors = [\"대용량\"]\n",
+        )
+        .unwrap();
+        let narrowing = parse_additions("p.toml", "vocabulary", table).unwrap();
+        let builtin = Lexicon::compile(&base, None).unwrap();
+        assert!(builtin.accessories.iter().any(|f| f.key == "호환"));
+        assert!(builtin.is_descriptor("대용량"));
+        let narrowed = Lexicon::compile(&base, Some(&narrowing)).unwrap();
+        assert!(!narrowed.accessories.iter().any(|f| f.key == "호환"));
+        assert!(narrowed.accessories.iter().any(|f| f.key == "케이스"));
+        assert!(!narrowed.is_descriptor("대용량"));
+        assert!(narrowed.is_descriptor("사은"));
+        let e = parse("v.toml", "format = 1\n[remove]\nstopwords = [\"정품\"]\n").unwrap_err();
+        assert_eq!(e.field, "remove", "{e}");
 
         let empty = pb::Vocabulary {
             gifts: vec!["  ".into()],

@@ -81,6 +81,7 @@
 //! See `quantity.rs`, `tokens.rs` (words, pieces, gifts), `variants.rs` (values and
 //! brands), `query.rs` and `rounds.rs` for the rules of each step.
 
+mod contrast;
 mod gtin;
 mod quantity;
 mod query;
@@ -181,6 +182,14 @@ pub enum Reason {
         /// The card's word in its place.
         found: String,
     },
+    /// Among the page's cards that hold the whole name, this one adds a word next to the
+    /// name that others do not: another line, formula or edition of the product.
+    LineWord {
+        /// The word the card adds.
+        word: String,
+        /// The page positions (0-based) of the cards that hold the name without it.
+        cards: Vec<usize>,
+    },
     /// The card's GTIN is another than the query's.
     OtherGtin {
         /// The card's GTIN (14 digits).
@@ -210,6 +219,7 @@ impl Reason {
             Self::VariantMismatch { .. } => "variant_mismatch",
             Self::LowTokenOverlap => "low_token_overlap",
             Self::OtherName { .. } => "other_name",
+            Self::LineWord { .. } => "line_word",
             Self::OtherGtin { .. } => "other_gtin",
             Self::QuantityMismatch { .. } => "quantity_mismatch",
         }
@@ -226,6 +236,10 @@ impl fmt::Display for Reason {
             Self::OtherBrand { brand } => write!(f, "another brand {brand:?}"),
             Self::Bundle { part } => write!(f, "bundled with {part:?}"),
             Self::OtherGtin { gtin } => write!(f, "another GTIN {gtin}"),
+            Self::LineWord { word, cards } => {
+                let cards: Vec<String> = cards.iter().map(|c| format!("#{}", c + 1)).collect();
+                write!(f, "line word {word:?} that cards {} lack", cards.join(", "))
+            }
             Self::OtherName { wanted, found } => {
                 write!(f, "{found:?} where the name has {wanted:?}")
             }
@@ -348,7 +362,20 @@ pub struct PageCard<'a> {
 /// verdict per card, in order.
 #[must_use]
 pub fn judge_page(query: &ProductQuery, cards: &[PageCard<'_>]) -> Vec<Verdict> {
-    cards.iter().map(|card| judge_card(query, card)).collect()
+    let seen: Vec<Seen> = cards.iter().map(|card| judge_card(query, card)).collect();
+    let line_words = contrast::line_words(&seen);
+    seen.into_iter()
+        .zip(line_words)
+        .map(|(seen, line)| match line {
+            Some((word, cards)) => Verdict {
+                same: false,
+                score: seen.verdict.score,
+                reason: Reason::LineWord { word, cards },
+                wording_only: false,
+            },
+            None => seen.verdict,
+        })
+        .collect()
 }
 
 /// Whether a Hangul spelling and a Latin one name the same word by sound (`필립스`,
@@ -370,32 +397,38 @@ pub fn judge(query: &ProductQuery, card_title: &str) -> Verdict {
             gtin: None,
         },
     )
+    .verdict
 }
 
-/// One card's verdict (rules in the module docs).
-fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Verdict {
+/// One card's verdict (rules in the module docs), with what page contrast needs of it.
+fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     let lexicon: Arc<Lexicon> = query.lexicon().clone();
     let card = Text::new(page_card.title, &lexicon);
+    let alone = |verdict: Verdict| Seen {
+        verdict,
+        added: Vec::new(),
+        text: None,
+    };
     if card.is_empty() {
-        return Verdict {
+        return alone(Verdict {
             same: false,
             score: 0.0,
             reason: Reason::EmptyTitle,
             wording_only: false,
-        };
+        });
     }
     // Both barcodes known: they settle the wording rules (see `gtin.rs`).
     let card_gtin = page_card.gtin.and_then(Gtin::parse);
     let gtin_same = match (query.gtin(), &card_gtin) {
         (Some(wanted), Some(found)) if wanted != found => {
-            return Verdict {
+            return alone(Verdict {
                 same: false,
                 score: 0.0,
                 reason: Reason::OtherGtin {
                     gtin: found.as_str().to_owned(),
                 },
                 wording_only: false,
-            };
+            });
         }
         (Some(_), Some(_)) => true,
         _ => false,
@@ -540,12 +573,31 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Verdict {
         Reason::Match
     };
     let same = reason == Reason::Match;
-    Verdict {
-        same,
-        score,
-        wording_only: !same && !vetoed,
-        reason,
+    // An equal GTIN settles the name: no page contrast for it.
+    let added = if same && !gtin_same && !code_identifies {
+        contrast::added_words(query, &card, &covered)
+    } else {
+        Vec::new()
+    };
+    Seen {
+        verdict: Verdict {
+            same,
+            score,
+            wording_only: !same && !vetoed,
+            reason,
+        },
+        added,
+        text: Some(card),
     }
+}
+
+/// A card's verdict and what page contrast needs of it.
+struct Seen {
+    verdict: Verdict,
+    /// Ordinary words the card adds next to the product's name (see `contrast.rs`).
+    added: Vec<String>,
+    /// The card's words (none for a card rejected before they were read).
+    text: Option<Text>,
 }
 
 /// Characters from which a name word left out between its neighbours marks another line
@@ -621,6 +673,19 @@ fn one_edit_apart(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.iter().zip(&b).filter(|(x, y)| x != y).count() <= 1
 }
 
+/// Whether a card word is one of the vocabulary's: filler, a brand, a spelling with
+/// aliases, an accessory or an assortment word.
+fn vocabulary_word(lexicon: &Lexicon, w: &str) -> bool {
+    lexicon.is_stopword(w)
+        || is_brand(lexicon, w)
+        || !lexicon.aliases(w).is_empty()
+        || lexicon
+            .accessories
+            .iter()
+            .chain(&lexicon.assortments)
+            .any(|f| f.key == w)
+}
+
 /// Whether a name word is a brand (or a spelling of one).
 fn is_brand(lexicon: &Lexicon, key: &str) -> bool {
     lexicon
@@ -674,16 +739,6 @@ fn substitution(
             .get(i)
             .is_some_and(|&(s, e)| named_spans.iter().any(|&(ns, ne)| ns < e && s < ne))
     };
-    let vocabulary_word = |w: &str| {
-        lexicon.is_stopword(w)
-            || is_brand(lexicon, w)
-            || !lexicon.aliases(w).is_empty()
-            || lexicon
-                .accessories
-                .iter()
-                .chain(&lexicon.assortments)
-                .any(|f| f.key == w)
-    };
     for m in missing {
         let Some(at) = tokens.iter().position(|t| t.key == m.key) else {
             continue;
@@ -722,7 +777,7 @@ fn substitution(
                 && w.chars().count() >= 2
                 // A latin word for a Hangul one is a spelling (`Detect` for `디텍트`).
                 && tokens::is_latin(w) != hangul
-                && !vocabulary_word(w)
+                && !vocabulary_word(lexicon, w)
                 && !one_edit_apart(w, &m.key)
         });
         if let Some(i) = replacement {

@@ -69,6 +69,8 @@ pub(super) struct Text {
     pub gift: Vec<bool>,
     /// Per word: inside a second product joined by `+` (`… 2L 12병 + 500ml 20병`).
     pub bundled: Vec<bool>,
+    /// Per word: inside square brackets (`[무료배송]`, `【공식】`), where sellers put tags.
+    pub bracketed: Vec<bool>,
     /// The quantity of the words outside gift phrases.
     pub quantity: Quantity,
     pieces: Vec<Piece>,
@@ -80,6 +82,7 @@ impl Text {
         let normalized = normalize(raw);
         let words: Vec<String> = normalized.split_whitespace().map(str::to_owned).collect();
         let (gift, bundled) = gift_words(raw, &words, lexicon);
+        let bracketed = bracketed_words(raw, &words);
         let refs: Vec<&str> = words.iter().map(String::as_str).collect();
         let roles = parse_words(&refs, lexicon).roles;
         let kept: Vec<&str> = refs
@@ -107,6 +110,7 @@ impl Text {
             roles,
             gift,
             bundled,
+            bracketed,
             quantity,
             pieces,
             compact,
@@ -426,6 +430,42 @@ fn gift_words(raw: &str, words: &[String], lexicon: &Lexicon) -> (Vec<bool>, Vec
         *b = *b && !*g;
     }
     (gift, bundled)
+}
+
+/// Marks the words of `words` (the normalised `raw`) written inside square brackets; none
+/// when the brackets do not cut the title at word boundaries.
+fn bracketed_words(raw: &str, words: &[String]) -> Vec<bool> {
+    let mut runs: Vec<(String, bool)> = vec![(String::new(), false)];
+    let mut depth = 0usize;
+    for c in raw.chars() {
+        let (open, close) = (
+            matches!(c, '[' | '【' | '［'),
+            matches!(c, ']' | '】' | '］'),
+        );
+        if open || close {
+            depth = if open {
+                depth + 1
+            } else {
+                depth.saturating_sub(1)
+            };
+            runs.push((String::new(), depth > 0));
+        } else if let Some((text, _)) = runs.last_mut() {
+            text.push(c);
+        }
+    }
+    let mut marks = Vec::with_capacity(words.len());
+    let mut flat: Vec<String> = Vec::with_capacity(words.len());
+    for (text, inside) in runs {
+        for word in normalize(&text).split_whitespace() {
+            flat.push(word.to_owned());
+            marks.push(inside);
+        }
+    }
+    if flat.as_slice() == words {
+        marks
+    } else {
+        vec![false; words.len()]
+    }
 }
 
 fn is_gift_word(word: &str, lexicon: &Lexicon) -> bool {

@@ -52,6 +52,10 @@ pub(super) enum Sound {
     Sibilant,
     /// j, ch, z, ts — ㅈ ㅊ ㅉ.
     Affricate,
+    /// sh, sch, `s` before `i` — ㅅ before an `i`/`y` vowel (`시`, `샤`, `쉬`).
+    Sh,
+    /// f: a labial, or ㅎ in older loanwords (`Fila`, `휠라`; `Fissler`, `휘슬러`).
+    F,
     /// A sound that is a sibilant or an affricate (`z`, soft `g`, `ch`).
     SibilantOrAffricate,
     /// `th`: a dental or a sibilant (`Thermos`, `써모스`).
@@ -85,11 +89,14 @@ impl Sound {
 
     /// The plain classes this sound may stand for.
     fn classes(self) -> &'static [Self] {
-        use Sound::{Affricate, Dental, Labial, Liquid, Sibilant, Velar};
+        use Sound::{Affricate, Aspirate, Dental, Labial, Liquid, Sibilant, Velar};
         match self {
+            Self::F => &[Labial, Aspirate],
+            Self::Sh => &[Self::Sh],
+            Self::Aspirate => &[Aspirate],
             Self::SibilantOrAffricate => &[Sibilant, Affricate],
             Self::DentalOrSibilant | Self::CodaS => &[Dental, Sibilant],
-            Self::Ch => &[Affricate, Sibilant, Velar],
+            Self::Ch => &[Affricate, Self::Sh, Velar],
             Self::SoftG => &[Affricate, Velar],
             Self::WeakR => &[Liquid],
             Self::Labial => &[Labial],
@@ -150,6 +157,8 @@ fn related(a: &[Sound], b: &[Sound]) -> bool {
             (x, y),
             (Sound::Sibilant, Sound::Affricate)
                 | (Sound::Affricate, Sound::Sibilant)
+                | (Sound::Sh, Sound::Sibilant | Sound::Affricate)
+                | (Sound::Sibilant | Sound::Affricate, Sound::Sh)
                 | (Sound::Dental, Sound::Affricate)
                 | (Sound::Affricate, Sound::Dental)
         )
@@ -165,7 +174,13 @@ pub(super) fn hangul_sounds(word: &str) -> Vec<Sound> {
         let Some((initial, medial, last)) = jamo(c) else {
             continue;
         };
-        let consonant = initial_sound(initial);
+        // ㅅ before an `i` or a `y` glide is `sh` (`시`, `샤`, `쇼`, `슈`, `쉬`).
+        let consonant = match initial_sound(initial) {
+            Some(Sound::Sibilant) if matches!(medial, 2 | 3 | 6 | 7 | 12 | 16 | 17 | 20) => {
+                Some(Sound::Sh)
+            }
+            other => other,
+        };
         if let Some(sound) = consonant {
             out.push(sound);
         }
@@ -174,7 +189,7 @@ pub(super) fn hangul_sounds(word: &str) -> Vec<Sound> {
         let closing_i = n + 1 == syllables
             && last == 0
             && matches!(medial, 16 | 20)
-            && matches!(consonant, Some(Sound::Sibilant | Sound::Affricate));
+            && matches!(consonant, Some(Sound::Sh | Sound::Affricate));
         out.push(if closing_i {
             Sound::Epenthetic
         } else {
@@ -253,10 +268,11 @@ pub(super) fn latin_sounds(word: &str) -> Vec<Sound> {
     while let Some(c) = at(i) {
         let next = at(i + 1);
         let (sound, used) = match (c, next) {
-            ('p', Some('h')) => (Some(Sound::Labial), 2),
+            ('p', Some('h')) => (Some(Sound::F), 2),
             ('t', Some('h')) => (Some(Sound::DentalOrSibilant), 2),
-            ('s', Some('c')) if at(i + 2) == Some('h') => (Some(Sound::Sibilant), 3),
-            ('s', Some('h')) => (Some(Sound::Sibilant), 2),
+            ('s', Some('c')) if at(i + 2) == Some('h') => (Some(Sound::Sh), 3),
+            ('s', Some('h')) => (Some(Sound::Sh), 2),
+            ('s', Some('i' | 'y')) => (Some(Sound::Sh), 1),
             ('c', Some('h')) => (Some(Sound::Ch), 2),
             ('c', Some('k')) => (Some(Sound::Velar), 2),
             ('c', Some('c')) if soft(at(i + 2)) => (Some(Sound::Ch), 2),
@@ -264,6 +280,7 @@ pub(super) fn latin_sounds(word: &str) -> Vec<Sound> {
             ('t', Some('s' | 'z')) => (Some(Sound::Affricate), 2),
             ('g', Some('h')) => (None, 2),
             ('n', Some('g')) if !vowel(at(i + 2)) => (Some(Sound::Alveolar), 2),
+            ('c', Some('i' | 'y')) => (Some(Sound::Sh), 1),
             ('c', n) if soft(n) => (Some(Sound::Sibilant), 1),
             ('g', n) if soft(n) => (Some(Sound::SoftG), 1),
             ('x', _) if i == 0 => (Some(Sound::SibilantOrAffricate), 1),
@@ -271,7 +288,8 @@ pub(super) fn latin_sounds(word: &str) -> Vec<Sound> {
                 out.push(Sound::Velar);
                 (Some(Sound::Sibilant), 1)
             }
-            ('b' | 'p' | 'f' | 'v', _) => (Some(Sound::Labial), 1),
+            ('f', _) => (Some(Sound::F), 1),
+            ('b' | 'p' | 'v', _) => (Some(Sound::Labial), 1),
             ('d' | 't', _) => (Some(Sound::Dental), 1),
             ('c' | 'k' | 'g' | 'q', _) => (Some(Sound::Velar), 1),
             ('s', _) => (Some(Sound::Sibilant), 1),
@@ -298,17 +316,40 @@ pub(super) fn latin_sounds(word: &str) -> Vec<Sound> {
     collapse(out)
 }
 
-/// Lowercase ASCII letters of a word, accents folded (`Nestlé` → `nestle`, `ß` → `ss`).
+/// Lowercase ASCII letters of a name, accents folded (`Nestlé` → `nestle`, `ß` → `ss`),
+/// read the way Korean spells it: a possessive `'s` and a leading `The` are dropped
+/// (`Kiehl's`, `키엘`; `The Body Shop`, `바디샵`), `Dr` is `doctor` (`닥터자르트`) and `&`
+/// is `앤` (`Head & Shoulders`, `헤드앤숄더`).
 fn fold(word: &str) -> Vec<char> {
+    let lower: String = word
+        .nfd()
+        .flat_map(char::to_lowercase)
+        .collect::<String>()
+        .replace('&', " en ");
+    let mut words: Vec<String> = Vec::new();
+    for raw in lower.split(|c: char| c.is_whitespace() || c == '.' || c == '+') {
+        let raw = raw
+            .strip_suffix("'s")
+            .or_else(|| raw.strip_suffix("\u{2019}s"))
+            .unwrap_or(raw);
+        words.push(raw.to_owned());
+    }
+    words.retain(|w| !w.is_empty());
+    if words.len() > 1 && words.first().is_some_and(|w| w == "the") {
+        words.remove(0);
+    }
     let mut out = Vec::new();
-    for c in word.nfd().flat_map(char::to_lowercase) {
-        match c {
-            'a'..='z' => out.push(c),
-            'ß' => out.extend(['s', 's']),
-            'æ' => out.extend(['a', 'e']),
-            'ø' => out.push('o'),
-            'œ' => out.extend(['o', 'e']),
-            _ => {}
+    for w in &words {
+        let w = if w == "dr" { "doctor" } else { w.as_str() };
+        for c in w.chars() {
+            match c {
+                'a'..='z' => out.push(c),
+                'ß' => out.extend(['s', 's']),
+                'æ' => out.extend(['a', 'e']),
+                'ø' => out.push('o'),
+                'œ' => out.extend(['o', 'e']),
+                _ => {}
+            }
         }
     }
     out
@@ -323,8 +364,7 @@ fn collapse(sounds: Vec<Sound>) -> Vec<Sound> {
                 || (matches!(last, Sound::Vowel(_)) && matches!(s, Sound::Vowel(_)))
                 || (last.is_consonant()
                     && s.is_consonant()
-                    && last.classes().len() == 1
-                    && s.classes() == last.classes())
+                    && last.classes().iter().any(|c| s.classes().contains(c)))
         });
         if !same_as_last {
             out.push(s);
@@ -332,6 +372,9 @@ fn collapse(sounds: Vec<Sound>) -> Vec<Sound> {
     }
     out
 }
+
+/// The distance allowed to names with a single strong consonant.
+const ONE_CONSONANT: f32 = 0.3;
 
 /// The distance two sequences may have at a consonant count (see the module docs).
 fn allowed(consonants: usize) -> f32 {
@@ -405,8 +448,17 @@ pub(super) fn sounds_match(a: &[Sound], b: &[Sound]) -> bool {
             .filter(|s| s.is_consonant() && !matches!(s, Sound::Aspirate | Sound::WeakR))
             .count()
     };
-    let limit = allowed(count(a).max(count(b)));
-    if limit < 0.0 || strong(a).min(strong(b)) < 2 {
+    let strong_consonants = strong(a).min(strong(b));
+    // One strong consonant (`헤라`, `Hera`; `코웨이`, `Coway`) is enough only when the
+    // sounds agree all but exactly.
+    let limit = if strong_consonants == 1 && a.len().min(b.len()) >= 3 {
+        ONE_CONSONANT
+    } else if strong_consonants == 1 {
+        -1.0
+    } else {
+        allowed(count(a).max(count(b)))
+    };
+    if limit < 0.0 || strong_consonants == 0 {
         return false;
     }
     let first_agrees = match (first_consonant(a), first_consonant(b)) {

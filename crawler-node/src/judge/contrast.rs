@@ -1,0 +1,103 @@
+//! Page contrast: a word some cards add next to the product's name, and others do not, is
+//! another line of the product.
+//!
+//! No vocabulary can list every line, formula or edition word (`인텐시브`, `시그니처`,
+//! `8+`, `Futura`), and a card that holds every word of the query plus one of them passes
+//! every per-card rule. A result page shows what one card cannot: among the cards that
+//! hold the whole name, the true product appears *without* the word. So the judge looks
+//! at the page:
+//! 1. For each card the rules accept, its **added words** are the ordinary words it has
+//!    inside the name (between the first and last word of the query it holds) or right
+//!    after it, before any amount: not the query's, not filler, brands, aliases, accessory,
+//!    assortment or gift words, not a variant value (a colour when the query names none is
+//!    the product), not a vocabulary **descriptor** (`사료`, `대용량`: words that say what
+//!    kind of thing it is), not in square brackets (seller tags), no digits, two or more
+//!    characters.
+//! 2. An added word is a **line word** when some accepted cards hold the name without it,
+//!    and at most half of the accepted cards carry it: the plain product is what most
+//!    sellers list.
+//! 3. A card carrying a line word is rejected ([`Reason::LineWord`](super::Reason), naming
+//!    the word and the cards without it). With a single accepted card there is nothing to
+//!    contrast: the per-card rules and the vocabulary decide alone.
+//!
+//! Words after an amount (`2kg 소형견 성견용 사료`) and in brackets are where sellers put
+//! tags and descriptions, so they are never line words.
+
+use super::quantity::WordRole;
+use super::tokens::{Span, Text};
+use super::{ProductQuery, Seen, variants, vocabulary_word};
+
+/// Shortest added word, in characters.
+const MIN_CHARS: usize = 2;
+
+/// The words a card adds next to the name (rule 1 of the module docs), given the spans its
+/// query words were found at.
+pub(super) fn added_words(query: &ProductQuery, card: &Text, covered: &[Span]) -> Vec<String> {
+    let lexicon = query.lexicon();
+    let spans = card.word_spans();
+    let overlaps = |i: usize, set: &[Span]| {
+        spans
+            .get(i)
+            .is_some_and(|&(s, e)| e > s && set.iter().any(|&(a, b)| a < e && s < b))
+    };
+    let named: Vec<Span> = variants::named_values(lexicon, &card.fragments(covered, true), true)
+        .into_iter()
+        .map(|(_, span)| span)
+        .collect();
+    let name_words: Vec<usize> = (0..card.words.len())
+        .filter(|&i| overlaps(i, covered))
+        .collect();
+    let (Some(&first), Some(&last)) = (name_words.first(), name_words.last()) else {
+        return Vec::new();
+    };
+    let flag = |list: &[bool], i: usize| list.get(i).copied().unwrap_or(false);
+    (first + 1..=last + 1)
+        .filter(|&i| {
+            let Some(word) = card.words.get(i) else {
+                return false;
+            };
+            card.roles.get(i).is_some_and(|r| *r == WordRole::Other)
+                && !overlaps(i, covered)
+                && !overlaps(i, &named)
+                && !flag(&card.gift, i)
+                && !flag(&card.bundled, i)
+                && !flag(&card.bracketed, i)
+                && word.chars().count() >= MIN_CHARS
+                && !word.chars().any(|c| c.is_ascii_digit())
+                && !vocabulary_word(lexicon, word)
+                && !lexicon.is_descriptor(word)
+                && !query.text().contains_key(word)
+        })
+        .filter_map(|i| card.words.get(i).cloned())
+        .collect()
+}
+
+/// Per card of the page: the line word it carries and the cards that hold the name
+/// without it (rules 2 and 3 of the module docs), or `None`.
+pub(super) fn line_words(seen: &[Seen]) -> Vec<Option<(String, Vec<usize>)>> {
+    let accepted: Vec<usize> = (0..seen.len())
+        .filter(|&i| seen.get(i).is_some_and(|s| s.verdict.same))
+        .collect();
+    let holds = |j: usize, word: &str| {
+        seen.get(j)
+            .and_then(|s| s.text.as_ref())
+            .is_some_and(|t| t.contains_key(word))
+    };
+    (0..seen.len())
+        .map(|i| {
+            if accepted.len() < 2 || !accepted.contains(&i) {
+                return None;
+            }
+            seen.get(i)?.added.iter().find_map(|word| {
+                let lacking: Vec<usize> = accepted
+                    .iter()
+                    .copied()
+                    .filter(|&j| j != i && !holds(j, word))
+                    .collect();
+                let carriers = accepted.len() - lacking.len();
+                (!lacking.is_empty() && carriers * 2 <= accepted.len())
+                    .then(|| (word.clone(), lacking))
+            })
+        })
+        .collect()
+}
