@@ -67,6 +67,8 @@ struct Words {
     #[serde(default)]
     descriptors: Vec<String>,
     #[serde(default)]
+    compatibility: Vec<String>,
+    #[serde(default)]
     remove: Option<RemovalsFile>,
     #[serde(default)]
     units: UnitsFile,
@@ -90,6 +92,8 @@ struct RemovalsFile {
     brands: Vec<String>,
     #[serde(default)]
     descriptors: Vec<String>,
+    #[serde(default)]
+    compatibility: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -304,6 +308,7 @@ fn to_wire(name: &str, prefix: &str, words: Words) -> Result<pb::Vocabulary, Voc
         units,
         brands: words.brands,
         descriptors: words.descriptors,
+        compatibility: words.compatibility,
         remove: words.remove.map(|r| pb::VocabularyRemovals {
             stopwords: r.stopwords,
             accessories: r.accessories,
@@ -311,6 +316,7 @@ fn to_wire(name: &str, prefix: &str, words: Words) -> Result<pb::Vocabulary, Voc
             assortments: r.assortments,
             brands: r.brands,
             descriptors: r.descriptors,
+            compatibility: r.compatibility,
         }),
     })
 }
@@ -376,6 +382,8 @@ pub struct Lexicon {
     pub brands: Vec<Form>,
     /// Words that describe without changing what is sold (never a line word).
     descriptors: HashSet<String>,
+    /// Accessory words that say what an item works with.
+    compatibility: HashSet<String>,
     assortment_counters: HashSet<String>,
     /// Alias key → its group's keys (every spelling, itself included).
     aliases: HashMap<String, Arc<[String]>>,
@@ -434,6 +442,7 @@ impl Lexicon {
             assortments: Vec::new(),
             brands: Vec::new(),
             descriptors: HashSet::new(),
+            compatibility: HashSet::new(),
             assortment_counters: HashSet::new(),
             aliases: HashMap::new(),
             kinds: Vec::new(),
@@ -476,6 +485,10 @@ impl Lexicon {
         for (i, w) in v.descriptors.iter().enumerate() {
             let f = form(format!("descriptors[{i}]"), w)?;
             self.descriptors.insert(f.key);
+        }
+        for (i, w) in v.compatibility.iter().enumerate() {
+            let f = form(format!("compatibility[{i}]"), w)?;
+            self.compatibility.insert(f.key);
         }
         for (i, w) in v.assortment_counters.iter().enumerate() {
             let f = form(format!("assortment_counters[{i}]"), w)?;
@@ -639,6 +652,9 @@ impl Lexicon {
         for key in keys(&r.descriptors, "descriptors")? {
             self.descriptors.remove(&key);
         }
+        for key in keys(&r.compatibility, "compatibility")? {
+            self.compatibility.remove(&key);
+        }
         for (list, field, target) in [
             (&r.accessories, "accessories", &mut self.accessories),
             (&r.gifts, "gifts", &mut self.gifts),
@@ -649,6 +665,12 @@ impl Lexicon {
             target.retain(|f| !gone.contains(&f.key));
         }
         Ok(())
+    }
+
+    /// Whether a normalised accessory word says what an item works with (`호환`).
+    #[must_use]
+    pub fn is_compatibility(&self, key: &str) -> bool {
+        self.compatibility.contains(key)
     }
 
     /// Whether a normalised word describes a product without changing what is sold.

@@ -14,8 +14,10 @@
 //!    kind of thing it is), not in square brackets (seller tags), no digits, two or more
 //!    characters.
 //! 2. An added word is a **line word** when some accepted cards hold the name without it,
-//!    and at most half of the accepted cards carry it: the plain product is what most
-//!    sellers list.
+//!    at most half of the accepted cards carry it (the plain product is what most sellers
+//!    list), and no card of another product on the page carries it (a word other
+//!    products share says what kind of thing it is: `건전지`, `구강청결제`). A counter
+//!    glued to a number (`3세대`, `100사이즈`) is the number's.
 //! 3. A card carrying a line word is rejected ([`Reason::LineWord`](super::Reason), naming
 //!    the word and the cards without it). With a single accepted card there is nothing to
 //!    contrast: the per-card rules and the vocabulary decide alone.
@@ -25,7 +27,7 @@
 
 use super::quantity::WordRole;
 use super::tokens::{Span, Text};
-use super::{ProductQuery, Seen, variants, vocabulary_word};
+use super::{ProductQuery, Reason, Seen, variants, vocabulary_word};
 
 /// Shortest added word, in characters.
 const MIN_CHARS: usize = 2;
@@ -67,6 +69,11 @@ pub(super) fn added_words(query: &ProductQuery, card: &Text, covered: &[Span]) -
                 && !vocabulary_word(lexicon, word)
                 && !lexicon.is_descriptor(word)
                 && !query.text().contains_key(word)
+                // A counter glued to a number (`3세대`, `100사이즈`) belongs to it.
+                && !i
+                    .checked_sub(1)
+                    .and_then(|p| card.words.get(p))
+                    .is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()))
         })
         .filter_map(|i| card.words.get(i).cloned())
         .collect()
@@ -83,6 +90,18 @@ pub(super) fn line_words(seen: &[Seen]) -> Vec<Option<(String, Vec<usize>)>> {
             .and_then(|s| s.text.as_ref())
             .is_some_and(|t| t.contains_key(word))
     };
+    // Cards of other products (they do not hold the name): a word they carry too says
+    // what kind of thing this is (`건전지`, `구강청결제`), not which line.
+    let others: Vec<usize> = (0..seen.len())
+        .filter(|&j| {
+            seen.get(j).is_some_and(|s| {
+                matches!(
+                    s.verdict.reason,
+                    Reason::LowTokenOverlap | Reason::OtherBrand { .. } | Reason::OtherName { .. }
+                )
+            })
+        })
+        .collect();
     (0..seen.len())
         .map(|i| {
             if accepted.len() < 2 || !accepted.contains(&i) {
@@ -95,7 +114,8 @@ pub(super) fn line_words(seen: &[Seen]) -> Vec<Option<(String, Vec<usize>)>> {
                     .filter(|&j| j != i && !holds(j, word))
                     .collect();
                 let carriers = accepted.len() - lacking.len();
-                (!lacking.is_empty() && carriers * 2 <= accepted.len())
+                let generic = others.iter().any(|&j| holds(j, word));
+                (!lacking.is_empty() && carriers * 2 <= accepted.len() && !generic)
                     .then(|| (word.clone(), lacking))
             })
         })

@@ -515,7 +515,11 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     let accessory = lexicon
         .accessories
         .iter()
-        .find(|f| find_form(&fragments, f, true).is_some() && !in_query(f))
+        .find(|f| {
+            find_form(&fragments, f, true).is_some_and(|span| {
+                !in_query(f) && attaches_to_query(query, &card, &covered, &f.key, span)
+            })
+        })
         .map(|f| f.key.clone());
     let assortment = lexicon
         .assortments
@@ -671,6 +675,54 @@ fn bundled_part(query: &ProductQuery, card: &Text) -> Option<String> {
 fn one_edit_apart(a: &str, b: &str) -> bool {
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
     a.len() == b.len() && a.iter().zip(&b).filter(|(x, y)| x != y).count() <= 1
+}
+
+/// Whether an accessory word found at `span` is about the query's product. A
+/// compatibility word (`호환`, `전용`, `for`: the vocabulary's `compatibility` list) says
+/// what the card's item works with: the word before it (`스위치 호환`), or after it for a
+/// Latin one (`for iPhone`). When that word is another product's — not a word of the
+/// query — the card's item is the query's product, made to work with that other one
+/// (`샌디스크 마이크로SD 256GB (닌텐도 스위치 호환)`), so the word vetoes nothing. Any other
+/// accessory word, and a compatibility word with nothing beside it, is about the query's
+/// product.
+fn attaches_to_query(
+    query: &ProductQuery,
+    card: &Text,
+    covered: &[Span],
+    key: &str,
+    span: Span,
+) -> bool {
+    if !query.lexicon().is_compatibility(key) {
+        return true;
+    }
+    let spans = card.word_spans();
+    let Some(at) = spans.iter().position(|&(s, e)| s <= span.0 && span.0 < e) else {
+        return true;
+    };
+    let latin = tokens::is_latin(key);
+    let neighbour = if latin {
+        Some(at + 1)
+    } else if spans.get(at).is_some_and(|&(s, _)| s < span.0) {
+        // Glued to the word it qualifies (`스위치호환`): that word is this one.
+        Some(at)
+    } else {
+        at.checked_sub(1)
+    };
+    let Some(neighbour) = neighbour.filter(|&i| i < card.words.len()) else {
+        return true;
+    };
+    let is_covered = spans
+        .get(neighbour)
+        .is_some_and(|&(s, e)| covered.iter().any(|&(cs, ce)| cs < e && s < ce))
+        || card
+            .words
+            .get(neighbour)
+            .is_some_and(|w| query.text().contains_key(w));
+    let ordinary = card
+        .roles
+        .get(neighbour)
+        .is_some_and(|r| *r == quantity::WordRole::Other);
+    is_covered || !ordinary
 }
 
 /// Whether a card word is one of the vocabulary's: filler, a brand, a spelling with

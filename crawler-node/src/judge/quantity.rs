@@ -318,9 +318,94 @@ enum Item {
     Break,
 }
 
+/// Length units that end a dimension (`30 x 40 cm`, `30*40cm`, `1.2 x 2 m`).
+const LENGTH_UNITS: [&str; 8] = ["mm", "cm", "m", "inch", "in", "인치", "센치", "센티"];
+
+/// Whether a word (hyphens removed) is a glued dimension (`30x40cm`, `1.2x2m`).
+pub(super) fn is_dimension(word: &str) -> bool {
+    let words = [word];
+    dimension_words(&words).first().copied().unwrap_or(false)
+}
+
+/// Marks the words of dimensions: numbers joined by `x` marks whose last number carries
+/// (or is followed by) a length unit. A dimension is a size written with separators,
+/// never a count (`30 x 40 cm` is not 1,200 pieces); its words stay ordinary words, so a
+/// query's dimension must be the card's, digit for digit, however it is spaced.
+fn dimension_words(words: &[&str]) -> Vec<bool> {
+    let number = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit() || c == '.');
+    let with_length = |w: &str| {
+        LENGTH_UNITS
+            .iter()
+            .any(|u| w.strip_suffix(u).is_some_and(number))
+    };
+    // `30x40` glued: numbers joined by `x` in one word.
+    let glued = |w: &str| {
+        let parts: Vec<&str> = w.split('x').collect();
+        parts.len() >= 2
+            && parts
+                .iter()
+                .enumerate()
+                .all(|(i, p)| number(p) || (i + 1 == parts.len() && with_length(p)))
+    };
+    let mut marks = vec![false; words.len()];
+    for (i, w) in words.iter().enumerate() {
+        let glued_unit = w.split('x').last().is_some_and(with_length);
+        let unit_after = words.get(i + 1).is_some_and(|n| LENGTH_UNITS.contains(n));
+        if glued(w) && (glued_unit || unit_after) {
+            if let Some(m) = marks.get_mut(i) {
+                *m = true;
+            }
+            if unit_after && let Some(m) = marks.get_mut(i + 1) {
+                *m = true;
+            }
+        }
+    }
+    let mut start = 0;
+    while start < words.len() {
+        let mut end = start;
+        let mut marks_seen = 0;
+        // num (x num)+ [unit] or num (x num)* x num+unit
+        if words.get(start).is_some_and(|w| number(w)) {
+            end = start + 1;
+            while words.get(end) == Some(&"x")
+                && words
+                    .get(end + 1)
+                    .is_some_and(|w| number(w) || with_length(w))
+            {
+                marks_seen += 1;
+                end += 2;
+                if words.get(end - 1).is_some_and(|w| with_length(w)) {
+                    break;
+                }
+            }
+        }
+        let last = end.checked_sub(1).and_then(|i| words.get(i)).copied();
+        let unit_after = words.get(end).is_some_and(|w| LENGTH_UNITS.contains(w));
+        if marks_seen > 0 && (last.is_some_and(with_length) || unit_after) {
+            let stop = if unit_after { end + 1 } else { end };
+            marks
+                .iter_mut()
+                .take(stop)
+                .skip(start)
+                .for_each(|m| *m = true);
+            start = stop;
+        } else {
+            start += 1;
+        }
+    }
+    marks
+}
+
 /// Parses the words of a normalised title with `lexicon`'s units.
 pub(super) fn parse_words(words: &[&str], lexicon: &Lexicon) -> Parsed {
-    let lexemes = lex_words(words, lexicon);
+    let dimension = dimension_words(words);
+    // NB: a dimension's words are read as ordinary words (`_` is none of the units).
+    let read: Vec<&str> = words
+        .iter()
+        .zip(&dimension)
+        .map(|(w, d)| if *d { "_" } else { *w })
+        .collect();
+    let lexemes = lex_words(&read, lexicon);
     let items = build_items(&lexemes);
     let mut consumed = vec![false; lexemes.len()];
     let quantity = combine(&items, &mut consumed);

@@ -363,7 +363,9 @@ impl ProductQuery {
 }
 
 pub(super) fn is_full_code(key: &str) -> bool {
-    key.chars().count() >= FULL_CODE_LEN
+    // A dimension (`30x40cm`) names a size, not a product.
+    !super::quantity::is_dimension(key)
+        && key.chars().count() >= FULL_CODE_LEN
         && key.chars().any(|c| c.is_ascii_alphabetic())
         && key.chars().any(|c| c.is_ascii_digit())
 }

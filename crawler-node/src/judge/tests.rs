@@ -658,3 +658,45 @@ fn a_gtin_on_both_sides_settles_the_wording() {
         ]
     );
 }
+
+/// Every spelling of a dimension, generated: separators, spacing and the unit's place.
+fn dimension_spellings(a: &str, b: &str, unit: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for mark in ["x", "X", "*", "×", "✕"] {
+        for space in ["", " "] {
+            for unit_space in ["", " "] {
+                out.push(format!("{a}{space}{mark}{space}{b}{unit_space}{unit}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn dimensions_match_in_every_spelling_and_never_as_counts() {
+    for (a, b, unit) in [("30", "40", "cm"), ("1.2", "2", "m"), ("50", "90", "mm")] {
+        let spellings = dimension_spellings(a, b, unit);
+        for wanted in &spellings {
+            let query = must_query(&format!("무지 면 수건 {wanted}"));
+            assert!(
+                query.quantity().is_unstated(),
+                "{wanted:?} read as an amount: {}",
+                query.quantity()
+            );
+            for found in &spellings {
+                let title = format!("[무료배송] 무지 면 수건 {found} 호텔수건");
+                let verdict = judge(&query, &title);
+                assert!(verdict.same, "{wanted:?} vs {found:?}: {verdict:?}");
+            }
+            // Another size, and the same digits split another way, are other products.
+            for other in [
+                format!("무지 면 수건 {b}x{a}0{unit}"),
+                format!("무지 면 수건 {a}{b}{unit}"),
+                format!("무지 면 수건 {a}x{b}0{unit}"),
+            ] {
+                let verdict = judge(&query, &other);
+                assert!(!verdict.same, "{wanted:?} vs {other:?}: {verdict:?}");
+            }
+        }
+    }
+}
