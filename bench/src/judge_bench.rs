@@ -48,6 +48,10 @@ use lps_crawler_node::judge::{
 /// The corpus's tuning part, relative to this crate.
 const CORPUS: &str = "judge/corpus.tsv";
 
+/// The corpus's development part (tuning side: a blind set whose errors were read),
+/// relative to this crate.
+const DEV_PART: &str = "judge/dev.tsv";
+
 /// The corpus's test part (held out), relative to this crate.
 const TEST_PART: &str = "judge/test.tsv";
 
@@ -287,6 +291,7 @@ fn main() -> anyhow::Result<()> {
         Some(path) => vec![(path.clone(), Part::Given)],
         None => vec![
             (crate_dir.join(CORPUS), Part::Tuning),
+            (crate_dir.join(DEV_PART), Part::Tuning),
             (crate_dir.join(TEST_PART), Part::Test),
         ],
     };
@@ -334,7 +339,7 @@ fn main() -> anyhow::Result<()> {
 /// Which part of the corpus a file is (see `bench/judge/README.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Part {
-    /// `corpus.tsv`: the cases the rules were written against.
+    /// `corpus.tsv` and `dev.tsv`: the cases the rules were written against.
     Tuning,
     /// `test.tsv`: held out, written before the rules it measures.
     Test,

@@ -69,6 +69,8 @@ struct Words {
     #[serde(default)]
     compatibility: Vec<String>,
     #[serde(default)]
+    ordinals: Vec<String>,
+    #[serde(default)]
     remove: Option<RemovalsFile>,
     #[serde(default)]
     units: UnitsFile,
@@ -309,6 +311,7 @@ fn to_wire(name: &str, prefix: &str, words: Words) -> Result<pb::Vocabulary, Voc
         brands: words.brands,
         descriptors: words.descriptors,
         compatibility: words.compatibility,
+        ordinals: words.ordinals,
         remove: words.remove.map(|r| pb::VocabularyRemovals {
             stopwords: r.stopwords,
             accessories: r.accessories,
@@ -384,6 +387,8 @@ pub struct Lexicon {
     descriptors: HashSet<String>,
     /// Accessory words that say what an item works with.
     compatibility: HashSet<String>,
+    /// Words that make a number a grade or an edition (`단계`).
+    ordinals: HashSet<String>,
     assortment_counters: HashSet<String>,
     /// Alias key → its group's keys (every spelling, itself included).
     aliases: HashMap<String, Arc<[String]>>,
@@ -443,6 +448,7 @@ impl Lexicon {
             brands: Vec::new(),
             descriptors: HashSet::new(),
             compatibility: HashSet::new(),
+            ordinals: HashSet::new(),
             assortment_counters: HashSet::new(),
             aliases: HashMap::new(),
             kinds: Vec::new(),
@@ -489,6 +495,13 @@ impl Lexicon {
         for (i, w) in v.compatibility.iter().enumerate() {
             let f = form(format!("compatibility[{i}]"), w)?;
             self.compatibility.insert(f.key);
+        }
+        for (i, w) in v.ordinals.iter().enumerate() {
+            let f = form(format!("ordinals[{i}]"), w)?;
+            if !f.key.chars().all(is_hangul) {
+                return Err(err(format!("ordinals[{i}]"), "must be a Hangul word"));
+            }
+            self.ordinals.insert(f.key);
         }
         for (i, w) in v.assortment_counters.iter().enumerate() {
             let f = form(format!("assortment_counters[{i}]"), w)?;
@@ -665,6 +678,26 @@ impl Lexicon {
             target.retain(|f| !gone.contains(&f.key));
         }
         Ok(())
+    }
+
+    /// The stem of a Hangul word glued to a compatibility word (`닌텐도스위치호환` →
+    /// `닌텐도스위치`), if it is one.
+    #[must_use]
+    pub fn compatibility_stem<'w>(&self, word: &'w str) -> Option<&'w str> {
+        if !word.chars().all(is_hangul) {
+            return None;
+        }
+        self.compatibility
+            .iter()
+            .filter(|c| c.chars().all(is_hangul))
+            .find_map(|c| word.strip_suffix(c.as_str()))
+            .filter(|stem| stem.chars().count() >= 2)
+    }
+
+    /// Whether a normalised word makes the number before it a grade (`단계`).
+    #[must_use]
+    pub fn is_ordinal(&self, key: &str) -> bool {
+        self.ordinals.contains(key)
     }
 
     /// Whether a normalised accessory word says what an item works with (`호환`).

@@ -8,7 +8,10 @@
 //! at the page:
 //! 1. For each card the rules accept, its **added words** are the ordinary words it has
 //!    inside the name (between the first and last word of the query it holds) or right
-//!    after it, before any amount: not the query's, not filler, brands, aliases, accessory,
+//!    after it when that word ends the name phrase (an amount, a bracket, a query or
+//!    variant word or the title's end follows it; a word followed by more words of its own
+//!    starts a description: `자동차 장난감 조립 블록`): not the query's nor a spelling of
+//!    one in the other script, not filler, brands, aliases, accessory,
 //!    assortment or gift words, not a variant value (a colour when the query names none is
 //!    the product), not a vocabulary **descriptor** (`사료`, `대용량`: words that say what
 //!    kind of thing it is), not in square brackets (seller tags), no digits, two or more
@@ -27,7 +30,7 @@
 
 use super::quantity::WordRole;
 use super::tokens::{Span, Text};
-use super::{ProductQuery, Reason, Seen, variants, vocabulary_word};
+use super::{ProductQuery, Reason, Seen, translit, variants, vocabulary_word};
 
 /// Shortest added word, in characters.
 const MIN_CHARS: usize = 2;
@@ -53,8 +56,32 @@ pub(super) fn added_words(query: &ProductQuery, card: &Text, covered: &[Span]) -
         return Vec::new();
     };
     let flag = |list: &[bool], i: usize| list.get(i).copied().unwrap_or(false);
+    // A word after the name ends the name phrase only when what follows it is an amount,
+    // a bracket, the query's or a variant's word, or the end: a word followed by more
+    // words of its own starts a description (`자동차 장난감 조립 블록`).
+    let ends_name = |i: usize| {
+        i + 1 >= card.words.len()
+            || card.roles.get(i + 1).is_some_and(|r| *r != WordRole::Other)
+            || flag(&card.bracketed, i + 1)
+            || overlaps(i + 1, covered)
+            || overlaps(i + 1, &named)
+    };
+    // A word spelling one of the query's in the other script is the name (`Azodyl` for
+    // `아조딜`).
+    let spells_query_word = |word: &str| {
+        query.name_tokens().any(|t| {
+            if translit::is_hangul_word(t) {
+                translit::same_name(t, word)
+            } else {
+                translit::same_name(word, t)
+            }
+        })
+    };
     (first + 1..=last + 1)
         .filter(|&i| {
+            if i == last + 1 && !ends_name(i) {
+                return false;
+            }
             let Some(word) = card.words.get(i) else {
                 return false;
             };
@@ -69,6 +96,7 @@ pub(super) fn added_words(query: &ProductQuery, card: &Text, covered: &[Span]) -
                 && !vocabulary_word(lexicon, word)
                 && !lexicon.is_descriptor(word)
                 && !query.text().contains_key(word)
+                && !spells_query_word(word)
                 // A counter glued to a number (`3세대`, `100사이즈`) belongs to it.
                 && !i
                     .checked_sub(1)

@@ -503,11 +503,15 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
         ratio(name_found, name_total)
     };
 
+    // What the card says its item works with (`… (닌텐도 스위치 호환)`) is another
+    // product's name: no word of it is this card's accessory, variant or line word.
+    let covered_name = covered.clone();
+    covered.extend(compatibility_phrases(query, &card, &covered_name));
     let fragments = card.fragments(&covered, true);
     let substituted = if code_identifies {
         None
     } else {
-        substitution(query, &card, &covered, &missing_names)
+        substitution(query, &card, &covered_name, &missing_names)
     };
     let query_fragments = query.text().fragments(&[], false);
     let in_query =
@@ -515,11 +519,7 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     let accessory = lexicon
         .accessories
         .iter()
-        .find(|f| {
-            find_form(&fragments, f, true).is_some_and(|span| {
-                !in_query(f) && attaches_to_query(query, &card, &covered, &f.key, span)
-            })
-        })
+        .find(|f| find_form(&fragments, f, true).is_some() && !in_query(f))
         .map(|f| f.key.clone());
     let assortment = lexicon
         .assortments
@@ -677,52 +677,90 @@ fn one_edit_apart(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.iter().zip(&b).filter(|(x, y)| x != y).count() <= 1
 }
 
-/// Whether an accessory word found at `span` is about the query's product. A
-/// compatibility word (`호환`, `전용`, `for`: the vocabulary's `compatibility` list) says
-/// what the card's item works with: the word before it (`스위치 호환`), or after it for a
-/// Latin one (`for iPhone`). When that word is another product's — not a word of the
-/// query — the card's item is the query's product, made to work with that other one
-/// (`샌디스크 마이크로SD 256GB (닌텐도 스위치 호환)`), so the word vetoes nothing. Any other
-/// accessory word, and a compatibility word with nothing beside it, is about the query's
-/// product.
-fn attaches_to_query(
-    query: &ProductQuery,
-    card: &Text,
-    covered: &[Span],
-    key: &str,
-    span: Span,
-) -> bool {
-    if !query.lexicon().is_compatibility(key) {
-        return true;
-    }
+/// The spans of the phrases in which a card says what its item works with: a
+/// compatibility word (`호환`, `전용`, `for`: the vocabulary's `compatibility` list) with the
+/// words it qualifies — before it back to the name (`스위치 호환`, `오피스젯 프로 8710
+/// 호환`), or after it for a Latin one (`for iPhone 15`) — when those words are another
+/// product's: no word of the query, and no variant or plain word of the product's own
+/// (`WiFi전용` says which model it is). Such a card is the query's product, made to work
+/// with another (`샌디스크 마이크로SD 256GB (닌텐도 스위치 호환)`); a compatibility word that
+/// qualifies the query's own words (`갤럭시 S24 호환 케이스`) stays an accessory word.
+fn compatibility_phrases(query: &ProductQuery, card: &Text, covered: &[Span]) -> Vec<Span> {
+    let lexicon = query.lexicon();
     let spans = card.word_spans();
-    let Some(at) = spans.iter().position(|&(s, e)| s <= span.0 && span.0 < e) else {
-        return true;
+    let overlaps = |i: usize, set: &[Span]| {
+        spans
+            .get(i)
+            .is_some_and(|&(s, e)| e > s && set.iter().any(|&(a, b)| a < e && s < b))
     };
-    let latin = tokens::is_latin(key);
-    let neighbour = if latin {
-        Some(at + 1)
-    } else if spans.get(at).is_some_and(|&(s, _)| s < span.0) {
-        // Glued to the word it qualifies (`스위치호환`): that word is this one.
-        Some(at)
-    } else {
-        at.checked_sub(1)
+    let of_query = |i: usize| {
+        overlaps(i, covered)
+            || card
+                .words
+                .get(i)
+                .is_some_and(|w| query.text().contains_key(w))
     };
-    let Some(neighbour) = neighbour.filter(|&i| i < card.words.len()) else {
-        return true;
+    // A plain-product word (`WiFi` in `WiFi 전용`: the Wi-Fi-only model) is the product's.
+    let own_variant = |i: usize| card.words.get(i).is_some_and(|w| query.is_plain_word(w));
+    let ordinary = |i: usize| {
+        card.roles
+            .get(i)
+            .is_some_and(|r| *r == quantity::WordRole::Other)
     };
-    let is_covered = spans
-        .get(neighbour)
-        .is_some_and(|&(s, e)| covered.iter().any(|&(cs, ce)| cs < e && s < ce))
-        || card
-            .words
-            .get(neighbour)
-            .is_some_and(|w| query.text().contains_key(w));
-    let ordinary = card
-        .roles
-        .get(neighbour)
-        .is_some_and(|r| *r == quantity::WordRole::Other);
-    is_covered || !ordinary
+    let has_digit = |i: usize| {
+        card.words
+            .get(i)
+            .is_some_and(|w| w.chars().any(|c| c.is_ascii_digit()))
+    };
+    // A word of another product's name: not the query's, an ordinary word or a number.
+    let foreign = |i: usize| !of_query(i) && (ordinary(i) || has_digit(i));
+    let mut out = Vec::new();
+    for (at, word) in card.words.iter().enumerate() {
+        if let Some(stem) = lexicon.compatibility_stem(word) {
+            // Glued to what it qualifies (`닌텐도스위치호환`).
+            if !query.text().contains_key(stem)
+                && let Some(&span) = spans.get(at)
+            {
+                out.push(span);
+            }
+            continue;
+        }
+        if !lexicon.is_compatibility(word) {
+            continue;
+        }
+        let latin = tokens::is_latin(word);
+        let neighbour = if latin {
+            Some(at + 1)
+        } else {
+            at.checked_sub(1)
+        };
+        let Some(neighbour) = neighbour.filter(|&i| i < card.words.len()) else {
+            continue;
+        };
+        if own_variant(neighbour) {
+            // `WiFi 전용`: the product's own model, not a second product.
+            if let Some(&span) = spans.get(at) {
+                out.push(span);
+            }
+            continue;
+        }
+        if !foreign(neighbour) {
+            continue;
+        }
+        let phrase: Vec<usize> = if latin {
+            (at + 1..card.words.len())
+                .take_while(|&i| foreign(i))
+                .collect()
+        } else {
+            (0..at).rev().take_while(|&i| foreign(i)).collect()
+        };
+        for i in phrase.into_iter().chain(std::iter::once(at)) {
+            if let Some(&span) = spans.get(i) {
+                out.push(span);
+            }
+        }
+    }
+    out
 }
 
 /// Whether a card word is one of the vocabulary's: filler, a brand, a spelling with

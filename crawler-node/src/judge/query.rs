@@ -127,8 +127,32 @@ impl ProductQuery {
         }
         let word_spans = text.word_spans();
         let mut tokens: Vec<QueryToken> = Vec::new();
+        let mut skip = None;
         for (index, (word, role)) in text.words.iter().zip(&text.roles).enumerate() {
-            if *role != WordRole::Other {
+            if *role != WordRole::Other || skip == Some(index) {
+                continue;
+            }
+            // A number and the ordinal after it are one grade token (`2단계`).
+            let ordinal = text
+                .words
+                .get(index + 1)
+                .filter(|next| word.chars().all(|c| c.is_ascii_digit()) && lexicon.is_ordinal(next))
+                .filter(|_| {
+                    text.roles
+                        .get(index + 1)
+                        .is_some_and(|r| *r == WordRole::Other)
+                });
+            if let Some(next) = ordinal {
+                skip = Some(index + 1);
+                let key = format!("{word}{next}");
+                if !tokens.iter().any(|t| t.key == key) {
+                    tokens.push(QueryToken {
+                        kind: TokenKind::Model,
+                        display: key.clone(),
+                        key,
+                        variant: false,
+                    });
+                }
                 continue;
             }
             let Some(mut token) = classify(word, &lexicon) else {

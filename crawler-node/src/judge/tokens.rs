@@ -142,7 +142,8 @@ impl Text {
         if key.is_empty() {
             return Vec::new();
         }
-        if is_latin(key) {
+        // Keys with a digit (`s24`, `2단계`) are found on whole pieces, never inside one.
+        if is_latin(key) || key.chars().any(|c| c.is_ascii_digit()) {
             (0..self.pieces.len())
                 .filter_map(|start| self.run_at(start, key))
                 .collect()
