@@ -83,6 +83,7 @@
 
 mod contrast;
 mod gtin;
+mod numbers;
 mod quantity;
 mod query;
 mod rounds;
@@ -488,6 +489,8 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     if !substantive {
         name_total = name_total.saturating_add(missing_brands);
     }
+    // A number written in another shape (`245/45R18` as `245 45 18` or `2454518`).
+    missing.retain(|t| !numbers::shape_found(query, &card, &t.key));
     let score = if gtin_same { 1.0 } else { ratio(found, total) };
     let missing_model = if gtin_same {
         None
@@ -607,6 +610,12 @@ struct Seen {
 /// Characters from which a name word left out between its neighbours marks another line
 /// (see [`substitution`]).
 const OMITTED_NAME: usize = 3;
+
+/// A name word left out between its neighbours marks another line only when it carries at
+/// least a quarter of the name's weight: a family word among many (`지포스` of `이엠텍
+/// 지포스 RTX 4060 STORM X Dual OC`) is what titles drop, a distinctive one
+/// (`프로글라이드` of `퓨전5 프로글라이드 면도날`) is the line.
+const OMITTED_SHARE_DENOMINATOR: u32 = 4;
 
 /// Pure numbers of this many digits or more (`265`, `100`: a shoe or clothing size) stay
 /// required when a full model code identified the card.
@@ -806,6 +815,11 @@ fn substitution(
             .is_some_and(|&(s, e)| covered.iter().any(|&(cs, ce)| cs < e && s < ce))
     };
     let tokens = query.tokens();
+    let name_weight: u32 = query
+        .tokens_of(TokenKind::Name)
+        .filter(|t| !t.variant)
+        .map(|t| weight(&t.key))
+        .sum();
     // Card word index of each found token: the first word its spans touch.
     let located: Vec<Option<usize>> = tokens
         .iter()
@@ -845,6 +859,7 @@ fn substitution(
             && a == b + 1
             && m.key.chars().count() >= OMITTED_NAME
             && !m.key.chars().any(|c| c.is_ascii_digit())
+            && weight(&m.key) * OMITTED_SHARE_DENOMINATOR >= name_weight
         {
             return Some((m.display.clone(), String::new()));
         }

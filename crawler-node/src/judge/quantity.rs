@@ -439,6 +439,10 @@ fn lex_word(text: &str, lexicon: &Lexicon) -> Vec<Lex> {
     }
     // A hyphenated word is a quantity only when every part is one (`2l-12`); otherwise it
     // is a code (`sm-x710`, not `sm` and `× 710`).
+    // A unit letter between two numbers (`45r18`, `0w30`) is a code's, not an amount.
+    if glued_between_numbers(text) {
+        return vec![Lex::Word];
+    }
     let mut out = Vec::new();
     for part in text.split('-').filter(|p| !p.is_empty()) {
         match lex_latin_part(part, lexicon) {
@@ -447,6 +451,26 @@ fn lex_word(text: &str, lexicon: &Lexicon) -> Vec<Lex> {
         }
     }
     out
+}
+
+/// Whether a word is a number, one or two letters other than `x`, and a number
+/// (`45r18`, `0w30`): a tyre size or an oil grade.
+fn glued_between_numbers(text: &str) -> bool {
+    let chars: Vec<char> = text.chars().collect();
+    let Some(start) = chars.iter().position(char::is_ascii_alphabetic) else {
+        return false;
+    };
+    let end = chars[start..]
+        .iter()
+        .position(|c| !c.is_ascii_alphabetic())
+        .map_or(chars.len(), |n| start + n);
+    let letters = &chars[start..end];
+    start > 0
+        && end < chars.len()
+        && letters.len() <= 2
+        && !letters.contains(&'x')
+        && chars[..start].iter().all(char::is_ascii_digit)
+        && chars[end..].iter().all(char::is_ascii_digit)
 }
 
 fn hangul_word(text: &str, lexicon: &Lexicon) -> Lex {

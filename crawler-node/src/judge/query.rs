@@ -36,6 +36,9 @@ use super::variants::{PLAIN, named_values};
 /// full model code.
 pub(super) const FULL_CODE_LEN: usize = 6;
 
+/// Digits from which a pure number is a product number (`42151`), a full code too.
+pub(super) const PRODUCT_NUMBER_LEN: usize = 5;
+
 /// Why a product name cannot be judged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QueryError {
@@ -388,10 +391,16 @@ impl ProductQuery {
 
 pub(super) fn is_full_code(key: &str) -> bool {
     // A dimension (`30x40cm`) names a size, not a product.
-    !super::quantity::is_dimension(key)
-        && key.chars().count() >= FULL_CODE_LEN
-        && key.chars().any(|c| c.is_ascii_alphabetic())
-        && key.chars().any(|c| c.is_ascii_digit())
+    if super::quantity::is_dimension(key) {
+        return false;
+    }
+    // A product number of five or more digits (a LEGO set, a catalog number).
+    let product_number =
+        key.chars().count() >= PRODUCT_NUMBER_LEN && key.chars().all(|c| c.is_ascii_digit());
+    product_number
+        || (key.chars().count() >= FULL_CODE_LEN
+            && key.chars().any(|c| c.is_ascii_alphabetic())
+            && key.chars().any(|c| c.is_ascii_digit()))
 }
 
 /// A Hangul name word ending in a variant value glued to a name of two or more syllables

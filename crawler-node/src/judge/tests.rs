@@ -688,11 +688,14 @@ fn dimensions_match_in_every_spelling_and_never_as_counts() {
                 let verdict = judge(&query, &title);
                 assert!(verdict.same, "{wanted:?} vs {found:?}: {verdict:?}");
             }
-            // Another size, and the same digits split another way, are other products.
+            // The digits run together are the same size; another size, and the same
+            // digits split another way, are other products.
+            let together = judge(&query, &format!("무지 면 수건 {a}{b}{unit}"));
+            assert!(together.same, "{wanted:?} run together: {together:?}");
             for other in [
                 format!("무지 면 수건 {b}x{a}0{unit}"),
-                format!("무지 면 수건 {a}{b}{unit}"),
                 format!("무지 면 수건 {a}x{b}0{unit}"),
+                format!("무지 면 수건 {a}0x{b}{unit}"),
             ] {
                 let verdict = judge(&query, &other);
                 assert!(!verdict.same, "{wanted:?} vs {other:?}: {verdict:?}");
