@@ -541,7 +541,13 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     let variant = if gtin_same {
         None
     } else {
-        variant_mismatch(query, &card, &fragments, code_identifies)
+        variant_mismatch(
+            query,
+            &card,
+            &fragments,
+            code_identifies,
+            description_tail(&card, &covered_name),
+        )
     };
     let quantity_agrees = query.quantity().agrees_with(&card.quantity);
 
@@ -617,15 +623,16 @@ const OMITTED_NAME: usize = 3;
 /// (`프로글라이드` of `퓨전5 프로글라이드 면도날`) is the line.
 const OMITTED_SHARE_DENOMINATOR: u32 = 4;
 
-/// Pure numbers of this many digits or more (`265`, `100`: a shoe or clothing size) stay
-/// required when a full model code identified the card.
+/// Pure numbers of this many digits (`265`, `100`: a shoe or clothing size) stay required
+/// when a full model code identified the card; longer ones (`2280`) are specifications the
+/// code settles.
 const SIZE_DIGITS: usize = 3;
 
 /// The first model token the card lacks that it must hold (rules in the module docs):
 /// - a full model code may be left out of a title that names no code at all (titles
 ///   often omit it), never replaced by another code;
 /// - when a full model code was found, the other tokens may be left out too (the code
-///   names the product), except sizes (pure numbers of [`SIZE_DIGITS`] or more).
+///   names the product), except sizes (pure numbers of [`SIZE_DIGITS`] digits).
 fn missing_model_token<'q>(
     query: &ProductQuery,
     card: &Text,
@@ -639,7 +646,7 @@ fn missing_model_token<'q>(
             return card_has_code;
         }
         if code_found && query.has_full_code() {
-            return pure_number && t.key.len() >= SIZE_DIGITS;
+            return pure_number && t.key.len() == SIZE_DIGITS;
         }
         true
     })
@@ -966,15 +973,22 @@ fn variant_mismatch(
     card: &Text,
     fragments: &[Fragment<'_>],
     code_identifies: bool,
+    tail: usize,
 ) -> Option<Reason> {
     let lexicon = query.lexicon();
     let named = variants::named_values(lexicon, fragments, true);
-    let _ = card;
     for (k, kind) in lexicon.kinds.iter().enumerate() {
         let asked = query.variants().get(k)?;
+        // Of a kind the query is silent on, a value in the description after the amount
+        // (`750ml 스프레이 욕실 세제`) says what the product is like, not which one it is;
+        // with a full model code found, the code says which one it is.
+        let silent_plain = asked.named.is_empty() && kind.silent == Silent::Plain;
         let mut card_values: Vec<usize> = named
             .iter()
             .filter(|(n, _)| n.kind == k && n.value != variants::PLAIN)
+            .filter(|(_, span)| {
+                !(silent_plain && (code_identifies || described(card, *span, tail)))
+            })
             .map(|(n, _)| n.value)
             .collect();
         card_values.dedup();
@@ -1018,6 +1032,56 @@ fn variant_mismatch(
         }
     }
     None
+}
+
+/// Whether a value at `span` is part of the card's description: at or after `tail`, and
+/// followed by another ordinary word (`스프레이 욕실 세제`); a value closing the title
+/// (`400ml 리필`) names the product.
+fn described(card: &Text, span: Span, tail: usize) -> bool {
+    if span.0 < tail {
+        return false;
+    }
+    let spans = card.word_spans();
+    let Some(last) = spans.iter().rposition(|&(s, e)| s < span.1 && span.0 < e) else {
+        return false;
+    };
+    card.roles
+        .get(last + 1)
+        .is_some_and(|r| *r == quantity::WordRole::Other)
+}
+
+/// Where a card's description begins (a byte offset of its compact text): the first
+/// ordinary word after the first amount that follows the name (`제거제 750ml 스프레이 욕실
+/// 세제` → `스프레이`); the end of the title when there is none.
+fn description_tail(card: &Text, covered: &[Span]) -> usize {
+    let spans = card.word_spans();
+    let end = card.compact().len();
+    let last_name = spans
+        .iter()
+        .rposition(|&(s, e)| e > s && covered.iter().any(|&(a, b)| a < e && s < b));
+    let Some(last_name) = last_name else {
+        return end;
+    };
+    let amount = (last_name + 1..card.words.len()).find(|&i| {
+        card.roles
+            .get(i)
+            .is_some_and(|r| *r != quantity::WordRole::Other)
+            && card
+                .words
+                .get(i)
+                .is_some_and(|w| w.chars().any(|c| c.is_ascii_digit()))
+    });
+    let Some(amount) = amount else {
+        return end;
+    };
+    (amount + 1..card.words.len())
+        .find(|&i| {
+            card.roles
+                .get(i)
+                .is_some_and(|r| *r == quantity::WordRole::Other)
+        })
+        .and_then(|i| spans.get(i))
+        .map_or(end, |&(s, _)| s)
 }
 
 /// Whether a value named with a leading number (`2세대`, `10세대`) is stood for by that
