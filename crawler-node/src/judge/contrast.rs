@@ -30,10 +30,17 @@
 
 use super::quantity::WordRole;
 use super::tokens::{Span, Text};
-use super::{ProductQuery, Reason, Seen, translit, variants, vocabulary_word};
+use super::{ProductQuery, Reason, Seen, spells_query_word, translit, variants, vocabulary_word};
 
 /// Shortest added word, in characters.
 const MIN_CHARS: usize = 2;
+
+/// Hangul words of three or more syllables ending in `용` (`캠핑용`, `차량용`, `가정용`)
+/// say what a product is for: a description, never a line (a usage the vocabulary lists,
+/// `업소용`, is a variant value and judged as one).
+fn says_use(word: &str) -> bool {
+    word.chars().count() >= 3 && word.ends_with('용') && translit::is_hangul_word(word)
+}
 
 /// The words a card adds next to the name (rule 1 of the module docs), given the spans its
 /// query words were found at.
@@ -66,17 +73,6 @@ pub(super) fn added_words(query: &ProductQuery, card: &Text, covered: &[Span]) -
             || overlaps(i + 1, covered)
             || overlaps(i + 1, &named)
     };
-    // A word spelling one of the query's in the other script is the name (`Azodyl` for
-    // `아조딜`).
-    let spells_query_word = |word: &str| {
-        query.name_tokens().any(|t| {
-            if translit::is_hangul_word(t) {
-                translit::same_name(t, word)
-            } else {
-                translit::same_name(word, t)
-            }
-        })
-    };
     (first + 1..=last + 1)
         .filter(|&i| {
             if i == last + 1 && !ends_name(i) {
@@ -95,8 +91,10 @@ pub(super) fn added_words(query: &ProductQuery, card: &Text, covered: &[Span]) -
                 && !word.chars().any(|c| c.is_ascii_digit())
                 && !vocabulary_word(lexicon, word)
                 && !lexicon.is_descriptor(word)
+                && !says_use(word)
                 && !query.text().contains_key(word)
-                && !spells_query_word(word)
+                // A spelling of one of the query's words (`Azodyl` for `아조딜`).
+                && !spells_query_word(query, word)
                 // A counter glued to a number (`3세대`, `100사이즈`) belongs to it.
                 && !i
                     .checked_sub(1)

@@ -779,6 +779,18 @@ fn compatibility_phrases(query: &ProductQuery, card: &Text, covered: &[Span]) ->
     out
 }
 
+/// Whether a card word spells one of the query's name words in the other script.
+fn spells_query_word(query: &ProductQuery, word: &str) -> bool {
+    let word = word.replace('-', "");
+    query.name_tokens().any(|t| {
+        if translit::is_hangul_word(t) {
+            translit::same_name(t, &word)
+        } else {
+            translit::same_name(&word, t)
+        }
+    })
+}
+
 /// Whether a card word is one of the vocabulary's: filler, a brand, a spelling with
 /// aliases, an accessory or an assortment word.
 fn vocabulary_word(lexicon: &Lexicon, w: &str) -> bool {
@@ -891,6 +903,8 @@ fn substitution(
                 && tokens::is_latin(w) != hangul
                 && !vocabulary_word(lexicon, w)
                 && !one_edit_apart(w, &m.key)
+                // A spelling of one of the query's words (`LACTO-FIT` for `락토핏`).
+                && !spells_query_word(query, w)
         });
         if let Some(i) = replacement {
             // A word the card adds at the very start or end, with the missing word's

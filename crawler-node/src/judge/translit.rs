@@ -284,9 +284,10 @@ pub(super) fn latin_sounds(word: &str) -> Vec<Sound> {
             ('c', n) if soft(n) => (Some(Sound::Sibilant), 1),
             ('g', n) if soft(n) => (Some(Sound::SoftG), 1),
             ('x', _) if i == 0 => (Some(Sound::SibilantOrAffricate), 1),
+            // `xx` is one `x` (`KIXX`, `킥스`).
             ('x', _) => {
                 out.push(Sound::Velar);
-                (Some(Sound::Sibilant), 1)
+                (Some(Sound::Sibilant), if next == Some('x') { 2 } else { 1 })
             }
             ('f', _) => (Some(Sound::F), 1),
             ('b' | 'p' | 'v', _) => (Some(Sound::Labial), 1),
@@ -479,7 +480,13 @@ pub(super) fn latin_spans(card: &Text, key: &str) -> Vec<Span> {
     if !is_hangul_word(key) {
         return Vec::new();
     }
-    let wanted = hangul_sounds(key);
+    // `앤` inside a name is `&`, which normalisation drops from the card (`캣앤키튼`,
+    // `Cat & Kitten`).
+    let without_and = key.replace('앤', "");
+    let mut wanted = vec![hangul_sounds(key)];
+    if without_and != key && without_and.chars().count() >= 2 {
+        wanted.push(hangul_sounds(&without_and));
+    }
     let spans = card.word_spans();
     for len in 1..=MAX_WORDS {
         for start in 0..card.words.len() {
@@ -490,7 +497,8 @@ pub(super) fn latin_spans(card: &Text, key: &str) -> Vec<Span> {
                 continue;
             }
             let joined: String = run.concat();
-            if sounds_match(&wanted, &latin_sounds(&joined)) {
+            let sounds = latin_sounds(&joined);
+            if wanted.iter().any(|w| sounds_match(w, &sounds)) {
                 return spans
                     .get(start..start + len)
                     .map(<[Span]>::to_vec)
