@@ -95,11 +95,11 @@ pub(super) fn added_words(query: &ProductQuery, card: &Text, covered: &[Span]) -
                 && !query.text().contains_key(word)
                 // A spelling of one of the query's words (`Azodyl` for `아조딜`).
                 && !spells_query_word(query, word)
-                // A counter glued to a number (`3세대`, `100사이즈`) belongs to it.
-                && !i
+                // A Hangul counter after a number (`3세대`, `100사이즈`) belongs to it.
+                && !(translit::is_hangul_word(word) && i
                     .checked_sub(1)
                     .and_then(|p| card.words.get(p))
-                    .is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()))
+                    .is_some_and(|p| p.chars().all(|c| c.is_ascii_digit())))
         })
         .filter_map(|i| card.words.get(i).cloned())
         .collect()

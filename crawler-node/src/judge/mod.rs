@@ -280,6 +280,21 @@ fn find_token(query: &ProductQuery, card: &Text, token: &QueryToken) -> Hit {
     if spans.is_empty() && token.kind == TokenKind::Model && is_full_code(&token.key) {
         spans = card.code_with_suffix(&token.key);
     }
+    // A short code the card continues with letters of its own (`V1x` for `V1`, `945XL`
+    // for `945`, `4060Ti` for `4060`) is another model; letters the query has (`15Pro`
+    // for `15 프로`) are its own words.
+    if token.kind == TokenKind::Model && !is_full_code(&token.key) {
+        spans.retain(|&span| {
+            card.letters_after(span).is_none_or(|more| {
+                // A unit closing a size (`270mm`) is no letter of a code.
+                quantity::LENGTH_UNITS.contains(&more)
+                    || lexicon.unit(more).is_some()
+                    || std::iter::once(more)
+                        .chain(lexicon.aliases(more).iter().map(String::as_str))
+                        .any(|m| query.text().contains_key(m))
+            })
+        });
+    }
     let hangul_name = token.kind == TokenKind::Name && !tokens::is_latin(&token.key);
     if spans.is_empty() && hangul_name {
         spans = split_halves(card, &token.key);
@@ -639,7 +654,11 @@ fn missing_model_token<'q>(
     missing: &[&'q QueryToken],
     code_found: bool,
 ) -> Option<&'q QueryToken> {
-    let card_has_code = card.words.iter().any(|w| is_full_code(&w.replace('-', "")));
+    // A code of the card's own, not one the query names too.
+    let card_has_code = card.words.iter().any(|w| {
+        let key = w.replace('-', "");
+        is_full_code(&key) && !query.tokens().iter().any(|t| t.key == key)
+    });
     missing.iter().copied().find(|t| {
         let pure_number = t.key.chars().all(|c| c.is_ascii_digit());
         if is_full_code(&t.key) {
@@ -889,12 +908,14 @@ fn substitution(
             _ => continue,
         };
         let hangul = !tokens::is_latin(&m.key);
-        let replacement = (lo..hi).find(|&i| {
+        let replaces = |i: usize| {
             let Some(w) = card.words.get(i) else {
                 return false;
             };
+            let flag = |list: &[bool]| list.get(i).copied().unwrap_or(false);
             card.roles.get(i).is_some_and(|r| *r == quantity::WordRole::Other)
-                && !card.gift.get(i).copied().unwrap_or(false)
+                && !flag(&card.gift)
+                && !flag(&card.bracketed)
                 && !is_covered(i)
                 && !in_value(i)
                 && !w.chars().any(|c| c.is_ascii_digit())
@@ -902,21 +923,20 @@ fn substitution(
                 // A latin word for a Hangul one is a spelling (`Detect` for `디텍트`).
                 && tokens::is_latin(w) != hangul
                 && !vocabulary_word(lexicon, w)
+                && !lexicon.is_descriptor(w)
                 && !one_edit_apart(w, &m.key)
                 // A spelling of one of the query's words (`LACTO-FIT` for `락토핏`).
                 && !spells_query_word(query, w)
-        });
+        };
+        // A word the card adds at the very start or end, with the missing word's
+        // neighbour on one side only, is a replacement only next to that neighbour.
+        let replacement = match (before, after) {
+            (Some(b), None) => Some(b + 1).filter(|&i| replaces(i)),
+            (None, Some(a)) => a.checked_sub(1).filter(|&i| replaces(i)),
+            _ => (lo..hi).find(|&i| replaces(i)),
+        };
         if let Some(i) = replacement {
-            // A word the card adds at the very start or end, with the missing word's
-            // neighbour on one side only, is a replacement only next to that neighbour.
-            let adjacent = match (before, after) {
-                (Some(b), None) => i == b + 1,
-                (None, Some(a)) => i + 1 == a,
-                _ => true,
-            };
-            if adjacent {
-                return Some((m.display.clone(), card.words[i].clone()));
-            }
+            return Some((m.display.clone(), card.words[i].clone()));
         }
     }
     None

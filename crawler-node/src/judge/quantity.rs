@@ -319,7 +319,7 @@ enum Item {
 }
 
 /// Length units that end a dimension (`30 x 40 cm`, `30*40cm`, `1.2 x 2 m`).
-const LENGTH_UNITS: [&str; 8] = ["mm", "cm", "m", "inch", "in", "인치", "센치", "센티"];
+pub(super) const LENGTH_UNITS: [&str; 8] = ["mm", "cm", "m", "inch", "in", "인치", "센치", "센티"];
 
 /// Whether a word (hyphens removed) is a glued dimension (`30x40cm`, `1.2x2m`).
 pub(super) fn is_dimension(word: &str) -> bool {

@@ -703,3 +703,39 @@ fn dimensions_match_in_every_spelling_and_never_as_counts() {
         }
     }
 }
+
+#[test]
+fn zz_debug() {
+    use super::{PageCard, judge_page};
+    let pages: [(&str, &[&str]); 3] = [
+        (
+            "이엠텍 지포스 RTX 4060 STORM X Dual OC D6 8GB",
+            &[
+                "이엠텍 지포스 RTX 4060 STORM X Dual OC D6 8GB",
+                "이엠텍 지포스 RTX 4060 Ti STORM X Dual OC D6 8GB",
+                "[이엠텍] RTX 4060 STORM X Dual OC D6 8GB 그래픽카드 당일발송",
+            ],
+        ),
+        (
+            "삼성전자 DDR5-5600 16GB 데스크탑",
+            &["삼성전자 노트북 DDR5-5600 16GB"],
+        ),
+        (
+            "유록스 요소수 10L",
+            &["[매일출발]유로블루플러스 차량용 요소수 국내산 Adblue 호스포함"],
+        ),
+    ];
+    for (q, cards) in pages {
+        let query = must_query(q);
+        let cards: Vec<PageCard<'_>> = cards
+            .iter()
+            .map(|t| PageCard {
+                title: t,
+                gtin: None,
+            })
+            .collect();
+        for (c, v) in cards.iter().zip(judge_page(&query, &cards)) {
+            println!("{q} | {} => {} {}", c.title, v.reason, v.score);
+        }
+    }
+}

@@ -175,6 +175,15 @@ impl Text {
         None
     }
 
+    /// The letters that continue a span inside its word (`x` after `v1` in `v1x`, `xl`
+    /// after `945` in `pg-945xl`), if the piece right after it is one of letters.
+    pub fn letters_after(&self, span: Span) -> Option<&str> {
+        let last = self.pieces.iter().position(|p| p.span.1 == span.1)?;
+        let (here, next) = (self.pieces.get(last)?, self.pieces.get(last + 1)?);
+        (next.word == here.word && next.text.chars().all(|c| c.is_ascii_alphabetic()))
+            .then_some(next.text.as_str())
+    }
+
     /// Spans where a full model code is present followed, inside its last piece, only by
     /// up to [`MAX_CODE_SUFFIX`] letters (`sms928n` in `SM-S928NZKEKOO`).
     pub fn code_with_suffix(&self, key: &str) -> Vec<Span> {
