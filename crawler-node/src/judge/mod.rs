@@ -144,6 +144,11 @@ pub enum Reason {
         /// The decoy word found.
         word: String,
     },
+    /// The query asks for an accessory or condition word (`호환`, `리필`) the card lacks.
+    MissingCondition {
+        /// The query's word.
+        word: String,
+    },
     /// The card is an assortment or choose-one listing the query is not.
     Assortment {
         /// The marker found (`골라담기`, `택1`, `3종`).
@@ -213,6 +218,7 @@ impl Reason {
             Self::Match => "match",
             Self::EmptyTitle => "empty_title",
             Self::Accessory { .. } => "accessory",
+            Self::MissingCondition { .. } => "missing_condition",
             Self::Assortment { .. } => "assortment",
             Self::MissingModelToken { .. } => "missing_model_token",
             Self::OtherBrand { .. } => "other_brand",
@@ -232,6 +238,7 @@ impl fmt::Display for Reason {
         match self {
             Self::Match | Self::EmptyTitle | Self::LowTokenOverlap => f.write_str(self.as_str()),
             Self::Accessory { word } => write!(f, "accessory word {word:?}"),
+            Self::MissingCondition { word } => write!(f, "without the query's {word:?}"),
             Self::Assortment { word } => write!(f, "assortment listing ({word:?})"),
             Self::MissingModelToken { token } => write!(f, "missing model token {token:?}"),
             Self::OtherBrand { brand } => write!(f, "another brand {brand:?}"),
@@ -458,6 +465,7 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     let mut missing_names: Vec<&QueryToken> = Vec::new();
     let (mut missing_brands, mut substantive) = (0u32, false);
     let mut code_found = false;
+    let mut missing_condition: Option<String> = None;
     for token in query.tokens() {
         let hit = find_token(query, &card, token);
         let w = weight(&token.key);
@@ -472,6 +480,13 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
             {
                 missing_brands = missing_brands.saturating_add(w);
                 missing_names.push(token);
+            }
+            // An accessory or condition word the query asks for (`호환 토너`, `리퍼`):
+            // a card without it is the other kind of item (a genuine toner, a new unit).
+            TokenKind::Name
+                if hit.weight == 0 && lexicon.accessories.iter().any(|f| f.key == token.key) =>
+            {
+                missing_condition.get_or_insert_with(|| token.display.clone());
             }
             TokenKind::Name if !token.variant => {
                 name_total = name_total.saturating_add(w);
@@ -567,6 +582,7 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     let quantity_agrees = query.quantity().agrees_with(&card.quantity);
 
     let vetoed = accessory.is_some()
+        || missing_condition.is_some()
         || assortment.is_some()
         || bundle.is_some()
         || other_brand.is_some()
@@ -576,6 +592,8 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
         || !quantity_agrees;
     let reason = if let Some(word) = accessory {
         Reason::Accessory { word }
+    } else if let Some(word) = missing_condition {
+        Reason::MissingCondition { word }
     } else if let Some(word) = assortment {
         Reason::Assortment { word }
     } else if let Some(part) = bundle {
@@ -659,10 +677,26 @@ fn missing_model_token<'q>(
         let key = w.replace('-', "");
         is_full_code(&key) && !query.tokens().iter().any(|t| t.key == key)
     });
+    // A code of the same family in the card (`SN770` where the query has `SN850X`).
+    let sibling_of = |code: &str| {
+        let letters: String = code.chars().take_while(char::is_ascii_alphabetic).collect();
+        letters.len() >= 2
+            && card.words.iter().enumerate().any(|(i, w)| {
+                let key = w.replace('-', "");
+                key.len() >= 4
+                    && key.starts_with(&letters)
+                    && key.chars().any(|c| c.is_ascii_digit())
+                    && card
+                        .roles
+                        .get(i)
+                        .is_some_and(|r| *r == quantity::WordRole::Other)
+                    && !query.tokens().iter().any(|t| t.key == key)
+            })
+    };
     missing.iter().copied().find(|t| {
         let pure_number = t.key.chars().all(|c| c.is_ascii_digit());
         if is_full_code(&t.key) {
-            return card_has_code;
+            return card_has_code || sibling_of(&t.key);
         }
         if code_found && query.has_full_code() {
             return pure_number && t.key.len() == SIZE_DIGITS;
