@@ -1103,8 +1103,8 @@ fn variant_mismatch(
 }
 
 /// Whether a value at `span` is part of the card's description: at or after `tail`, and
-/// followed by another ordinary word (`스프레이 욕실 세제`); a value closing the title
-/// (`400ml 리필`) names the product.
+/// followed by more words (`스프레이 욕실 세제`); a value closing the title (`400ml 리필`)
+/// names the product.
 fn described(card: &Text, span: Span, tail: usize) -> bool {
     if span.0 < tail {
         return false;
@@ -1113,24 +1113,24 @@ fn described(card: &Text, span: Span, tail: usize) -> bool {
     let Some(last) = spans.iter().rposition(|&(s, e)| s < span.1 && span.0 < e) else {
         return false;
     };
-    card.roles
-        .get(last + 1)
-        .is_some_and(|r| *r == quantity::WordRole::Other)
+    last + 1 < card.words.len()
 }
 
 /// Where a card's description begins (a byte offset of its compact text): the first
-/// ordinary word after the first amount that follows the name (`제거제 750ml 스프레이 욕실
+/// ordinary word after the first amount that follows the name's first word (`제거제 750ml 스프레이 욕실
 /// 세제` → `스프레이`); the end of the title when there is none.
 fn description_tail(card: &Text, covered: &[Span]) -> usize {
     let spans = card.word_spans();
     let end = card.compact().len();
-    let last_name = spans
+    // NB: from the name's first word: a description may repeat a name word
+    // (`… 로스트 10개입 다크 로스트 커피`).
+    let first_name = spans
         .iter()
-        .rposition(|&(s, e)| e > s && covered.iter().any(|&(a, b)| a < e && s < b));
-    let Some(last_name) = last_name else {
+        .position(|&(s, e)| e > s && covered.iter().any(|&(a, b)| a < e && s < b));
+    let Some(first_name) = first_name else {
         return end;
     };
-    let amount = (last_name + 1..card.words.len()).find(|&i| {
+    let amount = (first_name + 1..card.words.len()).find(|&i| {
         card.roles
             .get(i)
             .is_some_and(|r| *r != quantity::WordRole::Other)
