@@ -70,6 +70,10 @@ pub(super) enum Sound {
     Liquid,
     /// An `r` no vowel follows: often dropped in Korean.
     WeakR,
+    /// A final `t` after a vowel: often silent (French names).
+    SilentT,
+    /// A final `s` after a consonant: a plural Korean may leave out.
+    PluralS,
     /// m — ㅁ.
     Nasal,
     /// n, ng — ㄴ, final ㅇ.
@@ -99,6 +103,8 @@ impl Sound {
             Self::Ch => &[Affricate, Self::Sh, Velar],
             Self::SoftG => &[Affricate, Velar],
             Self::WeakR => &[Liquid],
+            Self::SilentT => &[Dental],
+            Self::PluralS => &[Sibilant],
             Self::Labial => &[Labial],
             Self::Dental => &[Dental],
             Self::Velar => &[Velar],
@@ -120,6 +126,7 @@ fn drop_cost(sound: Sound) -> f32 {
         Sound::Epenthetic => 0.0,
         Sound::Vowel(_) => 0.35,
         Sound::Aspirate | Sound::WeakR => 0.3,
+        Sound::SilentT | Sound::PluralS => 0.5,
         _ => 1.0,
     }
 }
@@ -259,7 +266,21 @@ fn final_sound(index: u32) -> Option<Sound> {
 
 /// The sounds of a Latin word (see the module docs); digits and marks are skipped.
 pub(super) fn latin_sounds(word: &str) -> Vec<Sound> {
-    let letters: Vec<char> = fold(word);
+    latin_sounds_of(fold(word, false))
+}
+
+/// The sounds of a Latin name as Korean may spell it: without a leading `The`, and with
+/// it (`The Ordinary`, `디오디너리`; `The Body Shop`, `더바디샵` or `바디샵`).
+fn latin_readings(word: &str) -> Vec<Vec<Sound>> {
+    let (without, with) = (fold(word, false), fold(word, true));
+    let mut out = vec![latin_sounds_of(without.clone())];
+    if with != without {
+        out.push(latin_sounds_of(with));
+    }
+    out
+}
+
+fn latin_sounds_of(letters: Vec<char>) -> Vec<Sound> {
     let at = |i: usize| letters.get(i).copied();
     let vowel = |c: Option<char>| c.is_some_and(|c| "aeiouy".contains(c));
     let soft = |c: Option<char>| c.is_some_and(|c| "eiy".contains(c));
@@ -272,6 +293,7 @@ pub(super) fn latin_sounds(word: &str) -> Vec<Sound> {
             ('t', Some('h')) => (Some(Sound::DentalOrSibilant), 2),
             ('s', Some('c')) if at(i + 2) == Some('h') => (Some(Sound::Sh), 3),
             ('s', Some('h')) => (Some(Sound::Sh), 2),
+            ('s', Some('s')) if at(i + 2) == Some('h') => (None, 1),
             ('s', Some('i' | 'y')) => (Some(Sound::Sh), 1),
             ('c', Some('h')) => (Some(Sound::Ch), 2),
             ('c', Some('k')) => (Some(Sound::Velar), 2),
@@ -283,7 +305,9 @@ pub(super) fn latin_sounds(word: &str) -> Vec<Sound> {
             ('c', Some('i' | 'y')) => (Some(Sound::Sh), 1),
             ('c', n) if soft(n) => (Some(Sound::Sibilant), 1),
             ('g', n) if soft(n) => (Some(Sound::SoftG), 1),
-            ('x', _) if i == 0 => (Some(Sound::SibilantOrAffricate), 1),
+            // `Xiaomi` (`샤오미`), `Xylitol` (`자일리톨`), but `Xbox` (`엑스박스`).
+            ('x', Some('i')) if i == 0 => (Some(Sound::Sh), 1),
+            ('x', n) if i == 0 && vowel(n) => (Some(Sound::SibilantOrAffricate), 1),
             // `xx` is one `x` (`KIXX`, `킥스`).
             ('x', _) => {
                 out.push(Sound::Velar);
@@ -291,8 +315,12 @@ pub(super) fn latin_sounds(word: &str) -> Vec<Sound> {
             }
             ('f', _) => (Some(Sound::F), 1),
             ('b' | 'p' | 'v', _) => (Some(Sound::Labial), 1),
+            // A final `t` is often silent (`Millet`, `밀레`; `Tissot`, `티쏘`).
+            ('t', None) if i > 0 && vowel(at(i - 1)) => (Some(Sound::SilentT), 1),
             ('d' | 't', _) => (Some(Sound::Dental), 1),
             ('c' | 'k' | 'g' | 'q', _) => (Some(Sound::Velar), 1),
+            // A plural `s` after a consonant (`AirPods`, `에어팟`).
+            ('s', None) if i > 0 && !vowel(at(i - 1)) => (Some(Sound::PluralS), 1),
             ('s', _) => (Some(Sound::Sibilant), 1),
             ('z', _) => (Some(Sound::SibilantOrAffricate), 1),
             ('j', _) => (Some(Sound::Affricate), 1),
@@ -321,7 +349,7 @@ pub(super) fn latin_sounds(word: &str) -> Vec<Sound> {
 /// read the way Korean spells it: a possessive `'s` and a leading `The` are dropped
 /// (`Kiehl's`, `키엘`; `The Body Shop`, `바디샵`), `Dr` is `doctor` (`닥터자르트`) and `&`
 /// is `앤` (`Head & Shoulders`, `헤드앤숄더`).
-fn fold(word: &str) -> Vec<char> {
+fn fold(word: &str, keep_the: bool) -> Vec<char> {
     let lower: String = word
         .nfd()
         .flat_map(char::to_lowercase)
@@ -336,7 +364,7 @@ fn fold(word: &str) -> Vec<char> {
         words.push(raw.to_owned());
     }
     words.retain(|w| !w.is_empty());
-    if words.len() > 1 && words.first().is_some_and(|w| w == "the") {
+    if words.len() > 1 && words.first().is_some_and(|w| w == "the") && !keep_the {
         words.remove(0);
     }
     let mut out = Vec::new();
@@ -446,13 +474,19 @@ pub(super) fn sounds_match(a: &[Sound], b: &[Sound]) -> bool {
     let count = |s: &[Sound]| s.iter().filter(|s| s.is_consonant()).count();
     let strong = |s: &[Sound]| {
         s.iter()
-            .filter(|s| s.is_consonant() && !matches!(s, Sound::Aspirate | Sound::WeakR))
+            .filter(|s| {
+                s.is_consonant()
+                    && !matches!(
+                        s,
+                        Sound::Aspirate | Sound::WeakR | Sound::SilentT | Sound::PluralS
+                    )
+            })
             .count()
     };
     let strong_consonants = strong(a).min(strong(b));
     // One strong consonant (`헤라`, `Hera`; `코웨이`, `Coway`) is enough only when the
     // sounds agree all but exactly.
-    let limit = if strong_consonants == 1 && a.len().min(b.len()) >= 3 {
+    let limit = if strong_consonants == 1 && a.len().min(b.len()) >= 2 {
         ONE_CONSONANT
     } else if strong_consonants == 1 {
         -1.0
@@ -462,22 +496,43 @@ pub(super) fn sounds_match(a: &[Sound], b: &[Sound]) -> bool {
     if limit < 0.0 || strong_consonants == 0 {
         return false;
     }
-    let first_agrees = match (first_consonant(a), first_consonant(b)) {
-        (Some(x), Some(y)) => substitution_cost(x, y) < 1.0,
-        _ => false,
+    // The first consonants agree, an `h` included (`Fila`, `휠라`) or skipped (`Hermès`,
+    // `에르메스`).
+    let first = |s: &[Sound]| s.iter().copied().find(|s| s.is_consonant());
+    let first_agrees = match (first(a), first(b)) {
+        (Some(x), Some(y)) if substitution_cost(x, y) < 1.0 => true,
+        _ => match (first_consonant(a), first_consonant(b)) {
+            (Some(x), Some(y)) => substitution_cost(x, y) < 1.0,
+            _ => false,
+        },
     };
     first_agrees && distance(a, b) <= limit
 }
 
+/// Whether a Hangul word can be compared by sound at all: two syllables, or one with two
+/// consonants (`밤`, `Baume`); a single open syllable (`라`) names nothing.
+fn long_enough(hangul: &str) -> bool {
+    let syllables = hangul.chars().filter(|c| jamo(*c).is_some()).count();
+    let consonants = hangul_sounds(hangul)
+        .iter()
+        .filter(|s| s.is_consonant() && **s != Sound::Aspirate)
+        .count();
+    syllables >= 2 || consonants >= 2
+}
+
 /// Whether a Hangul spelling and a Latin one name the same word.
 pub(super) fn same_name(hangul: &str, latin: &str) -> bool {
-    sounds_match(&hangul_sounds(hangul), &latin_sounds(latin))
+    let wanted = hangul_sounds(hangul);
+    long_enough(hangul)
+        && latin_readings(latin)
+            .iter()
+            .any(|reading| sounds_match(&wanted, reading))
 }
 
 /// Where a card spells a Hangul key in Latin letters: the spans of the first run of up
 /// to [`MAX_WORDS`] consecutive Latin words that sounds like it (shortest run first).
 pub(super) fn latin_spans(card: &Text, key: &str) -> Vec<Span> {
-    if !is_hangul_word(key) {
+    if !is_hangul_word(key) || !long_enough(key) {
         return Vec::new();
     }
     // `앤` inside a name is `&`, which normalisation drops from the card (`캣앤키튼`,
@@ -497,8 +552,11 @@ pub(super) fn latin_spans(card: &Text, key: &str) -> Vec<Span> {
                 continue;
             }
             let joined: String = run.concat();
-            let sounds = latin_sounds(&joined);
-            if wanted.iter().any(|w| sounds_match(w, &sounds)) {
+            let readings = latin_readings(&joined);
+            if wanted
+                .iter()
+                .any(|w| readings.iter().any(|r| sounds_match(w, r)))
+            {
                 return spans
                     .get(start..start + len)
                     .map(<[Span]>::to_vec)
@@ -527,7 +585,7 @@ pub(super) fn hangul_spans(card: &Text, key: &str) -> Vec<Span> {
             .chain(std::iter::once(word.len()))
             .collect();
         let syllables = offsets.len() - 1;
-        for len in (1..=syllables).rev() {
+        for len in (2..=syllables).rev() {
             for from in 0..=syllables - len {
                 let (Some(&a), Some(&b)) = (offsets.get(from), offsets.get(from + len)) else {
                     continue;
