@@ -81,8 +81,8 @@ impl Text {
     pub fn new(raw: &str, lexicon: &Lexicon) -> Self {
         let normalized = normalize(raw);
         let words: Vec<String> = normalized.split_whitespace().map(str::to_owned).collect();
-        let (gift, bundled) = gift_words(raw, &words, lexicon);
         let bracketed = bracketed_words(raw, &words);
+        let (gift, bundled) = gift_words(raw, &words, &bracketed, lexicon);
         let refs: Vec<&str> = words.iter().map(String::as_str).collect();
         let roles = parse_words(&refs, lexicon).roles;
         let kept: Vec<&str> = refs
@@ -340,7 +340,12 @@ fn pieces_of(word: &str) -> Vec<String> {
 
 /// Marks the words of `words` (the normalised `raw`) that are in a gift phrase, and those
 /// of a second product joined by `+` (see the module docs).
-fn gift_words(raw: &str, words: &[String], lexicon: &Lexicon) -> (Vec<bool>, Vec<bool>) {
+fn gift_words(
+    raw: &str,
+    words: &[String],
+    bracketed: &[bool],
+    lexicon: &Lexicon,
+) -> (Vec<bool>, Vec<bool>) {
     let mut gift = vec![false; words.len()];
     let mut bundled = vec![false; words.len()];
     let has_gift = words.iter().any(|w| is_gift_word(w, lexicon));
@@ -431,7 +436,11 @@ fn gift_words(raw: &str, words: &[String], lexicon: &Lexicon) -> (Vec<bool>, Vec
                 .take(segment.len())
                 .for_each(|b| *b = true);
         }
-        if !is_plus(segment) && !holds_gift {
+        // A seller's tag in square brackets (`[매일출발]`) is not the product: the title
+        // that follows it is still its first content.
+        let tag =
+            (offset..offset + segment.len()).all(|i| bracketed.get(i).copied().unwrap_or(false));
+        if !is_plus(segment) && !holds_gift && !tag {
             seen_content = true;
         }
     }
