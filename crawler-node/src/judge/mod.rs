@@ -915,6 +915,9 @@ fn substitution(
             .get(i)
             .is_some_and(|&(s, e)| named_spans.iter().any(|&(ns, ne)| ns < e && s < ne))
     };
+    let name_words: Vec<usize> = located.iter().flatten().copied().collect();
+    let name_first = name_words.iter().min().copied().unwrap_or(0);
+    let name_last = name_words.iter().max().copied().unwrap_or(0);
     for m in missing {
         let Some(at) = tokens.iter().position(|t| t.key == m.key) else {
             continue;
@@ -968,7 +971,11 @@ fn substitution(
             (Some(b), None) => Some(b + 1).filter(|&i| replaces(i)),
             (None, Some(a)) => a.checked_sub(1).filter(|&i| replaces(i)),
             _ => (lo..hi).find(|&i| replaces(i)),
-        };
+        }
+        // The card may order its name differently (`삼성전자 노트북 DDR5-5600` for
+        // `삼성전자 DDR5-5600 데스크탑`): a word of its own inside its name is a
+        // replacement too.
+        .or_else(|| (name_first + 1..name_last).find(|&i| replaces(i)));
         if let Some(i) = replacement {
             return Some((m.display.clone(), card.words[i].clone()));
         }
