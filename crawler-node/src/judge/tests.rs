@@ -704,38 +704,136 @@ fn dimensions_match_in_every_spelling_and_never_as_counts() {
     }
 }
 
-#[test]
-fn zz_debug() {
+fn page(query: &ProductQuery, titles: &[&str]) -> Vec<&'static str> {
     use super::{PageCard, judge_page};
-    let pages: [(&str, &[&str]); 3] = [
-        (
-            "이엠텍 지포스 RTX 4060 STORM X Dual OC D6 8GB",
+    let cards: Vec<PageCard<'_>> = titles
+        .iter()
+        .map(|title| PageCard { title, gtin: None })
+        .collect();
+    judge_page(query, &cards)
+        .into_iter()
+        .map(|v| v.reason.as_str())
+        .collect()
+}
+
+#[test]
+fn a_page_contrasts_a_line_word_nobody_listed() {
+    // `인텐시브` and `Ti` are in no vocabulary: the page shows the product without them.
+    let cream = must_query("닥터지 레드 블레미쉬 수딩 크림 70ml");
+    assert_eq!(
+        page(
+            &cream,
+            &[
+                "닥터지 레드 블레미쉬 수딩 크림 70ml",
+                "[공식] 닥터지 레드 블레미쉬 수딩 크림 70ml 진정크림",
+                "닥터지 레드 블레미쉬 인텐시브 수딩 크림 70ml",
+            ]
+        ),
+        ["match", "match", "line_word"]
+    );
+    let gpu = must_query("이엠텍 지포스 RTX 4060 STORM X Dual OC D6 8GB");
+    assert_eq!(
+        page(
+            &gpu,
             &[
                 "이엠텍 지포스 RTX 4060 STORM X Dual OC D6 8GB",
                 "이엠텍 지포스 RTX 4060 Ti STORM X Dual OC D6 8GB",
                 "[이엠텍] RTX 4060 STORM X Dual OC D6 8GB 그래픽카드 당일발송",
-            ],
+            ]
         ),
-        (
-            "삼성전자 DDR5-5600 16GB 데스크탑",
-            &["삼성전자 노트북 DDR5-5600 16GB"],
+        ["match", "line_word", "match"]
+    );
+    // Alone, a card has nothing to contrast: the vocabulary decides.
+    assert_eq!(
+        page(&cream, &["닥터지 레드 블레미쉬 인텐시브 수딩 크림 70ml"]),
+        ["match"]
+    );
+    // Descriptions after the name, descriptors and words other products carry are no lines.
+    let food = must_query("로얄캐닌 미니 어덜트 2kg");
+    assert_eq!(
+        page(
+            &food,
+            &[
+                "로얄캐닌 미니 어덜트 2kg",
+                "로얄캐닌 미니 어덜트 사료 2kg",
+                "로얄캐닌 미니 어덜트 강아지 건식 사료 2kg",
+                "로얄캐닌 미니 어덜트 2kg 소형견 성견용",
+            ]
         ),
-        (
-            "유록스 요소수 10L",
-            &["[매일출발]유로블루플러스 차량용 요소수 국내산 Adblue 호스포함"],
-        ),
-    ];
-    for (q, cards) in pages {
-        let query = must_query(q);
-        let cards: Vec<PageCard<'_>> = cards
-            .iter()
-            .map(|t| PageCard {
-                title: t,
-                gtin: None,
-            })
-            .collect();
-        for (c, v) in cards.iter().zip(judge_page(&query, &cards)) {
-            println!("{q} | {} => {} {}", c.title, v.reason, v.score);
-        }
-    }
+        ["match", "match", "match", "match"]
+    );
+}
+
+#[test]
+fn compatibility_words_qualify_what_they_attach_to() {
+    let card = must_query("샌디스크 마이크로SD 256GB");
+    check(
+        &card,
+        &[
+            ("샌디스크 마이크로SD 256GB (닌텐도 스위치 호환)", "match"),
+            ("샌디스크 마이크로SD 256GB 닌텐도스위치호환", "match"),
+            ("샌디스크 마이크로SD 256GB 블랙박스 전용", "match"),
+            ("샌디스크 마이크로SD 256GB 호환 케이스", "accessory"),
+        ],
+    );
+    let switch = must_query("닌텐도 스위치 OLED");
+    check(&switch, &[("닌텐도 스위치 OLED 호환 충전 독", "accessory")]);
+    // A word the query asks for must be on the card: a genuine toner is no compatible one.
+    let toner = must_query("삼성 MLT-D111S 호환 토너");
+    check(
+        &toner,
+        &[
+            ("삼성 MLT-D111S 호환 토너 재생", "match"),
+            ("삼성전자 정품 토너 MLT-D111S", "missing_condition"),
+        ],
+    );
+}
+
+#[test]
+fn grades_and_code_extensions_are_other_products() {
+    let formula = must_query("앱솔루트 명작 2FL 2단계 800g");
+    check(
+        &formula,
+        &[
+            ("매일 앱솔루트 명작 2FL 2단계 800g", "match"),
+            ("앱솔루트 명작 2FL 3단계 800g", "missing_model_token"),
+        ],
+    );
+    let ball = must_query("타이틀리스트 PRO V1 골프공 1더즌");
+    check(
+        &ball,
+        &[
+            ("타이틀리스트 PRO V1 골프공 1더즌", "match"),
+            ("타이틀리스트 PRO V1x 골프공 1더즌", "missing_model_token"),
+        ],
+    );
+    let phone = must_query("아이폰 15 프로 256GB");
+    check(&phone, &[("Apple iPhone 15Pro 256GB", "match")]);
+}
+
+#[test]
+fn a_description_after_the_amount_describes_the_product() {
+    let cleaner = must_query("아스토니쉬 곰팡이 제거제 750ml");
+    check(
+        &cleaner,
+        &[
+            ("아스토니쉬 곰팡이 제거제 750ml 스프레이 욕실 세제", "match"),
+            ("아스토니쉬 곰팡이 제거제 리필 750ml", "variant_mismatch"),
+        ],
+    );
+    let shampoo = must_query("려 자양윤모 샴푸 400ml");
+    check(
+        &shampoo,
+        &[("려 자양윤모 샴푸 400ml 리필", "variant_mismatch")],
+    );
+}
+
+#[test]
+fn names_are_found_across_scripts() {
+    let food = must_query("오리젠 캣앤키튼 1.8kg");
+    check(&food, &[("Orijen Cat & Kitten 1.8kg", "match")]);
+    let latin = must_query("Royal Canin Indoor 2kg");
+    check(&latin, &[("로얄캐닌 인도어 2kg", "match")]);
+    let shave = must_query("필립스 원블레이드 QP2724");
+    check(&shave, &[("PHILIPS OneBlade QP2724 면도기", "match")]);
 }
