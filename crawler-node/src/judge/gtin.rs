@@ -49,7 +49,7 @@ fn check_digit_holds(digits: &str) -> bool {
             if i % 2 == 1 { d * 3 } else { d }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 #[cfg(test)]

@@ -349,7 +349,7 @@ fn dimension_words(words: &[&str]) -> Vec<bool> {
     };
     let mut marks = vec![false; words.len()];
     for (i, w) in words.iter().enumerate() {
-        let glued_unit = w.split('x').last().is_some_and(with_length);
+        let glued_unit = w.split('x').next_back().is_some_and(with_length);
         let unit_after = words.get(i + 1).is_some_and(|n| LENGTH_UNITS.contains(n));
         if glued(w) && (glued_unit || unit_after) {
             if let Some(m) = marks.get_mut(i) {
