@@ -173,6 +173,9 @@ struct RuleFile {
 #[serde(deny_unknown_fields)]
 struct ClassFile {
     policy: Option<String>,
+    /// `true`: the table's matchers are added to the default ones instead of replacing them.
+    #[serde(default)]
+    extend: bool,
     selectors: Option<Vec<String>>,
     texts: Option<Vec<TextFile>>,
     json: Option<Vec<JsonFile>>,
@@ -710,10 +713,34 @@ fn classes(
 ) -> Result<Vec<pb::CardClassRule>, ProfileError> {
     for name in own.keys() {
         if CardClass::from_name(name).is_none() {
+            let names: Vec<&str> = CardClass::ALL.iter().map(|c| c.as_str()).collect();
             return Err(e.at(
                 format!("classes.{name}"),
-                "not a card class (ad, option_listing, overseas, used, sold_out, catalog)",
+                format!("not a card class ({})", names.join(", ")),
             ));
+        }
+    }
+    // NB: an extending table's matchers follow the defaults in the compiled rule, so their
+    // indexes there are not the profile's: check them here, named as written.
+    for (name, mine) in own.iter().filter(|(_, c)| c.extend) {
+        for (i, s) in mine.selectors.iter().flatten().enumerate() {
+            scraper::Selector::parse(s).map_err(|err| {
+                e.at(
+                    format!("classes.{name}.selectors[{i}]"),
+                    format!(
+                        "invalid CSS selector {s:?}: {}",
+                        crate::compiled::selector_error(&err)
+                    ),
+                )
+            })?;
+        }
+        for (i, t) in mine.texts.iter().flatten().enumerate() {
+            regex::Regex::new(&t.regex).map_err(|err| {
+                e.at(
+                    format!("classes.{name}.texts[{i}].regex"),
+                    format!("invalid regex {:?}: {err}", t.regex),
+                )
+            })?;
         }
     }
     let defaults = default_classes();
@@ -723,6 +750,20 @@ fn classes(
         let base = defaults.get(name).cloned().unwrap_or_default();
         let merged = match own.get(name) {
             None => base,
+            Some(mine) if mine.extend => {
+                // The defaults first, then the profile's own matchers.
+                fn both<T: Clone>(base: &Option<Vec<T>>, mine: &Option<Vec<T>>) -> Option<Vec<T>> {
+                    let all: Vec<T> = base.iter().chain(mine).flatten().cloned().collect();
+                    (!all.is_empty()).then_some(all)
+                }
+                ClassFile {
+                    policy: mine.policy.clone().or_else(|| base.policy.clone()),
+                    extend: true,
+                    selectors: both(&base.selectors, &mine.selectors),
+                    texts: both(&base.texts, &mine.texts),
+                    json: both(&base.json, &mine.json),
+                }
+            }
             Some(mine) => {
                 let replaces =
                     mine.selectors.is_some() || mine.texts.is_some() || mine.json.is_some();
