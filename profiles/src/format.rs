@@ -316,7 +316,7 @@ pub fn parse(file: &str, text: &str) -> Result<Profile, ProfileError> {
             return Err(e.at(
                 "format",
                 if v1 {
-                    "this is a format-1 profile (card_selector, title_selector, …): rewrite it as format 2 with one `dom` source (docs/site-profiles.md, \"Format 1\")".to_owned()
+                    "this is a format-1 profile (card_selector, title_selector, …): rewrite it as format 2 with one `dom` source: `crawler-node profile convert FILE` does it (docs/site-profiles.md, \"Format 1\")".to_owned()
                 } else {
                     format!("missing: a profile starts with `format = {FORMAT_VERSION}`")
                 },
@@ -1031,6 +1031,60 @@ pub fn parse_file(path: &Path) -> Result<Profile, ProfileError> {
     parse(&name, &text)
 }
 
+/// Format 1's per-field selector keys and the format-2 field each becomes.
+const FORMAT1_FIELDS: [(&str, &str); 6] = [
+    ("title_selector", "title"),
+    ("price_selector", "price"),
+    ("shipping_selector", "shipping"),
+    ("link_selector", "link"),
+    ("seller_selector", "seller"),
+    ("list_price_selector", "list_price"),
+];
+
+/// Rewrites a format-1 profile (flat `card_selector`, `title_selector`, …) as format 2: one
+/// `dom` source, `link_selector`'s `href` as the link, every other key kept as it was. The
+/// result is checked by [`parse`], so what comes back loads (or the error names the field
+/// the rewrite could not fix, e.g. a missing no-results marker).
+pub fn convert_format1(file: &str, text: &str) -> Result<String, ProfileError> {
+    let e = Errors { file };
+    let mut table: toml::Table = toml::from_str(text).map_err(|err| toml_error(&e, text, &err))?;
+    if table.contains_key("format") {
+        return Err(e.at("format", "already set: not a format-1 profile"));
+    }
+    let cards = match table.remove("card_selector") {
+        Some(toml::Value::String(cards)) => cards,
+        _ => return Err(e.at("card_selector", "a format-1 profile names its cards here")),
+    };
+    let mut fields = toml::Table::new();
+    for (old, new) in FORMAT1_FIELDS {
+        match table.remove(old) {
+            None => {}
+            Some(toml::Value::String(css)) if css.trim().is_empty() => {}
+            Some(toml::Value::String(css)) if new == "link" => {
+                let mut rule = toml::Table::new();
+                rule.insert("css".into(), css.into());
+                rule.insert("attr".into(), "href".into());
+                fields.insert(new.into(), rule.into());
+            }
+            Some(toml::Value::String(css)) => {
+                fields.insert(new.into(), css.into());
+            }
+            Some(_) => return Err(e.at(old, "a CSS selector (a string)")),
+        }
+    }
+    let mut source = toml::Table::new();
+    source.insert("kind".into(), "dom".into());
+    source.insert("cards".into(), cards.into());
+    source.insert("fields".into(), fields.into());
+    table.insert("sources".into(), toml::Value::Array(vec![source.into()]));
+    let body = toml::to_string(&table).map_err(|err| e.at("(file)", err.to_string()))?;
+    let out = format!(
+        "# Converted from format 1 by `crawler-node profile convert` (docs/site-profiles.md).\nformat = {FORMAT_VERSION}\n{body}"
+    );
+    parse(file, &out)?;
+    Ok(out)
+}
+
 /// A built-in profile by file name (`testmall-alpha.toml`), as written.
 pub fn builtin_text(file: &str) -> Option<&'static str> {
     BUILTIN.iter().find(|(f, _)| *f == file).map(|(_, t)| *t)
@@ -1346,6 +1400,58 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn a_format_one_profile_converts_to_one_that_loads() {
+        let v1 = r#"id = "oldmall"
+display_name = "옛날몰"
+search_url_template = "https://old.example/search?q={query}"
+wait_for = "li.item, div.none"
+wait_timeout = "10s"
+card_selector = "li.item"
+title_selector = "div.title"
+price_selector = "div.price"
+shipping_selector = "div.ship"
+link_selector = "a.link"
+seller_selector = ""
+no_results_selector = "div.none"
+free_shipping_texts = ["무료배송"]
+ip_request_budget = 2
+
+[block]
+statuses = [403]
+
+[limits]
+max_running = 2
+"#;
+        assert_eq!(parse("old.toml", v1).unwrap_err().field, "format");
+        let v2 = convert_format1("old.toml", v1).unwrap_or_else(|e| panic!("{e}"));
+        let p = parse("old.toml", &v2).unwrap_or_else(|e| panic!("{e}\n{v2}"));
+        assert_eq!(p.wire.id, "oldmall");
+        assert_eq!(p.wire.ip_request_budget, 2);
+        assert_eq!(p.max_running, Some(2));
+        let source = &p.wire.sources[0];
+        assert!(
+            matches!(&source.kind, Some(pb::card_source::Kind::Dom(d)) if d.card_selector == "li.item")
+        );
+        let fields = source.fields.as_ref().unwrap();
+        assert_eq!(fields.title[0].css, "div.title");
+        assert_eq!(
+            (fields.link[0].css.as_str(), fields.link[0].attr.as_str()),
+            ("a.link", "href")
+        );
+        assert!(fields.seller.is_empty());
+        // Not format 1, or not loadable after the rewrite: named.
+        assert_eq!(
+            convert_format1("x.toml", alpha()).unwrap_err().field,
+            "format"
+        );
+        let no_marker = v1.replace("no_results_selector = \"div.none\"\n", "");
+        assert_eq!(
+            convert_format1("old.toml", &no_marker).unwrap_err().field,
+            "no_results_selector"
+        );
     }
 
     #[test]
