@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod node;
 pub mod outbox;
 pub mod probe;
+pub mod profile_tool;
 pub mod proxy;
 pub mod retry;
 pub mod selfcheck;

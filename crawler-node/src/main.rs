@@ -29,6 +29,9 @@ async fn main() -> ExitCode {
     if std::env::args().nth(1).as_deref() == Some("probe") {
         return probe().await;
     }
+    if std::env::args().nth(1).as_deref() == Some("profile") {
+        return profile_tool();
+    }
     if std::env::args().nth(1).as_deref() == Some("self-check") {
         return self_check().await;
     }
@@ -81,6 +84,40 @@ async fn probe() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("crawler-node probe: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `crawler-node profile check DIR` / `profile convert FILE` (`lps_crawler_node::profile_tool`).
+/// Exit code 0 when every profile loads (or the conversion succeeded), 1 when one fails,
+/// 2 for a wrong command line or an unreadable directory.
+fn profile_tool() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(2).collect();
+    let mut out = std::io::stdout().lock();
+    let result = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["check", dir] => {
+            lps_crawler_node::profile_tool::check(std::path::Path::new(dir), &mut out)
+        }
+        ["convert", file] => {
+            match lps_crawler_node::profile_tool::convert(std::path::Path::new(file), &mut out) {
+                Ok(()) => Ok(true),
+                Err(err) => {
+                    eprintln!("crawler-node profile convert: {err:#}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        _ => {
+            eprintln!("usage: crawler-node profile check DIR | crawler-node profile convert FILE");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(err) => {
+            eprintln!("crawler-node profile check: {err:#}");
             ExitCode::from(2)
         }
     }

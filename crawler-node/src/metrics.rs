@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use lps_proto::model::{ErrorClass, MallId};
+use lps_proto::model::{CardClass, ErrorClass, MallId};
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
@@ -321,6 +321,14 @@ impl NodeMetrics {
             let _ = self.layout_pages.get_or_create(&MallLabels {
                 mall: mall.to_owned(),
             });
+            // Every class may be excluded (a profile sets the policy), `rental` included.
+            let excluded = CardClass::ALL.iter().map(|c| c.as_str());
+            for reason in excluded.chain(["placeholder"]) {
+                let _ = self.cards_excluded.get_or_create(&MallReasonLabels {
+                    mall: mall.to_owned(),
+                    reason: reason.to_owned(),
+                });
+            }
             for reason in SessionEndReason::ALL {
                 let _ = self.ip_sessions_ended.get_or_create(&MallReasonLabels {
                     mall: mall.to_owned(),
@@ -531,6 +539,8 @@ mod tests {
             "lps_node_layout_pages_total{mall=\"testmall-alpha\"} 0",
             "lps_node_ip_sessions_ended_total{mall=\"testmall-alpha\",reason=\"rotate\"} 0",
             "lps_node_browser_restarts_total{reason=\"failed\"} 0",
+            "lps_node_cards_excluded_total{mall=\"testmall-alpha\",reason=\"rental\"} 0",
+            "lps_node_cards_excluded_total{mall=\"testmall-alpha\",reason=\"placeholder\"} 0",
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }

@@ -259,9 +259,11 @@ impl Policy {
     /// classes").
     pub fn default_for(class: CardClass) -> Self {
         match class {
-            CardClass::Ad | CardClass::OptionListing | CardClass::Used | CardClass::SoldOut => {
-                Self::Exclude
-            }
+            CardClass::Ad
+            | CardClass::OptionListing
+            | CardClass::Used
+            | CardClass::SoldOut
+            | CardClass::Rental => Self::Exclude,
             CardClass::Overseas | CardClass::Catalog => Self::Flag,
         }
     }
@@ -665,8 +667,42 @@ fn compile_page(profile: &pb::SiteProfile) -> Result<PageSelectors, CompileError
 }
 
 fn selector(at: &str, text: &str) -> Result<Selector, CompileError> {
-    Selector::parse(text)
-        .map_err(|e| CompileError::new(at, format!("invalid CSS selector {text:?}: {e}")))
+    Selector::parse(text).map_err(|e| {
+        CompileError::new(
+            at,
+            format!("invalid CSS selector {text:?}: {}", selector_error(&e)),
+        )
+    })
+}
+
+/// What is wrong with a selector, in the profile author's words. NB: `scraper` words the
+/// errors of Servo's selector parser it does not name as "Unexpected error occurred.
+/// Please report this to the developer" plus a debug dump; such an error is the author's
+/// selector, not a bug, so it is said as the parser's error kind (`unsupported pseudo
+/// class or element`), after the selector the message quotes.
+pub(crate) fn selector_error(err: &scraper::error::SelectorErrorKind) -> String {
+    use scraper::error::SelectorErrorKind;
+    match err {
+        SelectorErrorKind::UnexpectedSelectorParseError(kind) => {
+            let debug = format!("{kind:?}");
+            let (name, detail) = debug.split_once('(').unwrap_or((&debug, ""));
+            let mut words = String::new();
+            for c in name.chars() {
+                if c.is_uppercase() && !words.is_empty() {
+                    words.push(' ');
+                }
+                words.extend(c.to_lowercase());
+            }
+            let detail = detail.trim_end_matches(')').split_whitespace();
+            let detail = detail.collect::<Vec<_>>().join(" ");
+            if detail.is_empty() {
+                words
+            } else {
+                format!("{words} {detail}")
+            }
+        }
+        other => other.to_string().to_lowercase(),
+    }
 }
 
 fn required_selector(at: &str, text: &str) -> Result<Selector, CompileError> {
@@ -1244,6 +1280,29 @@ pub(crate) mod tests {
         assert!(
             err.to_string()
                 .starts_with("sources[0].cards: invalid CSS selector \"li[\"")
+        );
+    }
+
+    #[test]
+    fn a_selector_error_is_the_authors_not_a_bug_report() {
+        for bad in ["li:hover-x", "li::nope", "li:nth-child(x)", "li[", "li >"] {
+            let source = dom_source(bad, dom_fields());
+            let err = compile(&profile(vec![source])).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.starts_with("sources[0].cards: invalid CSS selector"),
+                "{text}"
+            );
+            assert!(
+                !text.contains("developer") && !text.contains('\n'),
+                "{bad}: {text}"
+            );
+        }
+        let source = dom_source("li:hover-x", dom_fields());
+        let text = compile(&profile(vec![source])).unwrap_err().to_string();
+        assert!(
+            text.contains("hover-x"),
+            "the error names what is wrong: {text}"
         );
     }
 }

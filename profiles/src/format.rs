@@ -173,6 +173,9 @@ struct RuleFile {
 #[serde(deny_unknown_fields)]
 struct ClassFile {
     policy: Option<String>,
+    /// `true`: the table's matchers are added to the default ones instead of replacing them.
+    #[serde(default)]
+    extend: bool,
     selectors: Option<Vec<String>>,
     texts: Option<Vec<TextFile>>,
     json: Option<Vec<JsonFile>>,
@@ -313,7 +316,7 @@ pub fn parse(file: &str, text: &str) -> Result<Profile, ProfileError> {
             return Err(e.at(
                 "format",
                 if v1 {
-                    "this is a format-1 profile (card_selector, title_selector, …): rewrite it as format 2 with one `dom` source (docs/site-profiles.md, \"Format 1\")".to_owned()
+                    "this is a format-1 profile (card_selector, title_selector, …): rewrite it as format 2 with one `dom` source: `crawler-node profile convert FILE` does it (docs/site-profiles.md, \"Format 1\")".to_owned()
                 } else {
                     format!("missing: a profile starts with `format = {FORMAT_VERSION}`")
                 },
@@ -710,10 +713,34 @@ fn classes(
 ) -> Result<Vec<pb::CardClassRule>, ProfileError> {
     for name in own.keys() {
         if CardClass::from_name(name).is_none() {
+            let names: Vec<&str> = CardClass::ALL.iter().map(|c| c.as_str()).collect();
             return Err(e.at(
                 format!("classes.{name}"),
-                "not a card class (ad, option_listing, overseas, used, sold_out, catalog)",
+                format!("not a card class ({})", names.join(", ")),
             ));
+        }
+    }
+    // NB: an extending table's matchers follow the defaults in the compiled rule, so their
+    // indexes there are not the profile's: check them here, named as written.
+    for (name, mine) in own.iter().filter(|(_, c)| c.extend) {
+        for (i, s) in mine.selectors.iter().flatten().enumerate() {
+            scraper::Selector::parse(s).map_err(|err| {
+                e.at(
+                    format!("classes.{name}.selectors[{i}]"),
+                    format!(
+                        "invalid CSS selector {s:?}: {}",
+                        crate::compiled::selector_error(&err)
+                    ),
+                )
+            })?;
+        }
+        for (i, t) in mine.texts.iter().flatten().enumerate() {
+            regex::Regex::new(&t.regex).map_err(|err| {
+                e.at(
+                    format!("classes.{name}.texts[{i}].regex"),
+                    format!("invalid regex {:?}: {err}", t.regex),
+                )
+            })?;
         }
     }
     let defaults = default_classes();
@@ -723,6 +750,20 @@ fn classes(
         let base = defaults.get(name).cloned().unwrap_or_default();
         let merged = match own.get(name) {
             None => base,
+            Some(mine) if mine.extend => {
+                // The defaults first, then the profile's own matchers.
+                fn both<T: Clone>(base: &Option<Vec<T>>, mine: &Option<Vec<T>>) -> Option<Vec<T>> {
+                    let all: Vec<T> = base.iter().chain(mine).flatten().cloned().collect();
+                    (!all.is_empty()).then_some(all)
+                }
+                ClassFile {
+                    policy: mine.policy.clone().or_else(|| base.policy.clone()),
+                    extend: true,
+                    selectors: both(&base.selectors, &mine.selectors),
+                    texts: both(&base.texts, &mine.texts),
+                    json: both(&base.json, &mine.json),
+                }
+            }
             Some(mine) => {
                 let replaces =
                     mine.selectors.is_some() || mine.texts.is_some() || mine.json.is_some();
@@ -988,6 +1029,60 @@ pub fn parse_file(path: &Path) -> Result<Profile, ProfileError> {
         reason: e.to_string(),
     })?;
     parse(&name, &text)
+}
+
+/// Format 1's per-field selector keys and the format-2 field each becomes.
+const FORMAT1_FIELDS: [(&str, &str); 6] = [
+    ("title_selector", "title"),
+    ("price_selector", "price"),
+    ("shipping_selector", "shipping"),
+    ("link_selector", "link"),
+    ("seller_selector", "seller"),
+    ("list_price_selector", "list_price"),
+];
+
+/// Rewrites a format-1 profile (flat `card_selector`, `title_selector`, …) as format 2: one
+/// `dom` source, `link_selector`'s `href` as the link, every other key kept as it was. The
+/// result is checked by [`parse`], so what comes back loads (or the error names the field
+/// the rewrite could not fix, e.g. a missing no-results marker).
+pub fn convert_format1(file: &str, text: &str) -> Result<String, ProfileError> {
+    let e = Errors { file };
+    let mut table: toml::Table = toml::from_str(text).map_err(|err| toml_error(&e, text, &err))?;
+    if table.contains_key("format") {
+        return Err(e.at("format", "already set: not a format-1 profile"));
+    }
+    let cards = match table.remove("card_selector") {
+        Some(toml::Value::String(cards)) => cards,
+        _ => return Err(e.at("card_selector", "a format-1 profile names its cards here")),
+    };
+    let mut fields = toml::Table::new();
+    for (old, new) in FORMAT1_FIELDS {
+        match table.remove(old) {
+            None => {}
+            Some(toml::Value::String(css)) if css.trim().is_empty() => {}
+            Some(toml::Value::String(css)) if new == "link" => {
+                let mut rule = toml::Table::new();
+                rule.insert("css".into(), css.into());
+                rule.insert("attr".into(), "href".into());
+                fields.insert(new.into(), rule.into());
+            }
+            Some(toml::Value::String(css)) => {
+                fields.insert(new.into(), css.into());
+            }
+            Some(_) => return Err(e.at(old, "a CSS selector (a string)")),
+        }
+    }
+    let mut source = toml::Table::new();
+    source.insert("kind".into(), "dom".into());
+    source.insert("cards".into(), cards.into());
+    source.insert("fields".into(), fields.into());
+    table.insert("sources".into(), toml::Value::Array(vec![source.into()]));
+    let body = toml::to_string(&table).map_err(|err| e.at("(file)", err.to_string()))?;
+    let out = format!(
+        "# Converted from format 1 by `crawler-node profile convert` (docs/site-profiles.md).\nformat = {FORMAT_VERSION}\n{body}"
+    );
+    parse(file, &out)?;
+    Ok(out)
 }
 
 /// A built-in profile by file name (`testmall-alpha.toml`), as written.
@@ -1305,6 +1400,58 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn a_format_one_profile_converts_to_one_that_loads() {
+        let v1 = r#"id = "oldmall"
+display_name = "옛날몰"
+search_url_template = "https://old.example/search?q={query}"
+wait_for = "li.item, div.none"
+wait_timeout = "10s"
+card_selector = "li.item"
+title_selector = "div.title"
+price_selector = "div.price"
+shipping_selector = "div.ship"
+link_selector = "a.link"
+seller_selector = ""
+no_results_selector = "div.none"
+free_shipping_texts = ["무료배송"]
+ip_request_budget = 2
+
+[block]
+statuses = [403]
+
+[limits]
+max_running = 2
+"#;
+        assert_eq!(parse("old.toml", v1).unwrap_err().field, "format");
+        let v2 = convert_format1("old.toml", v1).unwrap_or_else(|e| panic!("{e}"));
+        let p = parse("old.toml", &v2).unwrap_or_else(|e| panic!("{e}\n{v2}"));
+        assert_eq!(p.wire.id, "oldmall");
+        assert_eq!(p.wire.ip_request_budget, 2);
+        assert_eq!(p.max_running, Some(2));
+        let source = &p.wire.sources[0];
+        assert!(
+            matches!(&source.kind, Some(pb::card_source::Kind::Dom(d)) if d.card_selector == "li.item")
+        );
+        let fields = source.fields.as_ref().unwrap();
+        assert_eq!(fields.title[0].css, "div.title");
+        assert_eq!(
+            (fields.link[0].css.as_str(), fields.link[0].attr.as_str()),
+            ("a.link", "href")
+        );
+        assert!(fields.seller.is_empty());
+        // Not format 1, or not loadable after the rewrite: named.
+        assert_eq!(
+            convert_format1("x.toml", alpha()).unwrap_err().field,
+            "format"
+        );
+        let no_marker = v1.replace("no_results_selector = \"div.none\"\n", "");
+        assert_eq!(
+            convert_format1("old.toml", &no_marker).unwrap_err().field,
+            "no_results_selector"
+        );
     }
 
     #[test]

@@ -3,7 +3,11 @@
 //!
 //! Grammar: `$` then any number of steps — `.name`, `['name']` / `["name"]`, `[N]` (an
 //! array index, negative from the end), `[*]` / `.*` (every element of an array or every
-//! value of an object) and `..name` (`name` at any depth). `$` alone is the value itself.
+//! value of an object), `..name` (`name` at any depth) and filters `[?(@.path OP value)]`
+//! (every element of an array, or value of an object, for which the relative path `@…`
+//! selects a value equal (`==`) or not equal (`!=`) to a quoted string, a number, `true`,
+//! `false` or `null`; `[?(@.path)]` alone: the path selects a truthy value). `$` alone is
+//! the value itself.
 //! A path is parsed once (when the profile is loaded) and can be evaluated on any value
 //! without panicking: a step that does not fit the value selects nothing.
 
@@ -24,6 +28,76 @@ enum Step {
     Index(i64),
     Wildcard,
     Descend(String),
+    Filter(Filter),
+}
+
+/// `[?(@.path OP literal)]`, or `[?(@.path)]` (`test` = `None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Filter {
+    path: Vec<Step>,
+    test: Option<(bool, Value)>,
+}
+
+impl Filter {
+    fn parse(text: &str, inner: &str) -> Result<Self, String> {
+        let body = inner.trim();
+        let body = body
+            .strip_prefix('(')
+            .and_then(|b| b.strip_suffix(')'))
+            .unwrap_or(body)
+            .trim();
+        let (left, test) = match body.find("==").or_else(|| body.find("!=")) {
+            Some(at) => {
+                let equal = &body[at..at + 2] == "==";
+                let literal = body[at + 2..].trim();
+                let value = literal_value(literal).ok_or_else(|| {
+                    format!("{text:?}: {literal:?} is not a quoted string, a number, true, false or null")
+                })?;
+                (body[..at].trim(), Some((equal, value)))
+            }
+            None => (body, None),
+        };
+        let rest = left
+            .strip_prefix('@')
+            .ok_or_else(|| format!("{text:?}: a filter's path starts with `@`"))?;
+        let path = JsonPath::parse(&format!("${rest}"))?.steps;
+        Ok(Self { path, test })
+    }
+
+    fn keeps(&self, value: &Value) -> bool {
+        let selected = select_steps(&self.path, value);
+        match &self.test {
+            None => selected.iter().any(|v| truthy(v)),
+            Some((equal, literal)) => {
+                let same = selected.iter().any(|v| same_value(v, literal));
+                same == *equal
+            }
+        }
+    }
+}
+
+fn literal_value(text: &str) -> Option<Value> {
+    if let Some(s) = text
+        .strip_prefix('\'')
+        .and_then(|s| s.strip_suffix('\''))
+        .or_else(|| text.strip_prefix('"').and_then(|s| s.strip_suffix('"')))
+    {
+        return Some(Value::String(s.to_owned()));
+    }
+    match text {
+        "true" => Some(Value::Bool(true)),
+        "false" => Some(Value::Bool(false)),
+        "null" => Some(Value::Null),
+        _ => text.parse::<f64>().ok().map(|n| serde_json::json!(n)),
+    }
+}
+
+/// Numbers compare by value (`3` equals `3.0`), everything else as JSON.
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        _ => a == b,
+    }
 }
 
 impl JsonPath {
@@ -57,6 +131,19 @@ impl JsonPath {
                     }
                     steps.push(Step::Key(name));
                     i = next;
+                }
+                '[' if chars.get(i + 1) == Some(&'?') => {
+                    // NB: a filter may hold `]` (`@.a[0]`) and quotes: it ends at `)]`, or at
+                    // the last `]` of the path when written without parentheses.
+                    let rest: String = chars[i..].iter().collect();
+                    let end = rest
+                        .find(")]")
+                        .map(|p| p + 1)
+                        .or_else(|| rest.rfind(']'))
+                        .ok_or_else(|| format!("{}: `[?` without `]`", at(i)))?;
+                    let inner: String = rest[2..end].to_owned();
+                    steps.push(Step::Filter(Filter::parse(text, &inner)?));
+                    i += rest[..=end].chars().count();
                 }
                 '[' => {
                     let close = chars[i..]
@@ -96,30 +183,7 @@ impl JsonPath {
 
     /// Every value the path selects in `root`, in document order.
     pub fn select<'a>(&self, root: &'a Value) -> Vec<&'a Value> {
-        let mut current = vec![root];
-        for step in &self.steps {
-            let mut next = Vec::new();
-            for value in current {
-                match step {
-                    Step::Key(key) => next.extend(value.get(key.as_str())),
-                    Step::Index(index) => {
-                        if let Value::Array(items) = value {
-                            let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
-                            let at = if *index < 0 { len + index } else { *index };
-                            next.extend(usize::try_from(at).ok().and_then(|at| items.get(at)));
-                        }
-                    }
-                    Step::Wildcard => match value {
-                        Value::Array(items) => next.extend(items.iter()),
-                        Value::Object(map) => next.extend(map.values()),
-                        _ => {}
-                    },
-                    Step::Descend(key) => descend(value, key, &mut next),
-                }
-            }
-            current = next;
-        }
-        current
+        select_steps(&self.steps, root)
     }
 
     /// The first value selected, if any (and not `null`).
@@ -145,6 +209,39 @@ impl std::str::FromStr for JsonPath {
     fn from_str(s: &str) -> Result<Self, String> {
         Self::parse(s)
     }
+}
+
+/// Every value `steps` select in `root`, in document order.
+fn select_steps<'a>(steps: &[Step], root: &'a Value) -> Vec<&'a Value> {
+    let mut current = vec![root];
+    for step in steps {
+        let mut next = Vec::new();
+        for value in current {
+            match step {
+                Step::Key(key) => next.extend(value.get(key.as_str())),
+                Step::Index(index) => {
+                    if let Value::Array(items) = value {
+                        let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
+                        let at = if *index < 0 { len + index } else { *index };
+                        next.extend(usize::try_from(at).ok().and_then(|at| items.get(at)));
+                    }
+                }
+                Step::Wildcard => match value {
+                    Value::Array(items) => next.extend(items.iter()),
+                    Value::Object(map) => next.extend(map.values()),
+                    _ => {}
+                },
+                Step::Descend(key) => descend(value, key, &mut next),
+                Step::Filter(filter) => match value {
+                    Value::Array(items) => next.extend(items.iter().filter(|v| filter.keeps(v))),
+                    Value::Object(map) => next.extend(map.values().filter(|v| filter.keeps(v))),
+                    _ => {}
+                },
+            }
+        }
+        current = next;
+    }
+    current
 }
 
 fn read_name(chars: &[char], from: usize) -> (String, usize) {
@@ -267,5 +364,51 @@ mod tests {
         assert!(truthy(&json!(true)) && truthy(&json!("ad")) && truthy(&json!(1)));
         assert!(!truthy(&json!(false)) && !truthy(&json!("")) && !truthy(&json!(0)));
         assert!(!truthy(&json!(null)) && !truthy(&json!([])));
+    }
+
+    #[test]
+    fn filters_pick_elements_by_a_field() {
+        let v = json!({"delivery": [
+            {"type": "free_over", "amount": 20000},
+            {"type": "fee", "amount": 3000, "tags": ["a]b"]},
+            {"type": "fee", "amount": 0, "kind": 2},
+        ]});
+        assert_eq!(
+            sel("$.delivery[?(@.type=='fee')].amount", &v),
+            vec![json!(3000), json!(0)]
+        );
+        assert_eq!(
+            sel("$.delivery[?(@.type == \"free_over\")].amount", &v),
+            vec![json!(20000)]
+        );
+        assert_eq!(
+            sel("$.delivery[?(@.type != 'fee')].amount", &v),
+            vec![json!(20000)]
+        );
+        assert_eq!(
+            sel("$.delivery[?(@.amount == 3000)].type", &v),
+            vec![json!("fee")]
+        );
+        assert_eq!(
+            sel("$.delivery[?(@.kind == 2.0)].amount", &v),
+            vec![json!(0)]
+        );
+        assert_eq!(
+            sel("$.delivery[?(@.amount)].amount", &v),
+            vec![json!(20000), json!(3000)]
+        );
+        assert_eq!(
+            sel("$.delivery[?(@.tags[0] == 'a]b')].amount", &v),
+            vec![json!(3000)]
+        );
+        assert!(sel("$.delivery[?(@.type == 'none')]", &v).is_empty());
+        for (path, says) in [
+            ("$.d[?(type == 'x')]", "starts with `@`"),
+            ("$.d[?(@.type == x)]", "is not a quoted string"),
+            ("$.d[?(@.type == 'x'", "without `]`"),
+        ] {
+            let err = JsonPath::parse(path).unwrap_err();
+            assert!(err.contains(says), "{path}: {err}");
+        }
     }
 }

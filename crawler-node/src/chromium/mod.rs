@@ -21,6 +21,7 @@
 
 pub mod chromedriver;
 pub mod display;
+pub mod error_pages;
 mod http;
 pub mod identity;
 pub mod instance;

@@ -49,14 +49,6 @@ const SCROLL_PAUSE: Duration = Duration::from_millis(350);
 /// Card elements per DOM source the final read takes at most (placeholders included).
 const MAX_READ_ELEMENTS: u32 = 1000;
 
-/// Navigation errors right after connecting: the exit IP is suspect (DESIGN §5).
-pub const SUSPECT_ERRORS: &[&str] = &[
-    "ERR_HTTP2_PROTOCOL_ERROR",
-    "ERR_CONNECTION_RESET",
-    "ERR_CONNECTION_CLOSED",
-    "ERR_EMPTY_RESPONSE",
-];
-
 /// The verdict on a loaded page.
 #[derive(Debug, Clone)]
 pub enum PageRead {
@@ -114,6 +106,9 @@ struct Look {
     challenge: Option<usize>,
     no_results: bool,
     error_code: Option<String>,
+    /// The page's markup is Chromium's error page (`error_pages.toml`'s markers), whatever
+    /// its URL: a proxy or a saved page can serve it under the mall's.
+    error_page: bool,
     counts: Vec<u32>,
     captured_count: u32,
     next_href: Option<String>,
@@ -167,6 +162,9 @@ struct SnapshotArgs {
     /// Read card material (not only counts).
     read: bool,
     max_dom: u32,
+    /// `error_pages.toml`: selectors of Chromium's error page, and of its code.
+    error_markers: Vec<String>,
+    error_code_selector: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -244,6 +242,8 @@ fn args(profile: &pb::SiteProfile, read: bool, max_dom: u32, captured_from: usiz
         more_button: more.more_button_selector,
         read,
         max_dom,
+        error_markers: super::error_pages::rules().markers.clone(),
+        error_code_selector: super::error_pages::rules().code_selector.clone(),
     }
 }
 
@@ -364,6 +364,7 @@ pub async fn read_loaded_page(
             Err(err) => return Err(err),
         };
         if look.url.starts_with("chrome-error://")
+            || look.error_page
             || look.title.starts_with(super::relay::ERROR_TITLE)
         {
             return Ok(PageRead::ErrorPage {

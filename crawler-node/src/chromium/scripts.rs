@@ -77,13 +77,15 @@ try { nav = performance.getEntriesByType('navigation')[0] || null; } catch (e) {
 var out = { url: String(location.href), title: String(d.title || ''), html_bytes: bytes,
             status: (nav && nav.responseStatus) || 0, waited: !p.wait_for || !!q(p.wait_for),
             ready: d.readyState === 'complete',
-            block: null, challenge: null, no_results: false, error_code: null,
+            block: null, challenge: null, no_results: false, error_code: null, error_page: false,
             counts: [], captured_count: 0, next_href: null, more_button: null,
             viewport: { width: window.innerWidth || 0, height: window.innerHeight || 0 },
             scroll: { y: window.scrollY || 0, height: (d.documentElement && d.documentElement.scrollHeight) || 0 },
             snapshot: { url: String(location.href), dom: [], scripts: [], captured: [] } };
-if (String(location.href).indexOf('chrome-error://') === 0) {
-  var code = /ERR_[A-Z0-9_]+/.exec(body || (d.documentElement ? d.documentElement.innerText : ''));
+out.error_page = (p.error_markers || []).some(function (s) { return !!q(s); });
+if (out.error_page || String(location.href).indexOf('chrome-error://') === 0) {
+  var shown = q(p.error_code_selector);
+  var code = /ERR_[A-Z0-9_]+/.exec((shown && shown.textContent) || '') || /ERR_[A-Z0-9_]+/.exec(body || (d.documentElement ? d.documentElement.innerText : ''));
   out.error_code = code ? code[0] : null;
 }
 (p.block_texts || []).some(function (t) { if (t && body.indexOf(t) >= 0) { out.block = 'text:' + t; return true; } return false; });

@@ -90,6 +90,17 @@ pub(super) fn contains(card: ElementRef<'_>, selector: &Selector) -> bool {
 /// without a space, other element boundaries as a space, hidden elements and `exclude`'s
 /// matches (below the element) left out.
 pub(super) fn visible_text(element: ElementRef<'_>, exclude: Option<&Selector>) -> String {
+    text_of(element, exclude, true)
+}
+
+/// The element's text with every element's text apart, inline ones too: what the card's
+/// class patterns also look at, so that a badge (`<span>광고</span>`) joined to the title
+/// (`광고제주삼다수 2L`) still reads as a word of its own.
+pub(super) fn separate_words(element: ElementRef<'_>) -> String {
+    text_of(element, None, false)
+}
+
+fn text_of(element: ElementRef<'_>, exclude: Option<&Selector>, join_inline: bool) -> String {
     enum Step<'a> {
         Open(ElementRef<'a>),
         Text(&'a str),
@@ -109,7 +120,7 @@ pub(super) fn visible_text(element: ElementRef<'_>, exclude: Option<&Selector>) 
                 {
                     continue;
                 }
-                if !INLINE.contains(&name) {
+                if !join_inline || !INLINE.contains(&name) {
                     out.push(' ');
                     stack.push(Step::Space);
                 }

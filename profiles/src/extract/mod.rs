@@ -304,6 +304,11 @@ trait Item {
     fn read(&self, read: &Read) -> Option<String>;
     /// All of the item's text, unclipped.
     fn text(&self) -> String;
+    /// All of the item's text with every element's text apart (DOM; see
+    /// [`dom::separate_words`]); `None` when that is [`Item::text`].
+    fn separate_words(&self) -> Option<String> {
+        None
+    }
     /// Whether one of the class's selectors or JSON matchers matches the item.
     fn matches(&self, class: &CompiledClass) -> bool;
     /// The page URL, for links.
@@ -341,6 +346,10 @@ impl Item for DomItem<'_> {
 
     fn text(&self) -> String {
         dom::visible_text(self.card, None)
+    }
+
+    fn separate_words(&self) -> Option<String> {
+        Some(dom::separate_words(self.card))
     }
 
     fn matches(&self, class: &CompiledClass) -> bool {
@@ -402,12 +411,17 @@ fn read_card(item: &impl Item, source: &CompiledSource, profile: &CompiledProfil
     };
     let shipping_text = read_text(item, fields.get(Field::Shipping));
     let seller = read_text(item, fields.get(Field::Seller));
+    let words = item
+        .separate_words()
+        .map(|w| dom::fold(&w))
+        .filter(|w| *w != text);
     let texts = ClassTexts {
         title: &title,
         price: price.text.as_deref().unwrap_or_default(),
         shipping: shipping_text.as_deref().unwrap_or_default(),
         seller: seller.as_deref().unwrap_or_default(),
         card: &text,
+        card_words: words.as_deref(),
     };
     let mut classes: Vec<CardClass> = profile
         .classes()
@@ -440,6 +454,8 @@ struct ClassTexts<'a> {
     shipping: &'a str,
     seller: &'a str,
     card: &'a str,
+    /// The card's text with every element apart, when that differs from `card`.
+    card_words: Option<&'a str>,
 }
 
 impl ClassTexts<'_> {
@@ -450,7 +466,10 @@ impl ClassTexts<'_> {
                 TextField::Price => self.price,
                 TextField::Shipping => self.shipping,
                 TextField::Seller => self.seller,
-                TextField::Card => self.card,
+                TextField::Card => {
+                    return t.regex.is_match(self.card)
+                        || self.card_words.is_some_and(|w| t.regex.is_match(w));
+                }
             };
             t.regex.is_match(text)
         })

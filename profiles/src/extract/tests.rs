@@ -815,3 +815,192 @@ fn json_fields_helper_compiles_for_every_json_kind() {
         compile(&profile(vec![source])).unwrap();
     }
 }
+
+/// A DOM profile with the default card classes of `profiles/classes.toml`, as a profile
+/// without `[classes]` gets them (through the file format).
+fn default_classes_profile(extra_classes: &str) -> CompiledProfile {
+    let text = format!(
+        r#"format = 2
+id = "examplemall"
+display_name = "예시몰"
+search_url_template = "https://www.example.com/search?q={{query}}"
+no_results_text = "검색결과가 없습니다"
+[[sources]]
+kind = "dom"
+cards = "li.product-card"
+[sources.fields]
+title = "a.name"
+price = "div.price"
+shipping = "span.delivery"
+link = {{ css = "a.name", attr = "href" }}
+seller = "span.seller"
+{extra_classes}"#
+    );
+    let p = crate::format::parse("example.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+    compile(&p.wire).unwrap()
+}
+
+fn classes_of(
+    profile: &CompiledProfile,
+    name_html: &str,
+    price: &str,
+    extra: &str,
+) -> Vec<CardClass> {
+    let page = extract_page(
+        profile,
+        &dom_snapshot(vec![card_html(None, name_html, price, extra)]),
+    );
+    let source = page.chosen_source().expect("a card");
+    source.cards[0].classes.clone()
+}
+
+#[test]
+fn monthly_prices_are_rental_cards_excluded_by_default() {
+    let profile = default_classes_profile("");
+    assert_eq!(profile.policy(CardClass::Rental), Policy::Exclude);
+    for (name, price) in [
+        ("코웨이 정수기 렌탈 CHP-264L", "월 29,900원"),
+        ("LG 퓨리케어 정수기", "월 12,900원"),
+        ("LG 퓨리케어 정수기 (월납)", "12,900원"),
+        ("쿠쿠 공기청정기", "12,900원/월"),
+        ("SK매직 비데", "매월 9,900원"),
+        ("청호나이스 얼음정수기 렌털", "39,900원"),
+    ] {
+        assert_eq!(
+            classes_of(&profile, name, price, ""),
+            [CardClass::Rental],
+            "{name} {price}"
+        );
+    }
+    for (name, price) in [
+        ("종근당 락토핏 6개월분", "29,900원"),
+        ("햇반 210g 12개 월요일 배송", "12,900원"),
+        ("코웨이 정수기 필터 6개월 12,900원 세트", "12,900원"),
+    ] {
+        assert!(
+            classes_of(&profile, name, price, "").is_empty(),
+            "{name} {price}"
+        );
+    }
+}
+
+#[test]
+fn a_badge_joined_to_the_title_is_an_ad() {
+    let profile = default_classes_profile("");
+    // The title reads "광고제주삼다수 2L" / "제주삼다수 2L광고": inline text is joined.
+    for name in [
+        "<span class=\"b\">광고</span>제주삼다수 2L",
+        "제주삼다수 2L<span class=\"b\">광고</span>",
+        "<em>AD</em>제주삼다수 2L",
+    ] {
+        let page = extract_page(
+            &profile,
+            &dom_snapshot(vec![card_html(None, name, "12,900원", "")]),
+        );
+        let card = &page.chosen_source().unwrap().cards[0];
+        assert!(
+            !card.title.contains(' ') || card.title.contains("2L"),
+            "{}",
+            card.title
+        );
+        assert!(
+            !card.title.contains("광고 ") && !card.title.contains(" 광고"),
+            "joined: {}",
+            card.title
+        );
+        assert_eq!(card.classes, [CardClass::Ad], "{name}");
+    }
+    for name in ["광고용 풍선 100개", "ADIDAS 운동화", "제주삼다수 2L"] {
+        assert!(
+            classes_of(&profile, name, "12,900원", "").is_empty(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn refurbished_and_returned_wording_is_used_goods() {
+    let profile = default_classes_profile("");
+    for name in [
+        "[리퍼] 애플 에어팟 프로 2",
+        "애플 에어팟 프로 2 리퍼",
+        "애플 에어팟 프로 2 리퍼비시",
+        "애플 에어팟 프로 2 리퍼브",
+        "갤럭시 S24 반품",
+        "갤럭시 S24 반품상품",
+        "갤럭시 S24 재포장",
+        "갤럭시 S24 전시상품",
+        "LG 그램 B급",
+        "LG 그램 S급 중고",
+        "LG 그램 개봉상품",
+        "LG 그램 단순개봉 상품",
+        "[반품] LG 그램",
+        "Apple iPad refurbished",
+    ] {
+        assert_eq!(
+            classes_of(&profile, name, "12,900원", ""),
+            [CardClass::Used],
+            "{name}"
+        );
+    }
+    for (name, extra) in [
+        ("LG 그램 미개봉 새상품", ""),
+        ("중고생 참고서 세트", ""),
+        ("갤럭시 S24 자급제", "<span>교환/반품 불가</span>"),
+        ("리퍼블릭 티셔츠", ""),
+    ] {
+        assert!(
+            classes_of(&profile, name, "12,900원", extra).is_empty(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_class_table_with_extend_adds_to_the_defaults() {
+    let profile = default_classes_profile(
+        "[classes.used]\nextend = true\nselectors = [\"span.grade\"]\ntexts = [{ field = \"title\", regex = \"알뜰구매\" }]\n",
+    );
+    // The profile's own matchers …
+    assert_eq!(
+        classes_of(&profile, "LG 그램 알뜰구매", "12,900원", ""),
+        [CardClass::Used]
+    );
+    assert_eq!(
+        classes_of(
+            &profile,
+            "LG 그램",
+            "12,900원",
+            "<span class=\"grade\">A</span>"
+        ),
+        [CardClass::Used]
+    );
+    // … and the defaults, without copying them.
+    assert_eq!(
+        classes_of(&profile, "LG 그램 리퍼", "12,900원", ""),
+        [CardClass::Used]
+    );
+    assert_eq!(profile.policy(CardClass::Used), Policy::Exclude);
+    // Without `extend` the table replaces the defaults.
+    let replaced = default_classes_profile(
+        "[classes.used]\ntexts = [{ field = \"title\", regex = \"알뜰구매\" }]\n",
+    );
+    assert!(classes_of(&replaced, "LG 그램 리퍼", "12,900원", "").is_empty());
+    // Errors name the profile's own index.
+    let text = "[classes.used]\nextend = true\ntexts = [{ field = \"title\", regex = \"(\" }]\n";
+    let base = r#"format = 2
+id = "examplemall"
+display_name = "예시몰"
+search_url_template = "https://www.example.com/search?q={query}"
+no_results_text = "없음"
+[[sources]]
+kind = "dom"
+cards = "li"
+[sources.fields]
+title = "a"
+price = "b"
+link = "a"
+"#;
+    let e = crate::format::parse("x.toml", &format!("{base}{text}")).unwrap_err();
+    assert_eq!(e.field, "classes.used.texts[0].regex", "{e}");
+}

@@ -123,16 +123,18 @@ pub enum CardClass {
     Used,
     SoldOut,
     Catalog,
+    Rental,
 }
 
 impl CardClass {
-    pub const ALL: [CardClass; 6] = [
+    pub const ALL: [CardClass; 7] = [
         Self::Ad,
         Self::OptionListing,
         Self::Overseas,
         Self::Used,
         Self::SoldOut,
         Self::Catalog,
+        Self::Rental,
     ];
 
     /// The name used in profiles, metrics labels, round reports and PostgreSQL.
@@ -144,6 +146,7 @@ impl CardClass {
             Self::Used => "used",
             Self::SoldOut => "sold_out",
             Self::Catalog => "catalog",
+            Self::Rental => "rental",
         }
     }
 
@@ -162,6 +165,7 @@ impl CardClass {
             pb::CardClass::Used => Some(Self::Used),
             pb::CardClass::SoldOut => Some(Self::SoldOut),
             pb::CardClass::Catalog => Some(Self::Catalog),
+            pb::CardClass::Rental => Some(Self::Rental),
         }
     }
 }
@@ -175,6 +179,7 @@ impl From<CardClass> for pb::CardClass {
             CardClass::Used => Self::Used,
             CardClass::SoldOut => Self::SoldOut,
             CardClass::Catalog => Self::Catalog,
+            CardClass::Rental => Self::Rental,
         }
     }
 }

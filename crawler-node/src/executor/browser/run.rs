@@ -38,7 +38,7 @@ use crate::{
     chromium::{
         Browser, BrowserError, LaunchOptions, PageRead, PageResult, ProfileSlot, Relay,
         RelayCounters, Upstream, default_blocked_patterns, navigate,
-        page::{SUSPECT_ERRORS, read_loaded_page, read_search_page},
+        page::{read_loaded_page, read_search_page},
         parse::{page_url, search_url},
     },
     executor::{Job, Outcome, Progress},
@@ -465,7 +465,8 @@ impl<'a> Run<'a> {
             }
             Ok(PageRead::ErrorPage { url: error, code }) => match code {
                 Some(code)
-                    if SUSPECT_ERRORS.contains(&code.as_str()) && self.proxies().is_some() =>
+                    if crate::chromium::error_pages::rules().is_suspect(&code)
+                        && self.proxies().is_some() =>
                 {
                     // Right after connecting: the exit IP is suspect; never retry on it.
                     self.on_block(round, &format!("suspect:{code}"), 0).await?;
