@@ -34,8 +34,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 scripts/sqlx-prepare.sh --check
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked --quiet
 scripts/check-helm.sh
-# The same-product judge on its held-out test part (bench/judge/README.md): fails when the
-# test part's precision or recall falls below its recorded floor.
+# The same-product judge on its corpus parts (bench/judge/README.md): fails when a part's
+# precision or recall falls below its recorded floor.
 cargo run -q --locked -p lps-bench --bin judge-bench -- --check > /dev/null
 
 log=$(mktemp)
