@@ -29,7 +29,7 @@
 //! tags and descriptions, so they are never line words.
 
 use super::quantity::WordRole;
-use super::tokens::{Span, Text};
+use super::tokens::{self, Span, Text};
 use super::{ProductQuery, Reason, Seen, spells_query_word, translit, variants, vocabulary_word};
 
 /// Shortest added word, in characters.
@@ -47,11 +47,7 @@ fn says_use(word: &str) -> bool {
 pub(super) fn added_words(query: &ProductQuery, card: &Text, covered: &[Span]) -> Vec<String> {
     let lexicon = query.lexicon();
     let spans = card.word_spans();
-    let overlaps = |i: usize, set: &[Span]| {
-        spans
-            .get(i)
-            .is_some_and(|&(s, e)| e > s && set.iter().any(|&(a, b)| a < e && s < b))
-    };
+    let overlaps = |i: usize, set: &[Span]| tokens::word_overlaps(&spans, i, set);
     let named: Vec<Span> = variants::named_values(lexicon, &card.fragments(covered, true), true)
         .into_iter()
         .map(|(_, span)| span)

@@ -747,9 +747,9 @@ fn one_edit_apart(a: &str, b: &str) -> bool {
 }
 
 /// The spans of the phrases in which a card says what its item works with: a
-/// compatibility word (`호환`, `전용`, `for`: the vocabulary's `compatibility` list) with the
+/// compatibility word (`호환`, `전용`: the vocabulary's `compatibility` list) with the
 /// words it qualifies — before it back to the name (`스위치 호환`, `오피스젯 프로 8710
-/// 호환`), or after it for a Latin one (`for iPhone 15`) — when those words are another
+/// 호환`), or after it for a Latin one (`compatible with iPhone`) — when those words are another
 /// product's: no word of the query, and no variant or plain word of the product's own
 /// (`WiFi전용` says which model it is). Such a card is the query's product, made to work
 /// with another (`샌디스크 마이크로SD 256GB (닌텐도 스위치 호환)`); a compatibility word that
@@ -757,11 +757,7 @@ fn one_edit_apart(a: &str, b: &str) -> bool {
 fn compatibility_phrases(query: &ProductQuery, card: &Text, covered: &[Span]) -> Vec<Span> {
     let lexicon = query.lexicon();
     let spans = card.word_spans();
-    let overlaps = |i: usize, set: &[Span]| {
-        spans
-            .get(i)
-            .is_some_and(|&(s, e)| e > s && set.iter().any(|&(a, b)| a < e && s < b))
-    };
+    let overlaps = |i: usize, set: &[Span]| tokens::word_overlaps(&spans, i, set);
     let of_query = |i: usize| {
         overlaps(i, covered)
             || card

@@ -294,6 +294,13 @@ pub(super) fn find_form(fragments: &[Fragment<'_>], form: &Form, inside: bool) -
     None
 }
 
+/// Whether word `i` (of a title whose word spans are `spans`) overlaps any span of `set`.
+pub(super) fn word_overlaps(spans: &[Span], i: usize, set: &[Span]) -> bool {
+    spans
+        .get(i)
+        .is_some_and(|&(s, e)| e > s && set.iter().any(|&(a, b)| a < e && s < b))
+}
+
 /// ASCII letters and digits only (a code or a latin word).
 pub(super) fn is_latin(key: &str) -> bool {
     key.chars().all(|c| c.is_ascii_alphanumeric() || c == '.')
