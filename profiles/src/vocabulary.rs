@@ -471,9 +471,15 @@ impl Lexicon {
         let form = |field: String, text: &str| {
             to_form(text).ok_or_else(|| err(field, "is empty after normalisation"))
         };
-        for (i, w) in v.stopwords.iter().enumerate() {
-            let f = form(format!("stopwords[{i}]"), w)?;
-            self.stopwords.insert(f.key);
+        // Word sets: every entry one normalised key.
+        for (list, field, target) in [
+            (&v.stopwords, "stopwords", &mut self.stopwords),
+            (&v.descriptors, "descriptors", &mut self.descriptors),
+            (&v.compatibility, "compatibility", &mut self.compatibility),
+        ] {
+            for (i, w) in list.iter().enumerate() {
+                target.insert(form(format!("{field}[{i}]"), w)?.key);
+            }
         }
         for (list, field, target) in [
             (&v.accessories, "accessories", &mut self.accessories),
@@ -487,14 +493,6 @@ impl Lexicon {
                     target.push(f);
                 }
             }
-        }
-        for (i, w) in v.descriptors.iter().enumerate() {
-            let f = form(format!("descriptors[{i}]"), w)?;
-            self.descriptors.insert(f.key);
-        }
-        for (i, w) in v.compatibility.iter().enumerate() {
-            let f = form(format!("compatibility[{i}]"), w)?;
-            self.compatibility.insert(f.key);
         }
         for (i, w) in v.ordinals.iter().enumerate() {
             let f = form(format!("ordinals[{i}]"), w)?;
