@@ -98,6 +98,10 @@ struct Args {
     /// Exit non-zero when a part falls below its recorded floor.
     #[arg(long)]
     check: bool,
+    /// Measure the cross-script name rule on this names file (the format of
+    /// `bench/judge/transliteration.tsv`) instead of the repository's.
+    #[arg(long)]
+    names: Option<PathBuf>,
 }
 
 /// One labelled case of the corpus.
@@ -349,12 +353,12 @@ fn main() -> anyhow::Result<()> {
             ));
         }
     }
-    if args.corpus.is_none() {
-        let path = crate_dir.join(NAMES);
+    if args.corpus.is_none() || args.names.is_some() {
+        let path = args.names.clone().unwrap_or_else(|| crate_dir.join(NAMES));
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
         let pairs = parse_names(&text).with_context(|| format!("names {}", path.display()))?;
-        print_names(NAMES, &pairs);
+        print_names(&path.display().to_string(), &pairs);
     }
     if args.check && !failed.is_empty() {
         anyhow::bail!(

@@ -214,18 +214,26 @@ fn print_source(
         source.unparsed,
     )?;
     let classified = apply_classes(compiled, source.cards.clone());
-    let kept: Vec<(&str, &str)> = classified
+    // The kept cards are judged together, as the job judges a page (page contrast).
+    let page: Vec<judge::PageCard<'_>> = classified
         .kept
         .iter()
-        .map(|(c, _)| (c.title.as_str(), c.link.as_str()))
+        .map(|(c, _)| judge::PageCard {
+            title: &c.title,
+            gtin: None,
+        })
         .collect();
+    let verdicts = judge::judge_page(query, &page);
     for (n, card) in source.cards.iter().enumerate() {
-        let flags = classified
+        let kept = classified
             .kept
             .iter()
-            .find(|(c, _)| c.title == card.title && c.link == card.link)
+            .position(|(c, _)| c.title == card.title && c.link == card.link);
+        let flags = kept
+            .and_then(|k| classified.kept.get(k))
             .map(|(_, f)| f.clone());
-        print_card(wire, query, n + 1, card, flags, &kept, text, out)?;
+        let verdict = kept.and_then(|k| verdicts.get(k));
+        print_card(wire, n + 1, card, flags, verdict, text, out)?;
     }
     if !classified.excluded.is_empty() {
         writeln!(out, "  excluded by class: {:?}", classified.excluded)?;
@@ -233,14 +241,13 @@ fn print_source(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One card: its fields, classes and the judge's verdict (`None`: excluded, not judged).
 fn print_card(
     wire: &pb::SiteProfile,
-    query: &ProductQuery,
     n: usize,
     card: &Card,
     flags: Option<Vec<CardClass>>,
-    kept: &[(&str, &str)],
+    verdict: Option<&judge::Verdict>,
     text: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
@@ -286,13 +293,10 @@ fn print_card(
         ),
         None => format!("classes [{}] -> excluded", names(&card.classes)),
     };
-    let verdict = judge::judge(query, &card.title);
-    let judged = if !kept.contains(&(card.title.as_str(), card.link.as_str())) {
-        "not judged".to_owned()
-    } else if verdict.same {
-        format!("same product (score {:.2})", verdict.score)
-    } else {
-        format!("not the product ({})", verdict.reason)
+    let judged = match verdict {
+        None => "not judged".to_owned(),
+        Some(v) if v.same => format!("same product (score {:.2})", v.score),
+        Some(v) => format!("not the product ({})", v.reason),
     };
     writeln!(out, "      {class_line}  judge: {judged}")?;
     if text {

@@ -1,4 +1,4 @@
-//! Page contrast: a word some cards add next to the product's name, and others do not, is
+//! Page contrast: a word some cards add inside the product's name, and others do not, is
 //! another line of the product.
 //!
 //! No vocabulary can list every line, formula or edition word (`인텐시브`, `시그니처`,
@@ -6,16 +6,22 @@
 //! every per-card rule. A result page shows what one card cannot: among the cards that
 //! hold the whole name, the true product appears *without* the word. So the judge looks
 //! at the page:
-//! 1. For each card the rules accept, its **added words** are the ordinary words it has
-//!    inside the name (between the first and last word of the query it holds) or right
-//!    after it when that word ends the name phrase (an amount, a bracket, a query or
-//!    variant word or the title's end follows it; a word followed by more words of its own
-//!    starts a description: `자동차 장난감 조립 블록`): not the query's nor a spelling of
-//!    one in the other script, not filler, brands, aliases, accessory,
-//!    assortment or gift words, not a variant value (a colour when the query names none is
-//!    the product), not a vocabulary **descriptor** (`사료`, `대용량`: words that say what
-//!    kind of thing it is), not in square brackets (seller tags), no digits, two or more
-//!    characters.
+//! 1. For each card the rules accept, its **name phrase** is the shortest run of words
+//!    that holds every query word it holds, within the run of the title that holds the
+//!    most of them without an amount between them (`프리마 500g … 동서`: the brand after
+//!    the amount is a tag; `바이오 메가마트 매일 바이오 그릭요거트`: the first `바이오`
+//!    repeats a word the phrase has). Its **added words** are the ordinary words inside
+//!    the name phrase, or right after it when an amount, a bracket or a variant word
+//!    follows (`스테럴라이즈드 2kg`, `하이백 블랙`; a word that ends the title or is
+//!    followed by more words of its own starts a description: `… 블랙앤브라스`,
+//!    `자동차 장난감 조립 블록`): not the query's nor a spelling of one in the other
+//!    script, not filler, brands, aliases, accessory, assortment or gift words, not a
+//!    variant value (a colour when the query names none is the product), not a
+//!    vocabulary **descriptor** (`사료`, `대용량`: words that say what kind of thing it
+//!    is), not in square brackets (seller tags), no digits, two or more characters, and
+//!    not a word that follows a code of the card's own (`SPF34 PA++`: the code's mark).
+//!    A word in one script is no added word when the card lacks a name word of the query
+//!    in the other script: it may be that word's spelling (`Ruby Woo` for `루비 우`).
 //! 2. An added word is a **line word** when some accepted cards hold the name without it,
 //!    at most half of the accepted cards carry it (the plain product is what most sellers
 //!    list), and no card of another product on the page carries it (a word other
@@ -25,10 +31,13 @@
 //!    the word and the cards without it). With a single accepted card there is nothing to
 //!    contrast: the per-card rules and the vocabulary decide alone.
 //!
-//! Words after an amount (`2kg 소형견 성견용 사료`) and in brackets are where sellers put
-//! tags and descriptions, so they are never line words.
+//! A query for an item that fits another product (`… 호환 실리콘 스트랩`) has no line to
+//! contrast: many makers sell such items, each with words of its own (`말랑`, `후면`), so
+//! the per-card rules decide alone. Words after an amount (`2kg 소형견 성견용 사료`) and
+//! in brackets are where sellers put tags and descriptions, so they are never line words.
 
 use super::quantity::WordRole;
+use super::query::QueryToken;
 use super::tokens::{self, Span, Text};
 use super::{ProductQuery, Reason, Seen, spells_query_word, translit, variants, vocabulary_word};
 
@@ -43,9 +52,17 @@ fn says_use(word: &str) -> bool {
 }
 
 /// The words a card adds next to the name (rule 1 of the module docs), given the spans its
-/// query words were found at.
-pub(super) fn added_words(query: &ProductQuery, card: &Text, covered: &[Span]) -> Vec<String> {
+/// query words were found at and the query's name words it lacks.
+pub(super) fn added_words(
+    query: &ProductQuery,
+    card: &Text,
+    covered: &[Span],
+    missing: &[&QueryToken],
+) -> Vec<String> {
     let lexicon = query.lexicon();
+    if query_fits_another(query) {
+        return Vec::new();
+    }
     let spans = card.word_spans();
     let overlaps = |i: usize, set: &[Span]| tokens::word_overlaps(&spans, i, set);
     let named: Vec<Span> = variants::named_values(lexicon, &card.fragments(covered, true), true)
@@ -55,20 +72,29 @@ pub(super) fn added_words(query: &ProductQuery, card: &Text, covered: &[Span]) -
     let name_words: Vec<usize> = (0..card.words.len())
         .filter(|&i| overlaps(i, covered))
         .collect();
-    let (Some(&first), Some(&last)) = (name_words.first(), name_words.last()) else {
+    let Some((first, last)) = name_phrase(card, &name_words) else {
         return Vec::new();
     };
     let flag = |list: &[bool], i: usize| list.get(i).copied().unwrap_or(false);
     // A word after the name ends the name phrase only when what follows it is an amount,
-    // a bracket, the query's or a variant's word, or the end: a word followed by more
-    // words of its own starts a description (`자동차 장난감 조립 블록`).
+    // a bracket, the query's or a variant's word: a word at the title's end or followed
+    // by more words of its own starts a description (`자동차 장난감 조립 블록`).
+    // A word at the title's end takes the place of a query word the card lacks
+    // (`체어원 코요테탄` for `체어원 블랙`).
+    let replaces = !missing.is_empty()
+        || query
+            .tokens()
+            .iter()
+            .any(|t| t.variant && !card.contains_key(&t.key));
     let ends_name = |i: usize| {
-        i + 1 >= card.words.len()
+        (i + 1 >= card.words.len() && replaces)
             || card.roles.get(i + 1).is_some_and(|r| *r != WordRole::Other)
             || flag(&card.bracketed, i + 1)
             || overlaps(i + 1, covered)
             || overlaps(i + 1, &named)
     };
+    let missing_hangul = missing.iter().any(|t| translit::is_hangul_word(&t.key));
+    let missing_latin = missing.iter().any(|t| translit::is_latin_word(&t.key));
     (first + 1..=last + 1)
         .filter(|&i| {
             if i == last + 1 && !ends_name(i) {
@@ -77,6 +103,7 @@ pub(super) fn added_words(query: &ProductQuery, card: &Text, covered: &[Span]) -
             let Some(word) = card.words.get(i) else {
                 return false;
             };
+            let after = i.checked_sub(1).and_then(|p| card.words.get(p));
             card.roles.get(i).is_some_and(|r| *r == WordRole::Other)
                 && !overlaps(i, covered)
                 && !overlaps(i, &named)
@@ -89,16 +116,73 @@ pub(super) fn added_words(query: &ProductQuery, card: &Text, covered: &[Span]) -
                 && !lexicon.is_descriptor(word)
                 && !says_use(word)
                 && !query.text().contains_key(word)
-                // A spelling of one of the query's words (`Azodyl` for `아조딜`).
+                // A spelling of one of the query's words (`Azodyl` for `아조딜`), or maybe
+                // of one the card lacks in the other script (`Woo` for `우`).
                 && !spells_query_word(query, word)
-                // A Hangul counter after a number (`3세대`, `100사이즈`) belongs to it.
-                && !(translit::is_hangul_word(word) && i
-                    .checked_sub(1)
-                    .and_then(|p| card.words.get(p))
-                    .is_some_and(|p| p.chars().all(|c| c.is_ascii_digit())))
+                && !(translit::is_latin_word(word) && missing_hangul)
+                && !(translit::is_hangul_word(word) && missing_latin)
+                // A Hangul counter after a number (`3세대`, `100사이즈`) belongs to it, and
+                // a mark after a code of the card's own (`SPF34 PA++`) to the code.
+                && !(translit::is_hangul_word(word)
+                    && after.is_some_and(|p| p.chars().all(|c| c.is_ascii_digit())))
+                && !(i > 0
+                    && !overlaps(i - 1, covered)
+                    && after.is_some_and(|p| p.chars().any(|c| c.is_ascii_digit())))
         })
         .filter_map(|i| card.words.get(i).cloned())
         .collect()
+}
+
+/// The first and last word of the card's name phrase (rule 1 of the module docs), given
+/// the words that hold query words.
+fn name_phrase(card: &Text, name_words: &[usize]) -> Option<(usize, usize)> {
+    // Runs of name words with no amount between them; the run holding the most distinct
+    // words is the name.
+    let mut runs: Vec<Vec<usize>> = Vec::new();
+    for &i in name_words {
+        let split = runs.last().and_then(|run| run.last()).is_none_or(|&prev| {
+            (prev + 1..i).any(|j| card.roles.get(j) == Some(&WordRole::Quantity))
+        });
+        if split {
+            runs.push(vec![i]);
+        } else if let Some(run) = runs.last_mut() {
+            run.push(i);
+        }
+    }
+    let distinct = |run: &[usize]| -> usize {
+        let mut words: Vec<&String> = run.iter().filter_map(|&i| card.words.get(i)).collect();
+        words.sort();
+        words.dedup();
+        words.len()
+    };
+    let mut run: Vec<usize> = runs.into_iter().rev().max_by_key(|run| distinct(run))?;
+    // An end word the run repeats further in, with other words between, is a tag before
+    // or after the name (`바이오 메가마트 매일 바이오 그릭요거트`).
+    let word = |i: usize| card.words.get(i);
+    while let (Some(&first), Some(&next)) = (run.first(), run.get(1)) {
+        if next == first + 1 || !run.iter().skip(1).any(|&j| word(j) == word(first)) {
+            break;
+        }
+        run.remove(0);
+    }
+    while let [.., before, last] = run[..] {
+        if last == before + 1 || !run.iter().rev().skip(1).any(|&j| word(j) == word(last)) {
+            break;
+        }
+        run.pop();
+    }
+    Some((*run.first()?, *run.last()?))
+}
+
+/// The query names an item that fits another product (`갤럭시 워치 호환 실리콘 스트랩`):
+/// an accessory or compatibility word of the vocabulary is in it.
+fn query_fits_another(query: &ProductQuery) -> bool {
+    let fragments = query.text().fragments(&[], false);
+    query
+        .lexicon()
+        .accessories
+        .iter()
+        .any(|f| tokens::find_form(&fragments, f, false).is_some())
 }
 
 /// Per card of the page: the line word it carries and the cards that hold the name

@@ -621,7 +621,7 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     let same = reason == Reason::Match;
     // An equal GTIN settles the name: no page contrast for it.
     let added = if same && !gtin_same && !code_identifies {
-        contrast::added_words(query, &card, &covered)
+        contrast::added_words(query, &card, &covered, &missing_names)
     } else {
         Vec::new()
     };

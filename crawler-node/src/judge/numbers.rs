@@ -17,8 +17,23 @@ use super::tokens::Text;
 /// The most card words one query run may be spread over.
 const MAX_WINDOW: usize = 6;
 
-/// The digit groups of a text, in order (a `.` between digits belongs to its number).
+/// The digit groups of a text, in order (a `.` between digits belongs to its number, and
+/// a decimal's trailing zeros are no digits of it: `-3.00` is `-3.0`).
 fn groups(text: &str) -> Vec<String> {
+    raw_groups(text)
+        .into_iter()
+        .map(|group| {
+            if group.contains('.') {
+                group.trim_end_matches('0').trim_end_matches('.').to_owned()
+            } else {
+                group
+            }
+        })
+        .collect()
+}
+
+/// The digit groups of a text as written.
+fn raw_groups(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
     let mut current = String::new();
@@ -172,5 +187,9 @@ mod tests {
         let pen = must_query("제트스트림 3색 볼펜 0.5mm");
         assert!(judge(&pen, "제트스트림 3색 볼펜 0.5 블랙바디").same);
         assert!(!judge(&pen, "제트스트림 3색 볼펜 0.7").same);
+        let lens = must_query("바이오트루 원데이 30p -3.00");
+        assert!(judge(&lens, "바이오트루 원데이 30p -3.0").same);
+        assert!(!judge(&lens, "바이오트루 원데이 30p -3.25").same);
+        assert!(!judge(&lens, "바이오트루 원데이 30p -30").same);
     }
 }

@@ -689,13 +689,21 @@ fn dimensions_match_in_every_spelling_and_never_as_counts() {
                 assert!(verdict.same, "{wanted:?} vs {found:?}: {verdict:?}");
             }
             // The digits run together are the same size; another size, and the same
-            // digits split another way, are other products.
+            // digits split another way, are other products. (A decimal's trailing zero
+            // is no digit of it: `1.20` is `1.2`, so a decimal grows by a 5.)
             let together = judge(&query, &format!("무지 면 수건 {a}{b}{unit}"));
             assert!(together.same, "{wanted:?} run together: {together:?}");
+            let grown = |n: &str| {
+                if n.contains('.') {
+                    format!("{n}5")
+                } else {
+                    format!("{n}0")
+                }
+            };
             for other in [
-                format!("무지 면 수건 {b}x{a}0{unit}"),
-                format!("무지 면 수건 {a}x{b}0{unit}"),
-                format!("무지 면 수건 {a}0x{b}{unit}"),
+                format!("무지 면 수건 {b}x{}{unit}", grown(a)),
+                format!("무지 면 수건 {a}x{}{unit}", grown(b)),
+                format!("무지 면 수건 {}x{b}{unit}", grown(a)),
             ] {
                 let verdict = judge(&query, &other);
                 assert!(!verdict.same, "{wanted:?} vs {other:?}: {verdict:?}");
@@ -836,4 +844,99 @@ fn names_are_found_across_scripts() {
     check(&latin, &[("로얄캐닌 인도어 2kg", "match")]);
     let shave = must_query("필립스 원블레이드 QP2724");
     check(&shave, &[("PHILIPS OneBlade QP2724 면도기", "match")]);
+}
+
+#[test]
+fn page_contrast_reads_the_name_phrase_only() {
+    // A word repeated with a tag between, and a brand after the amount, do not stretch the
+    // name: `이마트` and `요구르트` are no line words; `하루한병` inside the name is.
+    let yogurt = must_query("남양 불가리스 플레인 150ml");
+    assert_eq!(
+        page(
+            &yogurt,
+            &[
+                "남양 불가리스 플레인 150ml",
+                "불가리스 이마트 남양 불가리스 플레인 150ml",
+                "불가리스 플레인 150ml 요구르트 남양",
+                "남양 불가리스 하루한병 플레인 150ml",
+            ]
+        ),
+        ["match", "match", "match", "line_word"]
+    );
+    // A word that ends the title after the whole name describes it; one the card puts in
+    // place of a query word it lacks is another product.
+    let desk = must_query("한샘 샘 책상 그레이스");
+    assert_eq!(
+        page(
+            &desk,
+            &[
+                "한샘 샘 책상 그레이스",
+                "한샘 샘 책상 그레이스 조립식",
+                "한샘 샘 책상 모던",
+            ]
+        ),
+        ["match", "match", "other_name"]
+    );
+    let chair = must_query("코베아 캠핑 체어 블랙");
+    assert_eq!(
+        page(
+            &chair,
+            &[
+                "코베아 캠핑 체어 블랙",
+                "코베아 캠핑 체어 블랙 경량",
+                "코베아 캠핑 체어 올리브드랍",
+            ]
+        ),
+        ["match", "match", "line_word"]
+    );
+    // A word in the other script may spell a query word the card lacks (`티`, too short to
+    // compare by sound); a mark after a code of the card's own (`SPF50 PA`) is the code's.
+    let perfume = must_query("엘리자베스아덴 그린 티 오드뚜왈렛 100ml");
+    assert_eq!(
+        page(
+            &perfume,
+            &[
+                "엘리자베스아덴 그린 티 오드뚜왈렛 100ml",
+                "엘리자베스아덴 그린 Tea 오드뚜왈렛 100ml",
+                "엘리자베스아덴 그린 티 허니서클 오드뚜왈렛 100ml",
+            ]
+        ),
+        ["match", "match", "line_word"]
+    );
+    let sun = must_query("니베아 선 프로텍트 로션 200ml");
+    assert_eq!(
+        page(
+            &sun,
+            &[
+                "니베아 선 프로텍트 로션 200ml",
+                "니베아 선 프로텍트 SPF50 PA++ 로션 200ml",
+                "니베아 선 프로텍트 로션 200ml 대용량",
+            ]
+        ),
+        ["match", "match", "match"]
+    );
+    // An item made to fit another product has no line to contrast.
+    let case = must_query("아이폰 15 호환 실리콘 케이스");
+    assert_eq!(
+        page(
+            &case,
+            &[
+                "아이폰 15 호환 실리콘 케이스",
+                "아이폰 15 호환 말랑 실리콘 케이스",
+                "아이폰15 호환 실리콘 케이스 네이비",
+            ]
+        ),
+        ["match", "match", "match"]
+    );
+}
+
+#[test]
+fn names_across_scripts_join_their_parts() {
+    let lenses = must_query("바슈롬 바이오트루 원데이 30p");
+    check(&lenses, &[("Bausch+Lomb Biotrue 원데이 30p", "match")]);
+    let juice = must_query("카프리썬 사과 200ml");
+    check(&juice, &[("Capri-Sun 사과 200ml", "match")]);
+    // Letters joined by `+` with a count or a short word are two products.
+    let battery = must_query("듀라셀 AA 건전지 20개입");
+    check(&battery, &[("듀라셀 AA+AAA 건전지 20개입", "bundle")]);
 }

@@ -525,8 +525,10 @@ fn segments(raw: &str) -> Vec<String> {
         let grade = prev.is_some_and(|p| p == '+' || p == '＋')
             || (prev.is_some_and(|p| p.is_ascii_alphanumeric())
                 && !next.is_some_and(char::is_alphanumeric));
-        let plus_cut =
-            (c == '+' || c == '＋') && !(digit(i.checked_sub(1)) && digit(Some(i + 1))) && !grade;
+        let plus_cut = (c == '+' || c == '＋')
+            && !(digit(i.checked_sub(1)) && digit(Some(i + 1)))
+            && !grade
+            && !joins_name(&chars, i);
         if CUTS.contains(&c) || plus_cut {
             out.push(std::mem::take(&mut current));
             if plus_cut {
@@ -538,6 +540,23 @@ fn segments(raw: &str) -> Vec<String> {
     }
     out.push(current);
     out
+}
+
+/// Whether the `+` at `at` joins two Latin words of three or more letters with no space
+/// (`Bausch+Lomb`): one name, not a product and a second one (`AA+AAA`, `S24+버즈` are).
+fn joins_name(chars: &[char], at: usize) -> bool {
+    let word = |range: &mut dyn Iterator<Item = usize>| -> bool {
+        let mut letters = 0;
+        for k in range {
+            match chars.get(k) {
+                Some(c) if c.is_ascii_alphabetic() => letters += 1,
+                Some(c) if c.is_alphanumeric() => return false,
+                _ => break,
+            }
+        }
+        letters >= 3
+    };
+    word(&mut (0..at).rev()) && word(&mut (at + 1..chars.len()))
 }
 
 #[cfg(test)]

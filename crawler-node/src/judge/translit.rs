@@ -548,10 +548,22 @@ pub(super) fn latin_spans(card: &Text, key: &str) -> Vec<Span> {
             let Some(run) = card.words.get(start..start + len) else {
                 break;
             };
-            if !run.iter().all(|w| is_latin_word(w)) {
+            // A hyphen joins the parts of one name (`Capri-Sun`), and so does a `+` or `&`
+            // between two of its words (`Bausch+Lomb`).
+            let joiner = |w: &String| w == "+" || w == "&";
+            let inner = run.get(1..len.saturating_sub(1)).unwrap_or_default();
+            let latin = |w: &String| is_latin_word(&w.replace('-', ""));
+            if !run.first().is_some_and(latin)
+                || !run.last().is_some_and(latin)
+                || !inner.iter().all(|w| latin(w) || joiner(w))
+            {
                 continue;
             }
-            let joined: String = run.concat();
+            let joined: String = run
+                .iter()
+                .filter(|w| !joiner(w))
+                .map(|w| w.replace('-', ""))
+                .collect();
             let readings = latin_readings(&joined);
             if wanted
                 .iter()

@@ -474,7 +474,9 @@ pub struct Judged {
 }
 
 /// Judges `cards` against `query` with the profile's class policy: excluded classes are
-/// left out (counted), flagged ones carried on the offer; a card that is the product
+/// left out (counted), flagged ones carried on the offer; the kept cards are judged
+/// together as one result page ([`judge::judge_page`]: a word some of them add to the name
+/// is another line); a card that is the product
 /// becomes an offer priced by the profile's rules (sale price, coupon price only when the
 /// profile opts in, shipping evaluated against the price). Offers are best first: known
 /// effective price ascending (lower shipping, then page order, on ties), then offers whose
@@ -492,9 +494,18 @@ pub fn judge_cards(
         seen: u32::try_from(classified.kept.len()).unwrap_or(u32::MAX),
         ..Judged::default()
     };
+    // The judge reads the page's kept cards together (page contrast, DESIGN §5).
+    let page: Vec<judge::PageCard<'_>> = classified
+        .kept
+        .iter()
+        .map(|(card, _)| judge::PageCard {
+            title: &card.title,
+            gtin: None,
+        })
+        .collect();
+    let verdicts = judge::judge_page(query, &page);
     let mut offers: Vec<(usize, Offer)> = Vec::new();
-    for (index, (card, flags)) in classified.kept.into_iter().enumerate() {
-        let verdict = judge::judge(query, &card.title);
+    for (index, ((card, flags), verdict)) in classified.kept.into_iter().zip(verdicts).enumerate() {
         if !verdict.same {
             tracing::debug!(title = %card.title, reason = %verdict.reason, "card is not the product");
             judged.rejected.push((card, flags));
