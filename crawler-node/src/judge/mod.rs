@@ -299,6 +299,7 @@ fn find_token(query: &ProductQuery, card: &Text, token: &QueryToken) -> Hit {
                     || std::iter::once(more)
                         .chain(lexicon.aliases(more).iter().map(String::as_str))
                         .any(|m| query.text().contains_key(m))
+                    || abbreviates_named_value(query, more)
             })
         });
     }
@@ -327,6 +328,30 @@ fn find_token(query: &ProductQuery, card: &Text, token: &QueryToken) -> Hit {
         weight: if spans.is_empty() { 0 } else { full },
         spans,
     }
+}
+
+/// Whether letters a card glues to a short code (`B` of `P-145B`, `BK` of `K05A-BK`)
+/// abbreviate a variant value the query names (`블랙`, spelled `black`): its Latin spelling's
+/// first letter and then others of it in order, at most three.
+fn abbreviates_named_value(query: &ProductQuery, more: &str) -> bool {
+    let in_order = |short: &str, long: &str| {
+        let mut long = long.chars();
+        short.chars().all(|c| long.any(|l| l == c))
+    };
+    (1..=3).contains(&more.len())
+        && more.chars().all(|c| c.is_ascii_lowercase())
+        && query.lexicon().kinds.iter().any(|kind| {
+            kind.values.iter().any(|value| {
+                value
+                    .forms
+                    .iter()
+                    .any(|f| query.text().contains_key(&f.key))
+                    && value
+                        .forms
+                        .iter()
+                        .any(|f| f.latin && f.key.starts_with(&more[..1]) && in_order(more, &f.key))
+            })
+        })
 }
 
 /// The spans of a Hangul word's two halves, each at least [`MIN_PART`] syllables, when
@@ -513,6 +538,11 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
             _ => {}
         }
     }
+    // A query that is a set of two (`본품+리필`) asks for both parts: a card without one
+    // sells the other alone.
+    if missing_condition.is_none() {
+        missing_condition = set_part_missing(query, &card);
+    }
     // A brand the card leaves out counts for nothing when a substantive word of the name
     // was found (`신라면 멀티팩` for `농심 신라면`): titles often drop the maker. When the
     // brand is the distinctive word (`제주 삼다수` → `제주 용암수`) it counts.
@@ -677,21 +707,33 @@ fn missing_model_token<'q>(
         let key = w.replace('-', "");
         is_full_code(&key) && !query.tokens().iter().any(|t| t.key == key)
     });
-    // A code of the same family in the card (`SN770` where the query has `SN850X`).
+    // A code of the same family in the card (`SN770` where the query has `SN850X`, `X100V`
+    // where it has `X100VI`): the same leading letters, or the same leading three or more
+    // characters with a digit among them.
     let sibling_of = |code: &str| {
         let letters: String = code.chars().take_while(char::is_ascii_alphabetic).collect();
-        letters.len() >= 2
-            && card.words.iter().enumerate().any(|(i, w)| {
-                let key = w.replace('-', "");
-                key.len() >= 4
-                    && key.starts_with(&letters)
-                    && key.chars().any(|c| c.is_ascii_digit())
-                    && card
-                        .roles
-                        .get(i)
-                        .is_some_and(|r| *r == quantity::WordRole::Other)
-                    && !query.tokens().iter().any(|t| t.key == key)
-            })
+        let same_start = |key: &str| {
+            let common: String = key
+                .chars()
+                .zip(code.chars())
+                .take_while(|(a, b)| a == b)
+                .map(|(a, _)| a)
+                .collect();
+            (letters.len() >= 2 && key.starts_with(&letters))
+                || (common.chars().count() >= 3 && common.chars().any(|c| c.is_ascii_digit()))
+        };
+        card.words.iter().enumerate().any(|(i, w)| {
+            let key = w.replace('-', "");
+            key.len() >= 4
+                && same_start(&key)
+                && key.chars().any(|c| c.is_ascii_alphabetic())
+                && key.chars().any(|c| c.is_ascii_digit())
+                && card
+                    .roles
+                    .get(i)
+                    .is_some_and(|r| *r == quantity::WordRole::Other)
+                && !query.tokens().iter().any(|t| t.key == key)
+        })
     };
     missing.iter().copied().find(|t| {
         let pure_number = t.key.chars().all(|c| c.is_ascii_digit());
@@ -703,6 +745,24 @@ fn missing_model_token<'q>(
         }
         true
     })
+}
+
+/// The first word of a part of a set the query names (`본품` of `본품+리필`: the words
+/// next to its `+`) that the card lacks.
+fn set_part_missing(query: &ProductQuery, card: &Text) -> Option<String> {
+    let text = query.text();
+    let ordinary = |i: usize| {
+        text.roles.get(i) == Some(&quantity::WordRole::Other)
+            && text.words.get(i).is_some_and(|w| w != "+")
+    };
+    (0..text.words.len())
+        .filter(|&i| text.words.get(i).is_some_and(|w| w == "+"))
+        .flat_map(|i| [i.checked_sub(1), Some(i + 1)])
+        .flatten()
+        .filter(|&i| ordinary(i))
+        .filter_map(|i| text.words.get(i))
+        .find(|w| !card.contains_key(w))
+        .cloned()
 }
 
 /// The first word of a second product joined by `+` (`+ AAA 20입`, `본품+리필`), unless

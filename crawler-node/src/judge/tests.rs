@@ -940,3 +940,39 @@ fn names_across_scripts_join_their_parts() {
     let battery = must_query("듀라셀 AA 건전지 20개입");
     check(&battery, &[("듀라셀 AA+AAA 건전지 20개입", "bundle")]);
 }
+
+#[test]
+fn codes_sets_and_colour_letters() {
+    // A code that shares the query code's start and ends otherwise is another model.
+    let camera = must_query("리코 GR3X");
+    check(
+        &camera,
+        &[
+            ("리코 GR3X 블랙", "match"),
+            ("리코 GR3 블랙", "missing_model_token"),
+        ],
+    );
+    let camera = must_query("소니 ZV-E10M2");
+    check(&camera, &[("소니 ZV-E10 블랙", "missing_model_token")]);
+    // Letters glued to a short code that abbreviate the colour the query names are the
+    // colour's; other letters make another model.
+    let kettle = must_query("드롱기 KBOV2001 블랙");
+    check(&kettle, &[("드롱기 KBOV2001-BK 블랙 전기포트", "match")]);
+    let piano = must_query("카시오 PX-S1 블랙");
+    check(
+        &piano,
+        &[
+            ("카시오 PX-S1B 디지털피아노", "match"),
+            ("카시오 PX-S1W 디지털피아노", "missing_model_token"),
+        ],
+    );
+    // A set the query names (`본체+리필`) needs both parts on the card.
+    let set = must_query("페브리즈 차량용 방향제 본체+리필");
+    check(
+        &set,
+        &[
+            ("페브리즈 차량용 방향제 본체+리필 세트", "match"),
+            ("페브리즈 차량용 방향제 리필", "missing_condition"),
+        ],
+    );
+}
