@@ -19,7 +19,8 @@
 //!    variant value (a colour when the query names none is the product), not a
 //!    vocabulary **descriptor** (`사료`, `대용량`: words that say what kind of thing it
 //!    is), not in square brackets (seller tags), no digits, two or more characters, and
-//!    not a word that follows a code of the card's own (`SPF34 PA++`: the code's mark).
+//!    not a word that follows a code of the card's own (`SPF34 PA++`: the code's mark) nor a
+//!    short Latin label before a number of its own (`US 9`).
 //!    A word in one script is no added word when the card lacks a name word of the query
 //!    in the other script: it may be that word's spelling (`Ruby Woo` for `루비 우`).
 //! 2. An added word is a **line word** when some accepted cards hold the name without it,
@@ -128,6 +129,14 @@ pub(super) fn added_words(
                 && !(i > 0
                     && !overlaps(i - 1, covered)
                     && after.is_some_and(|p| p.chars().any(|c| c.is_ascii_digit())))
+                // A short Latin label before a number of the card's own (`US 9`, `EU 42`).
+                && !(translit::is_latin_word(word)
+                    && word.len() <= 3
+                    && !overlaps(i + 1, covered)
+                    && card
+                        .words
+                        .get(i + 1)
+                        .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit())))
         })
         .filter_map(|i| card.words.get(i).cloned())
         .collect()
@@ -156,17 +165,19 @@ fn name_phrase(card: &Text, name_words: &[usize]) -> Option<(usize, usize)> {
         words.len()
     };
     let mut run: Vec<usize> = runs.into_iter().rev().max_by_key(|run| distinct(run))?;
-    // An end word the run repeats further in, with other words between, is a tag before
-    // or after the name (`바이오 메가마트 매일 바이오 그릭요거트`).
+    // An end word the title repeats among its name words, with other words between, is a
+    // tag before or after the name (`바이오 메가마트 매일 바이오 그릭요거트`, `… 플로우스테이트
+    // 대용량 손잡이 빨대 텀블러` after `스탠리 텀블러 887ml`).
     let word = |i: usize| card.words.get(i);
+    let repeated = |i: usize| name_words.iter().any(|&j| j != i && word(j) == word(i));
     while let (Some(&first), Some(&next)) = (run.first(), run.get(1)) {
-        if next == first + 1 || !run.iter().skip(1).any(|&j| word(j) == word(first)) {
+        if next == first + 1 || !repeated(first) {
             break;
         }
         run.remove(0);
     }
     while let [.., before, last] = run[..] {
-        if last == before + 1 || !run.iter().rev().skip(1).any(|&j| word(j) == word(last)) {
+        if last == before + 1 || !repeated(last) {
             break;
         }
         run.pop();

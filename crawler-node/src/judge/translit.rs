@@ -299,7 +299,13 @@ fn latin_sounds_of(letters: Vec<char>) -> Vec<Sound> {
             ('c', Some('k')) => (Some(Sound::Velar), 2),
             ('c', Some('c')) if soft(at(i + 2)) => (Some(Sound::Ch), 2),
             ('q', Some('u')) => (Some(Sound::Velar), 2),
-            ('t', Some('s' | 'z')) => (Some(Sound::Affricate), 2),
+            // `ts` before a vowel or at the end is one sound (`Ritz`, `Tsum`); before a
+            // consonant it ends a part and starts the next (`Jetstream`, `제트스트림`).
+            ('t', Some('s' | 'z')) if at(i + 2).is_none_or(|c| vowel(Some(c))) => {
+                (Some(Sound::Affricate), 2)
+            }
+            // `oo` is Korean's `우` (`Google`, `구글`; `Hankook`, `한국`).
+            ('o', Some('o')) => (Some(Sound::Vowel(4)), 2),
             ('g', Some('h')) => (None, 2),
             ('n', Some('g')) if !vowel(at(i + 2)) => (Some(Sound::Alveolar), 2),
             ('c', Some('i' | 'y')) => (Some(Sound::Sh), 1),
