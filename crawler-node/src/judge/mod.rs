@@ -523,11 +523,8 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
                     substantive = true;
                 }
             }
-            // A plain-product word (`클래식`) or a variant value (`디럭스`, `블랙`) the card
-            // lacks may have been replaced by a word the vocabulary does not know.
-            TokenKind::Name
-                if hit.weight == 0 && (token.variant || query.is_plain_word(&token.key)) =>
-            {
+            // A plain-product word (`클래식`) the card lacks may have been replaced.
+            TokenKind::Name if hit.weight == 0 && query.is_plain_word(&token.key) => {
                 missing_names.push(token);
             }
             TokenKind::Model if !token.variant => {
