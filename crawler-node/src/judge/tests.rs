@@ -726,7 +726,8 @@ fn page(query: &ProductQuery, titles: &[&str]) -> Vec<&'static str> {
 
 #[test]
 fn a_page_contrasts_a_line_word_nobody_listed() {
-    // `인텐시브` and `Ti` are in no vocabulary: the page shows the product without them.
+    // `인텐시브` and `Ti` are in no vocabulary: the page shows the product without them,
+    // and a second card of the name carries them too (another size, another seller).
     let cream = must_query("닥터지 레드 블레미쉬 수딩 크림 70ml");
     assert_eq!(
         page(
@@ -735,9 +736,10 @@ fn a_page_contrasts_a_line_word_nobody_listed() {
                 "닥터지 레드 블레미쉬 수딩 크림 70ml",
                 "[공식] 닥터지 레드 블레미쉬 수딩 크림 70ml 진정크림",
                 "닥터지 레드 블레미쉬 인텐시브 수딩 크림 70ml",
+                "닥터지 레드 블레미쉬 인텐시브 수딩 크림 50ml",
             ]
         ),
-        ["match", "match", "line_word"]
+        ["match", "match", "line_word", "quantity_mismatch"]
     );
     let gpu = must_query("이엠텍 지포스 RTX 4060 STORM X Dual OC D6 8GB");
     assert_eq!(
@@ -747,9 +749,22 @@ fn a_page_contrasts_a_line_word_nobody_listed() {
                 "이엠텍 지포스 RTX 4060 STORM X Dual OC D6 8GB",
                 "이엠텍 지포스 RTX 4060 Ti STORM X Dual OC D6 8GB",
                 "[이엠텍] RTX 4060 STORM X Dual OC D6 8GB 그래픽카드 당일발송",
+                "[이엠텍] 지포스 RTX 4060 Ti STORM X Dual OC D6 8GB",
+                "이엠텍 지포스 RTX 4060 STORM X Dual OC D6 8GB 정품",
             ]
         ),
-        ["match", "line_word", "match"]
+        ["match", "line_word", "match", "line_word", "match"]
+    );
+    // A word one card alone adds is that seller's wording, not a line.
+    assert_eq!(
+        page(
+            &cream,
+            &[
+                "닥터지 레드 블레미쉬 수딩 크림 70ml",
+                "닥터지 레드 블레미쉬 인텐시브 수딩 크림 70ml",
+            ]
+        ),
+        ["match", "match"]
     );
     // Alone, a card has nothing to contrast: the vocabulary decides.
     assert_eq!(
@@ -859,9 +874,10 @@ fn page_contrast_reads_the_name_phrase_only() {
                 "불가리스 이마트 남양 불가리스 플레인 150ml",
                 "불가리스 플레인 150ml 요구르트 남양",
                 "남양 불가리스 하루한병 플레인 150ml",
+                "남양 불가리스 하루한병 플레인 150ml x 8",
             ]
         ),
-        ["match", "match", "match", "line_word"]
+        ["match", "match", "match", "line_word", "quantity_mismatch"]
     );
     // A word that ends the title after the whole name describes it; one the card puts in
     // place of a query word it lacks is another product.
@@ -885,9 +901,10 @@ fn page_contrast_reads_the_name_phrase_only() {
                 "코베아 캠핑 체어 블랙",
                 "코베아 캠핑 체어 블랙 경량",
                 "코베아 캠핑 체어 올리브드랍",
+                "[코베아] 캠핑 체어 올리브드랍 2개",
             ]
         ),
-        ["match", "match", "line_word"]
+        ["match", "match", "line_word", "quantity_mismatch"]
     );
     // A word in the other script may spell a query word the card lacks (`티`, too short to
     // compare by sound); a mark after a code of the card's own (`SPF50 PA`) is the code's.
@@ -899,9 +916,10 @@ fn page_contrast_reads_the_name_phrase_only() {
                 "엘리자베스아덴 그린 티 오드뚜왈렛 100ml",
                 "엘리자베스아덴 그린 Tea 오드뚜왈렛 100ml",
                 "엘리자베스아덴 그린 티 허니서클 오드뚜왈렛 100ml",
+                "엘리자베스아덴 그린 티 허니서클 오드뚜왈렛 50ml",
             ]
         ),
-        ["match", "match", "line_word"]
+        ["match", "match", "line_word", "quantity_mismatch"]
     );
     let sun = must_query("니베아 선 프로텍트 로션 200ml");
     assert_eq!(
