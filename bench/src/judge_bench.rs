@@ -52,6 +52,8 @@ const CORPUS: &str = "judge/corpus.tsv";
 /// relative to this crate.
 const DEV_PART: &str = "judge/dev.tsv";
 const DEV2_PART: &str = "judge/dev2.tsv";
+/// Real listing titles (tuning side from the start: written to be read).
+const DEV3_PART: &str = "judge/dev3.tsv";
 
 /// The corpus's test part (held out), relative to this crate.
 const TEST_PART: &str = "judge/test.tsv";
@@ -76,6 +78,7 @@ const TUNING_FLOOR: (f64, f64) = (0.99, 0.96);
 /// BENCHMARKS.md, "Page contrast on blind data".)
 const DEV_FLOOR: (f64, f64) = (0.87, 0.91);
 const DEV2_FLOOR: (f64, f64) = (0.97, 0.90);
+const DEV3_FLOOR: (f64, f64) = (0.85, 0.93);
 const TEST_FLOOR: (f64, f64) = (0.87, 0.77);
 
 /// The header line the corpus must start with.
@@ -326,6 +329,12 @@ fn main() -> anyhow::Result<()> {
                     Part::Tuning,
                     DEV2_FLOOR.0,
                     DEV2_FLOOR.1,
+                ),
+                (
+                    crate_dir.join(DEV3_PART),
+                    Part::Tuning,
+                    DEV3_FLOOR.0,
+                    DEV3_FLOOR.1,
                 ),
             ];
             let test = crate_dir.join(TEST_PART);

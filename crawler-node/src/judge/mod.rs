@@ -60,7 +60,8 @@
 //!    ordinary word of its own in the same script (`크록스 바야 클로그` for
 //!    `크록스 클래식 클로그`), or the card runs straight from one neighbour to the other
 //!    and the word has three or more characters (`퓨전5 면도날` for
-//!    `퓨전5 프로글라이드 면도날`);
+//!    `퓨전5 프로글라이드 면도날`), or a Hangul word is there only by its trailing part
+//!    right after a word of the card's own (`탐사 사이다` for `칠성사이다`);
 //! 9. it holds at least [`MIN_NAME_OVERLAP`] of the query's name words, weighted by
 //!    length ([`Reason::LowTokenOverlap`]). A brand word the card leaves out does not
 //!    count when a substantive word (three or more characters) of the name was found:
@@ -354,6 +355,38 @@ fn abbreviates_named_value(query: &ProductQuery, more: &str) -> bool {
         })
 }
 
+/// A Hangul name word found only by its trailing part, right after a card word of the
+/// card's own (`곰곰 신선한 우유` for `매일우유`, `탐사 사이다` for `칠성사이다`): the card
+/// put its own word where the query's leading part (a maker, a line) was — the query's word
+/// and the card's. A trailing part the title begins with (`삼다수 2L` for `제주삼다수`) or
+/// that follows a bracket, filler, a brand or another query word is the word itself.
+fn replaced_lead(
+    query: &ProductQuery,
+    card: &Text,
+    token: &QueryToken,
+    hit: &Hit,
+) -> Option<(String, String)> {
+    let lexicon = query.lexicon();
+    let &(start, end) = hit.spans.first()?;
+    let found = card.compact().get(start..end)?;
+    if !token.key.ends_with(found) || token.key.starts_with(found) {
+        return None;
+    }
+    let at = card.word_spans().iter().position(|&(s, _)| s == start)?;
+    let before = card.words.get(at.checked_sub(1)?)?;
+    let flag = |list: &[bool]| list.get(at - 1).copied().unwrap_or(false);
+    let own = card.roles.get(at - 1) == Some(&quantity::WordRole::Other)
+        && !flag(&card.bracketed)
+        && !flag(&card.gift)
+        && translit::is_hangul_word(before)
+        && before.chars().count() >= 2
+        && !vocabulary_word(lexicon, before)
+        && !lexicon.is_descriptor(before)
+        && !query.text().contains_key(before)
+        && !spells_query_word(query, before);
+    own.then(|| (token.display.clone(), before.clone()))
+}
+
 /// The spans of a Hangul word's two halves, each at least [`MIN_PART`] syllables, when
 /// both are in the card (`라이트스탠다드` as `스탠다드 라이트`).
 fn split_halves(card: &Text, key: &str) -> Vec<Span> {
@@ -491,6 +524,7 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     let (mut missing_brands, mut substantive) = (0u32, false);
     let mut code_found = false;
     let mut missing_condition: Option<String> = None;
+    let mut lead_replaced: Option<(String, String)> = None;
     for token in query.tokens() {
         let hit = find_token(query, &card, token);
         let w = weight(&token.key);
@@ -518,6 +552,8 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
                 name_found = name_found.saturating_add(hit.weight);
                 if hit.weight == 0 {
                     missing_names.push(token);
+                } else if hit.weight < w && lead_replaced.is_none() {
+                    lead_replaced = replaced_lead(query, &card, token, &hit);
                 }
                 if hit.weight >= SUBSTANTIVE {
                     substantive = true;
@@ -574,7 +610,7 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     let substituted = if code_identifies {
         None
     } else {
-        substitution(query, &card, &covered_name, &missing_names)
+        lead_replaced.or_else(|| substitution(query, &card, &covered_name, &missing_names))
     };
     let query_fragments = query.text().fragments(&[], false);
     let in_query =

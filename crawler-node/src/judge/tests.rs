@@ -994,3 +994,25 @@ fn codes_sets_and_colour_letters() {
         ],
     );
 }
+
+#[test]
+fn a_card_word_in_place_of_a_compound_words_lead_is_another_maker() {
+    // Only the trailing part of `칠성사이다` is on the card, after a word of the card's own:
+    // another maker's cider. Without such a word it is the product (`삼다수` of `제주삼다수`).
+    let cider = must_query("칠성사이다 210ml 30개");
+    check(
+        &cider,
+        &[
+            ("쿠팡 브랜드 - 탐사 사이다, 210ml, 30개", "other_name"),
+            ("칠성사이다 210ml x 30캔", "match"),
+        ],
+    );
+    let water = must_query("제주삼다수 2L 6개");
+    check(
+        &water,
+        &[
+            ("삼다수 2L 6개", "match"),
+            ("[광동] 삼다수 2L 6개", "match"),
+        ],
+    );
+}
