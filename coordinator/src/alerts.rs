@@ -71,20 +71,30 @@ pub struct Thresholds {
     pub layout_min_attempts: u32,
 }
 
+// The alert rules' flag defaults (the coordinator's `LPS_ALERT_*` thresholds).
+pub const DEFAULT_ALERT_DEAD_1H: f64 = 1.0;
+pub const DEFAULT_ALERT_BLOCKS_1H: f64 = 80.0;
+pub const DEFAULT_ALERT_OLDEST_QUEUED: &str = "600s";
+pub const DEFAULT_ALERT_STUCK: f64 = 1.0;
+pub const DEFAULT_ALERT_DEADLINE_KILLS_1H: f64 = 5.0;
+pub const DEFAULT_ALERT_COST_1H_USD: f64 = 1.0;
+pub const DEFAULT_ALERT_PORTS_AVAILABLE_PCT: f64 = 30.0;
+pub const DEFAULT_ALERT_BLOCK_SESSIONS_6H: f64 = 1.0;
+pub const DEFAULT_ALERT_DELIVERIES_DEAD: f64 = 1.0;
+
 impl Default for Thresholds {
-    /// The coordinator's flag defaults (`config::DEFAULT_ALERT_*`).
+    /// The flag defaults (`DEFAULT_ALERT_*` above).
     fn default() -> Self {
-        use crate::config;
         Self {
-            dead_last_hour: config::DEFAULT_ALERT_DEAD_1H,
-            blocks_last_hour: config::DEFAULT_ALERT_BLOCKS_1H,
-            oldest_queued: config::default_duration(config::DEFAULT_ALERT_OLDEST_QUEUED),
-            stuck_running: config::DEFAULT_ALERT_STUCK,
-            deadline_kills_last_hour: config::DEFAULT_ALERT_DEADLINE_KILLS_1H,
-            cost_usd_last_hour: config::DEFAULT_ALERT_COST_1H_USD,
-            ports_available_pct: config::DEFAULT_ALERT_PORTS_AVAILABLE_PCT,
-            block_ended_sessions_6h: config::DEFAULT_ALERT_BLOCK_SESSIONS_6H,
-            deliveries_dead: config::DEFAULT_ALERT_DELIVERIES_DEAD,
+            dead_last_hour: DEFAULT_ALERT_DEAD_1H,
+            blocks_last_hour: DEFAULT_ALERT_BLOCKS_1H,
+            oldest_queued: crate::settings::default_duration(DEFAULT_ALERT_OLDEST_QUEUED),
+            stuck_running: DEFAULT_ALERT_STUCK,
+            deadline_kills_last_hour: DEFAULT_ALERT_DEADLINE_KILLS_1H,
+            cost_usd_last_hour: DEFAULT_ALERT_COST_1H_USD,
+            ports_available_pct: DEFAULT_ALERT_PORTS_AVAILABLE_PCT,
+            block_ended_sessions_6h: DEFAULT_ALERT_BLOCK_SESSIONS_6H,
+            deliveries_dead: DEFAULT_ALERT_DELIVERIES_DEAD,
             layout_share: DEFAULT_LAYOUT_SHARE,
             layout_min_attempts: DEFAULT_LAYOUT_MIN_ATTEMPTS,
         }

@@ -6,7 +6,20 @@ use std::{net::SocketAddr, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::auth::{Token, Tokens};
+pub use crate::settings::{ConfigError, default_duration};
+use crate::{
+    alerts::{
+        DEFAULT_ALERT_BLOCK_SESSIONS_6H, DEFAULT_ALERT_BLOCKS_1H, DEFAULT_ALERT_COST_1H_USD,
+        DEFAULT_ALERT_DEAD_1H, DEFAULT_ALERT_DEADLINE_KILLS_1H, DEFAULT_ALERT_DELIVERIES_DEAD,
+        DEFAULT_ALERT_OLDEST_QUEUED, DEFAULT_ALERT_PORTS_AVAILABLE_PCT, DEFAULT_ALERT_STUCK,
+    },
+    auth::{Token, Tokens},
+    queue::{
+        DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_JOB_DEADLINE, DEFAULT_LEASE_TTL,
+        DEFAULT_MAX_ATTEMPTS,
+    },
+    settings::duration,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -30,18 +43,15 @@ pub enum Command {
 }
 
 // Every setting's default, once: the flags below read these, and so do the library
-// defaults that tests and benchmarks start from (`QueueConfig::default`,
-// `alerts::Thresholds::default`); [`default_duration`] reads a duration default.
+// defaults that tests and benchmarks start from. The queue's and the alerts' own are in
+// their modules (`queue::DEFAULT_*`, `alerts::DEFAULT_ALERT_*`, read by
+// `QueueConfig::default` and `alerts::Thresholds::default`); [`default_duration`] reads a
+// duration default.
 pub const DEFAULT_DB_MAX_CONNECTIONS: u32 = 20;
 pub const DEFAULT_GRPC_ADDR: &str = "0.0.0.0:50051";
 pub const DEFAULT_HTTP_ADDR: &str = "0.0.0.0:8080";
 pub const DEFAULT_HEARTBEAT_INTERVAL: &str = "5s";
-pub const DEFAULT_LEASE_TTL: &str = "45s";
 pub const DEFAULT_NODE_GRACE: &str = "15s";
-pub const DEFAULT_JOB_DEADLINE: &str = "300s";
-pub const DEFAULT_MAX_ATTEMPTS: u16 = 3;
-pub const DEFAULT_BACKOFF_BASE: &str = "5s";
-pub const DEFAULT_BACKOFF_CAP: &str = "600s";
 pub const DEFAULT_REAP_INTERVAL: &str = "1s";
 pub const DEFAULT_CLAIM_POLL: &str = "10s";
 pub const DEFAULT_SHUTDOWN_TIMEOUT: &str = "30s";
@@ -50,26 +60,7 @@ pub const DEFAULT_ALERT_INTERVAL: &str = "15s";
 pub const DEFAULT_ALERT_FOR: &str = "30s";
 pub const DEFAULT_ALERT_RESOLVE_AFTER: &str = "2m";
 pub const DEFAULT_DEPLOYMENT: &str = "lps";
-pub const DEFAULT_ALERT_DEAD_1H: f64 = 1.0;
-pub const DEFAULT_ALERT_BLOCKS_1H: f64 = 80.0;
-pub const DEFAULT_ALERT_OLDEST_QUEUED: &str = "600s";
-pub const DEFAULT_ALERT_STUCK: f64 = 1.0;
-pub const DEFAULT_ALERT_DEADLINE_KILLS_1H: f64 = 5.0;
-pub const DEFAULT_ALERT_COST_1H_USD: f64 = 1.0;
-pub const DEFAULT_ALERT_PORTS_AVAILABLE_PCT: f64 = 30.0;
-pub const DEFAULT_ALERT_BLOCK_SESSIONS_6H: f64 = 1.0;
-pub const DEFAULT_ALERT_DELIVERIES_DEAD: f64 = 1.0;
 pub const DEFAULT_PROXY_USD_PER_GB: f64 = 8.0;
-
-/// A duration default above as a [`Duration`] (a test checks that each one parses).
-pub fn default_duration(text: &'static str) -> Duration {
-    humantime::parse_duration(text)
-        .unwrap_or_else(|e| panic!("the default {text:?} is not a duration: {e}"))
-}
-
-fn duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 30s, 5m)"))
-}
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
@@ -333,14 +324,6 @@ impl std::fmt::Debug for Config {
     }
 }
 
-/// A setting that is missing or out of range.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid setting {setting}: {reason}")]
-pub struct ConfigError {
-    pub setting: &'static str,
-    pub reason: String,
-}
-
 /// The smallest pool that works: two connections are held by the LISTEN loops, the rest
 /// serve requests, node streams, the reaper and alerts.
 pub const MIN_DB_CONNECTIONS: u32 = 4;
@@ -358,10 +341,7 @@ pub fn silent_node_window(
 }
 
 fn bad(setting: &'static str, reason: impl Into<String>) -> ConfigError {
-    ConfigError {
-        setting,
-        reason: reason.into(),
-    }
+    ConfigError::new(setting, reason)
 }
 
 /// `LPS_NODE_TOKEN_NODES` for `count` node tokens (format on the setting).

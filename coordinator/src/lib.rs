@@ -24,4 +24,5 @@ pub mod reaper;
 pub mod retention;
 pub mod schedule;
 pub mod search;
+pub mod settings;
 pub mod tls;

@@ -50,7 +50,7 @@ use tonic::{
 };
 use tracing::{Instrument as _, debug, warn};
 
-use crate::config::ConfigError;
+use crate::settings::ConfigError;
 
 /// A client that opens a TCP connection and never finishes the handshake is dropped
 /// after this long.

@@ -9,7 +9,7 @@ use clap::Args;
 use lps_proto::model::DestinationName;
 use reqwest::Url;
 
-use crate::config::ConfigError;
+use crate::settings::ConfigError;
 
 /// Attempts before a delivery is dead (`LPS_DELIVERY_MAX_ATTEMPTS`).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 12;

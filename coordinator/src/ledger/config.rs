@@ -11,7 +11,7 @@ use std::{collections::BTreeMap, fmt, str::FromStr, time::Duration};
 use clap::Args;
 use lps_proto::model::MallId;
 
-use crate::config::{ConfigError, default_duration};
+use crate::settings::{ConfigError, default_duration, duration};
 
 /// The setting that lists the gateway's ports; named in every port-spec error.
 pub const PORTS_SETTING: &str = "LPS_PROXY_PORTS";
@@ -192,10 +192,6 @@ impl LedgerConfig {
             .copied()
             .unwrap_or(self.request_budget)
     }
-}
-
-fn duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 30s, 5m)"))
 }
 
 /// The proxy flags of the coordinator (flatten into its CLI). Without `LPS_PROXY_GATEWAY_HOST` the

@@ -96,16 +96,24 @@ pub struct QueueConfig {
     pub spend_cap_hourly_usd: Option<f64>,
 }
 
+// The queue's flag defaults (the coordinator's `LPS_LEASE_TTL`, `LPS_JOB_DEADLINE`,
+// `LPS_MAX_ATTEMPTS`, `LPS_BACKOFF_BASE`, `LPS_BACKOFF_CAP`).
+pub const DEFAULT_LEASE_TTL: &str = "45s";
+pub const DEFAULT_JOB_DEADLINE: &str = "300s";
+pub const DEFAULT_MAX_ATTEMPTS: u16 = 3;
+pub const DEFAULT_BACKOFF_BASE: &str = "5s";
+pub const DEFAULT_BACKOFF_CAP: &str = "600s";
+
 impl Default for QueueConfig {
-    /// The coordinator's flag defaults (`config::DEFAULT_*`).
+    /// The queue's flag defaults (`DEFAULT_*` above).
     fn default() -> Self {
-        use crate::config::{self, default_duration};
+        use crate::settings::default_duration;
         Self {
-            lease_ttl: default_duration(config::DEFAULT_LEASE_TTL),
-            run_timeout: default_duration(config::DEFAULT_JOB_DEADLINE),
-            max_attempts: config::DEFAULT_MAX_ATTEMPTS,
-            backoff_base: default_duration(config::DEFAULT_BACKOFF_BASE),
-            backoff_cap: default_duration(config::DEFAULT_BACKOFF_CAP),
+            lease_ttl: default_duration(DEFAULT_LEASE_TTL),
+            run_timeout: default_duration(DEFAULT_JOB_DEADLINE),
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            backoff_base: default_duration(DEFAULT_BACKOFF_BASE),
+            backoff_cap: default_duration(DEFAULT_BACKOFF_CAP),
             negative_ttl: Duration::from_secs(24 * 3600),
             reap_batch: 500,
             max_batches_in_flight: 2,

@@ -40,7 +40,7 @@ use sqlx::{PgConnection, PgPool, pool::PoolConnection};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, info, info_span, warn};
 
-use crate::{config::ConfigError, queue};
+use crate::{queue, settings::ConfigError};
 
 /// The advisory lock one sweep holds ('lps-rtn'): one replica sweeps at a time.
 pub const SWEEP_LOCK: i64 = 0x6c70_732d_7274_6e00;
@@ -228,7 +228,7 @@ impl Default for RetentionConfig {
     fn default() -> Self {
         Self {
             rules: Vec::new(),
-            interval: crate::config::default_duration(DEFAULT_INTERVAL),
+            interval: crate::settings::default_duration(DEFAULT_INTERVAL),
             batch: DEFAULT_BATCH,
         }
     }

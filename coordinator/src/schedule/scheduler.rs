@@ -21,9 +21,9 @@ use tracing::{Instrument as _, info, info_span, warn};
 
 use super::{Claimed, Schedules, Started, Unevaluated, rules::Reason, timing};
 use crate::{
-    config::ConfigError,
     metrics::Metrics,
     queue::{EnqueueContext, Error},
+    settings::ConfigError,
 };
 
 /// How often the scheduler looks for due schedules and final runs (`LPS_SCHEDULE_POLL`).
