@@ -17,7 +17,10 @@
 
 use std::collections::BTreeMap;
 
-use lps_proto::{model::CardClass, pb};
+use lps_proto::{
+    model::{CardClass, ShippingStatus},
+    pb,
+};
 use regex::Regex;
 use scraper::Selector;
 
@@ -51,6 +54,8 @@ pub struct CompiledProfile {
     sources: Vec<CompiledSource>,
     classes: Vec<CompiledClass>,
     page: PageSelectors,
+    /// `shipping_types`, codes lower-cased.
+    shipping_types: BTreeMap<String, ShippingStatus>,
 }
 
 impl CompiledProfile {
@@ -90,6 +95,19 @@ impl CompiledProfile {
     /// The profile's `free_shipping_texts`, for [`crate::price::evaluate_shipping`].
     pub fn free_shipping_texts(&self) -> &[String] {
         &self.profile.free_shipping_texts
+    }
+
+    /// What the mall's shipping type code `code` means (`shipping_types`, without case).
+    pub fn shipping_type(&self, code: &str) -> Option<ShippingStatus> {
+        self.shipping_types
+            .get(&code.trim().to_lowercase())
+            .copied()
+    }
+
+    /// A card's shipping for the offer's own `price`: its structured parts and its text
+    /// ([`crate::price::evaluate_facts`]).
+    pub fn shipping(&self, card: &crate::extract::Card, price: u64) -> crate::price::ShippingRead {
+        crate::price::evaluate_facts(&card.shipping_facts(), price, self.free_shipping_texts())
     }
 }
 
@@ -157,10 +175,13 @@ pub enum Field {
     Shipping,
     Link,
     Seller,
+    ShippingFee,
+    ShippingThreshold,
+    ShippingType,
 }
 
 impl Field {
-    pub const ALL: [Field; 7] = [
+    pub const ALL: [Field; 10] = [
         Self::Title,
         Self::Price,
         Self::ListPrice,
@@ -168,6 +189,9 @@ impl Field {
         Self::Shipping,
         Self::Link,
         Self::Seller,
+        Self::ShippingFee,
+        Self::ShippingThreshold,
+        Self::ShippingType,
     ];
 
     /// The key in `[sources.fields]`.
@@ -180,12 +204,22 @@ impl Field {
             Self::Shipping => "shipping",
             Self::Link => "link",
             Self::Seller => "seller",
+            Self::ShippingFee => "shipping_fee",
+            Self::ShippingThreshold => "shipping_threshold",
+            Self::ShippingType => "shipping_type",
         }
     }
 
     /// Whether the field is an amount (read with a rule's `pick`).
     pub fn is_number(self) -> bool {
-        matches!(self, Self::Price | Self::ListPrice | Self::CouponPrice)
+        matches!(
+            self,
+            Self::Price
+                | Self::ListPrice
+                | Self::CouponPrice
+                | Self::ShippingFee
+                | Self::ShippingThreshold
+        )
     }
 
     fn required(self) -> bool {
@@ -196,7 +230,7 @@ impl Field {
 /// The rules of each field, tried in order.
 #[derive(Debug, Clone)]
 pub struct CompiledFields {
-    rules: [Vec<Rule>; 7],
+    rules: [Vec<Rule>; Field::ALL.len()],
 }
 
 impl CompiledFields {
@@ -346,11 +380,32 @@ pub fn compile(profile: &pb::SiteProfile) -> Result<CompiledProfile, CompileErro
         .enumerate()
         .map(|(i, source)| compile_source(&format!("sources[{i}]"), source))
         .collect::<Result<_, _>>()?;
+    let mut shipping_types = BTreeMap::new();
+    for (code, status) in &profile.shipping_types {
+        let at = format!("shipping_types.{code}");
+        let status = match pb::ShippingStatus::try_from(*status) {
+            Ok(pb::ShippingStatus::Free) => ShippingStatus::Free,
+            Ok(pb::ShippingStatus::Paid) => ShippingStatus::Paid,
+            Ok(pb::ShippingStatus::FreeByThreshold) => ShippingStatus::FreeByThreshold,
+            Ok(pb::ShippingStatus::Unknown) => ShippingStatus::Unknown,
+            Ok(pb::ShippingStatus::Unspecified) | Err(_) => {
+                return Err(CompileError::new(
+                    at,
+                    "must mean free, paid, free_by_threshold or unknown",
+                ));
+            }
+        };
+        if code.trim().is_empty() {
+            return Err(CompileError::new("shipping_types", "an empty type code"));
+        }
+        shipping_types.insert(code.trim().to_lowercase(), status);
+    }
     Ok(CompiledProfile {
         profile: profile.clone(),
         sources,
         classes: compile_classes(&profile.classes)?,
         page: compile_page(profile)?,
+        shipping_types,
     })
 }
 
@@ -409,7 +464,7 @@ fn compile_source(at: &str, source: &pb::CardSource) -> Result<CompiledSource, C
     let default_fields = pb::CardFields::default();
     let fields = source.fields.as_ref().unwrap_or(&default_fields);
     let dom = matches!(kind, SourceKind::Dom { .. });
-    let mut rules: [Vec<Rule>; 7] = Default::default();
+    let mut rules: [Vec<Rule>; Field::ALL.len()] = Default::default();
     for field in Field::ALL {
         let at = format!("{at}.fields.{}", field.as_str());
         let written = field_rules(fields, field);
@@ -438,6 +493,9 @@ fn field_rules(fields: &pb::CardFields, field: Field) -> &[pb::FieldRule] {
         Field::Shipping => &fields.shipping,
         Field::Link => &fields.link,
         Field::Seller => &fields.seller,
+        Field::ShippingFee => &fields.shipping_fee,
+        Field::ShippingThreshold => &fields.shipping_threshold,
+        Field::ShippingType => &fields.shipping_type,
     }
 }
 
@@ -521,7 +579,20 @@ fn compile_rule(
                 ));
             }
             (Some(constant), true) => Read::Constant(constant),
-            (None, false) => Read::Json(json_path(&key("json"), json)?),
+            (None, false) => {
+                let path = json_path(&key("json"), json)?;
+                // NB: a field reads one value; a path that can only land on an object or
+                // an array would read nothing on every item.
+                if let Some(what) = path.selects_containers() {
+                    return Err(CompileError::new(
+                        key("json"),
+                        format!(
+                            "{json:?} selects {what}, not a value: add the key to read (e.g. `{json}.name`)"
+                        ),
+                    ));
+                }
+                Read::Json(path)
+            }
             (None, true) => {
                 return Err(CompileError::new(at, "needs json or constant"));
             }
@@ -535,7 +606,7 @@ fn compile_rule(
     if pick != pb::NumberPick::First && !field.is_number() {
         return Err(CompileError::new(
             key("pick"),
-            "applies to price, list_price and coupon_price only",
+            "applies to price, list_price, coupon_price, shipping_fee and shipping_threshold only",
         ));
     }
     Ok(Rule { read, regex, pick })
@@ -957,6 +1028,50 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_field_path_that_can_only_land_on_an_object_is_refused() {
+        for (path, says) in [
+            ("$", "the item itself"),
+            (
+                "$.delivery[?(@.type=='fee')]",
+                "the elements its filter keeps",
+            ),
+        ] {
+            let mut fields = json_fields();
+            fields.shipping = vec![json(path)];
+            assert_error(
+                &profile(vec![embedded_source("script#d", "$.items[*]", fields)]),
+                "sources[0].fields.shipping[0].json",
+                says,
+            );
+        }
+        // A filter followed by the member to read is a value path.
+        let mut fields = json_fields();
+        fields.shipping_fee = vec![json("$.delivery[?(@.type=='fee')].amount")];
+        fields.shipping_threshold = vec![json("$.delivery[?(@.type)].freeFrom")];
+        assert!(
+            compile(&profile(vec![embedded_source(
+                "script#d",
+                "$.items[*]",
+                fields
+            )]))
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn shipping_types_must_say_what_they_mean() {
+        let mut p = profile(vec![dom_source("li", dom_fields())]);
+        p.shipping_types = [("FREE".to_owned(), 0)].into_iter().collect();
+        assert_error(&p, "shipping_types.FREE", "must mean free, paid");
+        p.shipping_types = [("FREE".to_owned(), pb::ShippingStatus::Free as i32)]
+            .into_iter()
+            .collect();
+        let compiled = compile(&p).unwrap();
+        assert_eq!(compiled.shipping_type(" free "), Some(ShippingStatus::Free));
+        assert_eq!(compiled.shipping_type("PAID"), None);
+    }
+
+    #[test]
     fn fields_name_the_rule() {
         for (field, at) in [("title", 0), ("price", 1), ("link", 2)] {
             let mut fields = dom_fields();
@@ -1035,7 +1150,7 @@ pub(crate) mod tests {
         assert_error(
             &profile(vec![dom_source("li", fields)]),
             "sources[0].fields.title[0].pick",
-            "price, list_price and coupon_price only",
+            "price, list_price, coupon_price, shipping_fee and shipping_threshold only",
         );
         let mut fields = dom_fields();
         fields.price[0].pick = 9;

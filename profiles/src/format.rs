@@ -14,7 +14,12 @@
 //! - [`BUILTIN`] are the malls compiled in; [`load`] overrides and extends them by id from a
 //!   directory.
 
-use std::{collections::BTreeMap, path::Path, sync::OnceLock, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::Path,
+    sync::OnceLock,
+    time::Duration,
+};
 
 use lps_proto::{
     model::{self, CardClass, MallId},
@@ -107,6 +112,10 @@ struct ProfileFile {
     no_results_text: String,
     #[serde(default)]
     free_shipping_texts: Vec<String>,
+    /// A mall's shipping type codes and what each means (`free`, `paid`,
+    /// `free_by_threshold`, `unknown`).
+    #[serde(default)]
+    shipping_types: BTreeMap<String, String>,
     #[serde(default)]
     warmup_url: String,
     #[serde(default)]
@@ -457,6 +466,7 @@ fn build(e: &Errors<'_>, raw: ProfileFile) -> Result<Profile, ProfileError> {
             Some(additions)
         }
     };
+    let shipping_types = shipping_types(e, &raw.shipping_types)?;
     let wire = pb::SiteProfile {
         id: raw.id,
         display_name: raw.display_name,
@@ -469,6 +479,7 @@ fn build(e: &Errors<'_>, raw: ProfileFile) -> Result<Profile, ProfileError> {
         warmup_url: raw.warmup_url,
         ip_request_budget: raw.ip_request_budget,
         free_shipping_texts: raw.free_shipping_texts,
+        shipping_types,
         blocked_url_patterns: raw.blocked_url_patterns,
         max_cards,
         sources,
@@ -573,12 +584,15 @@ fn source(e: &Errors<'_>, i: usize, s: &SourceFile) -> Result<pb::CardSource, Pr
             "list_price" => &mut fields.list_price,
             "coupon_price" => &mut fields.coupon_price,
             "shipping" => &mut fields.shipping,
+            "shipping_fee" => &mut fields.shipping_fee,
+            "shipping_threshold" => &mut fields.shipping_threshold,
+            "shipping_type" => &mut fields.shipping_type,
             "link" => &mut fields.link,
             "seller" => &mut fields.seller,
             _ => {
                 return Err(e.at(
                     at(&format!("fields.{name}")),
-                    "not a field (title, price, list_price, coupon_price, shipping, link, seller)",
+                    "not a field (title, price, list_price, coupon_price, shipping, shipping_fee, shipping_threshold, shipping_type, link, seller)",
                 ));
             }
         };
@@ -598,6 +612,37 @@ fn source(e: &Errors<'_>, i: usize, s: &SourceFile) -> Result<pb::CardSource, Pr
         kind: Some(kind),
         fields: Some(fields),
     })
+}
+
+/// `shipping_types`: each code means `free`, `paid`, `free_by_threshold` or `unknown`.
+fn shipping_types(
+    e: &Errors<'_>,
+    types: &BTreeMap<String, String>,
+) -> Result<HashMap<String, i32>, ProfileError> {
+    let mut out = HashMap::new();
+    for (code, meaning) in types {
+        let at = format!("shipping_types.{code}");
+        if code.trim().is_empty() {
+            return Err(e.at("shipping_types", "an empty type code"));
+        }
+        let status = match meaning.trim() {
+            "free" => pb::ShippingStatus::Free,
+            "paid" => pb::ShippingStatus::Paid,
+            "free_by_threshold" => pb::ShippingStatus::FreeByThreshold,
+            "unknown" => pb::ShippingStatus::Unknown,
+            other => {
+                return Err(e.at(
+                    at,
+                    format!("{other:?} is not free, paid, free_by_threshold or unknown"),
+                ));
+            }
+        };
+        let key = code.trim().to_lowercase();
+        if out.insert(key, status as i32).is_some() {
+            return Err(e.at(at, "listed twice (codes are compared without case)"));
+        }
+    }
+    Ok(out)
 }
 
 /// `${env:NAME}` references must be well formed.
@@ -1182,6 +1227,48 @@ mod tests {
         assert_eq!(
             p.spend_cap_hourly_usd, None,
             "no cap unless the profile sets one"
+        );
+    }
+
+    #[test]
+    fn structured_shipping_fields_and_type_codes() {
+        let text = alpha().replace(
+            "max_cards = 40",
+            "max_cards = 40\nshipping_types = { FREE = \"free\", CONDITIONAL = \"free_by_threshold\" }",
+        ).replace(
+            "seller = \"span.product-seller\"",
+            "seller = \"span.product-seller\"\nshipping_fee = [\"span.fee\", { css = \"span.ship\", pick = \"last\" }]\nshipping_threshold = \"span.free-from\"\nshipping_type = { css = \"span.ship\", attr = \"data-type\" }",
+        );
+        let profile = parse("alpha.toml", &text).unwrap();
+        let fields = profile.wire.sources[0].fields.as_ref().unwrap();
+        assert_eq!(fields.shipping_fee.len(), 2);
+        assert_eq!(fields.shipping_threshold[0].css, "span.free-from");
+        assert_eq!(fields.shipping_type[0].attr, "data-type");
+        assert_eq!(
+            profile.wire.shipping_types.get("conditional"),
+            Some(&(pb::ShippingStatus::FreeByThreshold as i32))
+        );
+        crate::compiled::compile(&profile.wire).unwrap();
+        let bad = alpha().replace(
+            "max_cards = 40",
+            "max_cards = 40\nshipping_types = { FREE = \"gratis\" }",
+        );
+        let err = parse("alpha.toml", &bad).unwrap_err();
+        assert_eq!(err.field, "shipping_types.FREE", "{err}");
+        assert!(
+            err.reason
+                .contains("free, paid, free_by_threshold or unknown"),
+            "{err}"
+        );
+        let twice = alpha().replace(
+            "max_cards = 40",
+            "max_cards = 40\nshipping_types = { FREE = \"free\", free = \"paid\" }",
+        );
+        assert!(
+            parse("alpha.toml", &twice)
+                .unwrap_err()
+                .reason
+                .contains("twice")
         );
     }
 

@@ -303,13 +303,8 @@ fn policies_come_from_the_profile() {
     let card = |title: &str, classes: Vec<CardClass>| Card {
         title: title.into(),
         price: 1_000,
-        list_price: None,
-        coupon_price: None,
-        shipping_text: None,
-        link: String::new(),
-        seller: None,
         classes,
-        text: String::new(),
+        ..Card::default()
     };
     let classified = apply_classes(
         &profile,
@@ -1003,4 +998,155 @@ link = "a"
 "#;
     let e = crate::format::parse("x.toml", &format!("{base}{text}")).unwrap_err();
     assert_eq!(e.field, "classes.used.texts[0].regex", "{e}");
+}
+
+/// A JSON design whose shipping is an object (`type`/`fee`/`freeFrom`), another with the
+/// fee and the threshold in two members of their own, a list of delivery options read with
+/// a filter, and a text-only item: every one reads through its field's rules in order.
+fn structured_shipping_profile() -> CompiledProfile {
+    let fields = pb::CardFields {
+        title: vec![json("$.title")],
+        price: vec![json("$.price")],
+        // The first path lands on an object on some items: noted, and the next is tried.
+        shipping: vec![json("$.delivery"), json("$.deliveryText")],
+        shipping_type: vec![json("$.delivery.type")],
+        shipping_fee: vec![
+            json("$.delivery.fee"),
+            json("$.deliveryFee"),
+            json("$.options[?(@.kind=='fee')].amount"),
+        ],
+        shipping_threshold: vec![
+            json("$.delivery.freeFrom"),
+            json("$.freeDeliveryFrom"),
+            json("$.options[?(@.kind=='free_from')].amount"),
+        ],
+        link: vec![json("$.url")],
+        ..Default::default()
+    };
+    let mut p = profile(vec![embedded_source(
+        "script#__NEXT_DATA__",
+        "$.items[*]",
+        fields,
+    )]);
+    p.shipping_types = [
+        ("FREE", pb::ShippingStatus::Free),
+        ("PAID", pb::ShippingStatus::Paid),
+        ("conditional_free", pb::ShippingStatus::FreeByThreshold),
+        ("COD", pb::ShippingStatus::Unknown),
+    ]
+    .into_iter()
+    .map(|(code, status)| (code.to_owned(), status as i32))
+    .collect();
+    compile(&p).unwrap()
+}
+
+#[test]
+fn structured_shipping_from_objects_members_and_filters() {
+    use lps_proto::model::ShippingStatus::{Free, FreeByThreshold, Paid, Unknown};
+    let profile = structured_shipping_profile();
+    let blob = json!({"items": [
+        {"title": "a", "price": 27900, "url": "/a",
+         "delivery": {"type": "CONDITIONAL_FREE", "fee": 3000, "freeFrom": 20000}},
+        {"title": "b", "price": 4200, "url": "/b",
+         "delivery": {"type": "CONDITIONAL_FREE", "fee": 3000, "freeFrom": 20000}},
+        {"title": "c", "price": 9900, "url": "/c", "delivery": {"type": "free"}},
+        {"title": "d", "price": 9900, "url": "/d", "delivery": {"type": "PAID", "fee": 2500}},
+        {"title": "e", "price": 9900, "url": "/e", "delivery": {"type": "COD", "fee": 0}},
+        // Fee and threshold in two members of the item, no type.
+        {"title": "f", "price": 31000, "url": "/f", "deliveryFee": 3500, "freeDeliveryFrom": 30000},
+        {"title": "g", "price": 12000, "url": "/g", "deliveryFee": 3500, "freeDeliveryFrom": 30000},
+        {"title": "h", "price": 12000, "url": "/h", "deliveryFee": 0},
+        // A list of delivery options, read with filters.
+        {"title": "i", "price": 15000, "url": "/i",
+         "options": [{"kind": "fee", "amount": 2500}, {"kind": "free_from", "amount": 10000}]},
+        // Text only; then nothing at all.
+        {"title": "j", "price": 15000, "url": "/j", "deliveryText": "배송비 3,000원"},
+        {"title": "k", "price": 15000, "url": "/k"},
+        // A type code the profile does not know: the fee still speaks.
+        {"title": "l", "price": 15000, "url": "/l", "delivery": {"type": "QUICK", "fee": 4000}}
+    ]});
+    let snapshot = PageSnapshot {
+        url: PAGE.into(),
+        scripts: vec![Some(blob.to_string())],
+        ..Default::default()
+    };
+    let page = extract_page(&profile, &snapshot);
+    let cards = &page.per_source[0].cards;
+    let read: Vec<(&str, ShippingStatus, u64)> = cards
+        .iter()
+        .map(|card| {
+            let shipping = profile.shipping(card, card.price);
+            (card.title.as_str(), shipping.status, shipping.fee)
+        })
+        .collect();
+    assert_eq!(
+        read,
+        vec![
+            ("a", FreeByThreshold, 0),
+            ("b", Paid, 3000),
+            ("c", Free, 0),
+            ("d", Paid, 2500),
+            ("e", Unknown, 0),
+            ("f", FreeByThreshold, 0),
+            ("g", Paid, 3500),
+            ("h", Free, 0),
+            ("i", FreeByThreshold, 0),
+            ("j", Paid, 3000),
+            ("k", Unknown, 0),
+            ("l", Paid, 4000),
+        ]
+    );
+    // `$.delivery` is an object on a..e and l: a reading error each, never a silent "".
+    assert_eq!(
+        cards[0].read_errors,
+        vec!["shipping[0]: $.delivery lands on an object, not a value".to_owned()]
+    );
+    assert_eq!(cards[0].shipping_text, None);
+    assert_eq!(cards[9].shipping_text.as_deref(), Some("배송비 3,000원"));
+    assert!(
+        cards[9].read_errors.is_empty(),
+        "{:?}",
+        cards[9].read_errors
+    );
+    assert_eq!(
+        cards[0].shipping_type,
+        Some(("CONDITIONAL_FREE".to_owned(), Some(FreeByThreshold)))
+    );
+    assert!(
+        cards[11]
+            .read_errors
+            .iter()
+            .any(|e| e.contains("\"QUICK\" is not one of the profile's shipping_types")),
+        "{:?}",
+        cards[11].read_errors
+    );
+}
+
+#[test]
+fn dom_shipping_fee_and_threshold_in_two_elements() {
+    use lps_proto::model::ShippingStatus::{FreeByThreshold, Paid};
+    let fields = pb::CardFields {
+        title: vec![css("a.name")],
+        price: vec![css("div.price")],
+        shipping_fee: vec![css("span.fee")],
+        shipping_threshold: vec![css("span.free-from")],
+        link: vec![attr("a.name", "href")],
+        ..Default::default()
+    };
+    let profile = compile(&profile(vec![dom_source("li.card", fields)])).unwrap();
+    let card = |name: &str, price: &str| {
+        format!(
+            r#"<li class="card"><a class="name" href="/p/{name}">{name}</a><div class="price">{price}</div><span class="fee">배송비 2,500원</span><span class="free-from">3만원 이상 구매 시</span></li>"#
+        )
+    };
+    let page = extract_page(
+        &profile,
+        &dom_snapshot(vec![card("x", "32,000원"), card("y", "12,000원")]),
+    );
+    let cards = &page.per_source[0].cards;
+    assert_eq!(cards[0].shipping_threshold, Some(30_000));
+    let x = profile.shipping(&cards[0], cards[0].price);
+    let y = profile.shipping(&cards[1], cards[1].price);
+    assert_eq!((x.status, x.fee), (FreeByThreshold, 0));
+    assert_eq!((y.status, y.fee), (Paid, 2_500));
 }
