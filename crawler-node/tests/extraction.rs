@@ -283,6 +283,108 @@ async fn a_more_button_is_clicked_until_every_card_shows() {
     stack.shutdown().await.unwrap();
 }
 
+/// A page that fails half-way is no short answer. Scrolled, the page's request for its
+/// next batch gets 429 and the error box shows; or page 2 answers 503 with the error box.
+/// Either way the round is a suspect block: the IP is released as blocked, the round starts
+/// over on another one, and the answer is the lowest over every card — never page 1's or
+/// the first batch's cheapest.
+#[tokio::test]
+async fn a_round_that_fails_after_its_first_cards_is_a_suspect_block() {
+    use lps_test_kit::mall::gamma::{GAMMA_ERROR_TEXT, PAGE_SIZE, results};
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(3)).await.unwrap();
+    let (harness, proxies, events) = proxied(&stack, "gamma-half-way");
+    let exec = harness.executor.clone();
+    let catalog = stack.gamma.catalog().clone();
+    // The error box as a block marker, as a profile author writes it for a mall.
+    let with_box = profile_at(
+        &gamma_dom_text().replace(
+            "texts = [\"자동 접속이",
+            &format!(
+                "texts = [\"{}\", \"자동 접속이",
+                GAMMA_ERROR_TEXT.split('.').next().unwrap()
+            ),
+        ),
+        "gamma-error-box.toml",
+        &stack.gamma,
+    );
+    assert!(
+        with_box.block.as_ref().is_some_and(|b| b
+            .texts
+            .iter()
+            .any(|t| GAMMA_ERROR_TEXT.starts_with(t.as_str()))),
+        "{with_box:?}"
+    );
+    let dom = profile_at(&gamma_dom_text(), "gamma-dom.toml", &stack.gamma);
+    let behind_scroll = catalog.product("samdasoo-2l-12").unwrap();
+    let on_page_2 = catalog
+        .products()
+        .iter()
+        .find(|p| {
+            p.truth(MallStyle::Gamma)
+                .and_then(|t| t.lowest)
+                .and_then(|want| {
+                    results(&catalog, &p.name)
+                        .iter()
+                        .position(|l| l.id == want.listing.id)
+                })
+                .is_some_and(|i| i / PAGE_SIZE == 1)
+        })
+        .expect("a gamma product whose lowest is on page 2")
+        .clone();
+    let check = async {
+        let cases = [
+            (1, behind_scroll, &with_box, "text:"),
+            (2, behind_scroll, &dom, "xhr_status:429"),
+            (3, &on_page_2, &dom, "page_2:network"),
+        ];
+        for (id, product, profile, marker) in cases {
+            let want = product.truth(MallStyle::Gamma).unwrap().lowest.unwrap();
+            let served = stack.gamma.stats().failures_served;
+            let blocks = events.blocks().len();
+            if id == 3 {
+                // Not a block status of the profile: a failed later page is suspect anyway.
+                stack.gamma.set_page_failure(2, 503, 1);
+            } else {
+                stack.gamma.set_scroll_failures(1);
+            }
+            let (offers, rounds, _) = expect_found(
+                run(&exec, job(id, &product.name, (*profile).clone())).await,
+                &product.name,
+            );
+            assert_eq!(
+                stack.gamma.stats().failures_served,
+                served + 1,
+                "case {id}: the failure was served"
+            );
+            let new_blocks = &events.blocks()[blocks..];
+            assert!(
+                new_blocks.iter().any(|b| b.marker.starts_with(marker)),
+                "case {id}: want a block {marker}…, got {new_blocks:?}"
+            );
+            assert!(
+                offers[0].url.ends_with(&want.listing.path),
+                "case {id}: {}, the lowest is {}",
+                describe(product, &offers[0]),
+                want.listing.id
+            );
+            if id == 3 {
+                assert_eq!(rounds[0].pages, 2, "{rounds:?}");
+            } else {
+                assert!(rounds[0].cards_seen > 10, "{rounds:?}");
+            }
+        }
+        let burned = proxies
+            .releases()
+            .iter()
+            .filter(|(_, end)| end.reason == SessionEndReason::Block)
+            .count();
+        assert!(burned >= 3, "{:?}", proxies.releases());
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
 /// A challenge that clears by itself is waited out (no block, no port burned); Naver-style
 /// 418 restriction pages are blocks; a redesigned page is a layout change, at once; a page
 /// of placeholders only is unreadable, never "not found".
