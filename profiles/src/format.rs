@@ -1160,14 +1160,19 @@ mod tests {
         let naver = all.iter().find(|p| p.wire.id == "naver").unwrap();
         assert_eq!(naver.max_running, Some(4));
         assert_eq!(naver.min_start_gap, Duration::from_secs(2));
-        // JSON first, DOM second; Naver's restriction status is a block.
+        // JSON first (one source per design of the inline blob), DOM last; Naver's
+        // restriction (418) and captcha challenge (405) statuses are blocks.
         let kinds: Vec<_> = naver.wire.sources.iter().map(|s| s.kind.clone()).collect();
         assert!(matches!(
             kinds[0],
             Some(pb::card_source::Kind::EmbeddedJson(_))
         ));
-        assert!(matches!(kinds[1], Some(pb::card_source::Kind::Dom(_))));
-        assert!(naver.wire.block.as_ref().unwrap().statuses.contains(&418));
+        assert!(matches!(
+            kinds.last(),
+            Some(Some(pb::card_source::Kind::Dom(_)))
+        ));
+        let statuses = &naver.wire.block.as_ref().unwrap().statuses;
+        assert!(statuses.contains(&418) && statuses.contains(&405));
         // Every class has a rule, defaults filled in.
         for p in &all {
             assert_eq!(p.wire.classes.len(), CardClass::ALL.len(), "{}", p.wire.id);

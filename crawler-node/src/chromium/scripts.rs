@@ -104,10 +104,16 @@ if (out.error_page || String(location.href).indexOf('chrome-error://') === 0) {
 if (!out.block) { (p.block_selectors || []).some(function (s) { if (q(s)) { out.block = 'selector:' + s; return true; } return false; }); }
 if (!out.block && out.status && (p.block_statuses || []).indexOf(out.status) >= 0) { out.block = 'status:' + out.status; }
 if (!out.block) {
+  // NB: only a captcha a person is shown: healthy Naver pages carry a hidden, zero-size
+  // ncaptcha frame.
   var frames = d.querySelectorAll('iframe');
   for (var i = 0; i < frames.length; i++) {
     var src = String(frames[i].getAttribute('src') || '').toLowerCase();
-    if (src.indexOf('captcha') >= 0) { out.block = 'captcha_frame'; break; }
+    if (src.indexOf('captcha') < 0) { continue; }
+    var box = frames[i].getBoundingClientRect();
+    var look = window.getComputedStyle ? window.getComputedStyle(frames[i]) : null;
+    var hidden = box.width < 2 || box.height < 2 || (look && (look.display === 'none' || look.visibility === 'hidden'));
+    if (!hidden) { out.block = 'captcha_frame'; break; }
   }
 }
 (p.challenges || []).some(function (c, k) {
