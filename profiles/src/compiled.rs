@@ -118,6 +118,17 @@ pub struct CompiledSource {
     pub name: String,
     pub kind: SourceKind,
     pub fields: CompiledFields,
+    /// Fields taken per card from another source's card with the same key.
+    pub join: Option<Join>,
+}
+
+/// A [`CompiledSource`]'s join: for each of its cards whose `key` another source's card on
+/// the same page shares, the `take` fields come from that card when it has them.
+#[derive(Debug, Clone)]
+pub struct Join {
+    /// Index of the other source.
+    pub source: usize,
+    pub take: Vec<Field>,
 }
 
 /// Where a source's cards come from.
@@ -178,10 +189,11 @@ pub enum Field {
     ShippingFee,
     ShippingThreshold,
     ShippingType,
+    Key,
 }
 
 impl Field {
-    pub const ALL: [Field; 10] = [
+    pub const ALL: [Field; 11] = [
         Self::Title,
         Self::Price,
         Self::ListPrice,
@@ -192,6 +204,7 @@ impl Field {
         Self::ShippingFee,
         Self::ShippingThreshold,
         Self::ShippingType,
+        Self::Key,
     ];
 
     /// The key in `[sources.fields]`.
@@ -207,7 +220,13 @@ impl Field {
             Self::ShippingFee => "shipping_fee",
             Self::ShippingThreshold => "shipping_threshold",
             Self::ShippingType => "shipping_type",
+            Self::Key => "key",
         }
+    }
+
+    /// The field named `name` in `[sources.fields]`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.as_str() == name)
     }
 
     /// Whether the field is an amount (read with a rule's `pick`).
@@ -374,12 +393,18 @@ pub fn compile(profile: &pb::SiteProfile) -> Result<CompiledProfile, CompileErro
             "at least one card source is required",
         ));
     }
-    let sources = profile
+    let mut sources: Vec<CompiledSource> = profile
         .sources
         .iter()
         .enumerate()
         .map(|(i, source)| compile_source(&format!("sources[{i}]"), source))
         .collect::<Result<_, _>>()?;
+    for (i, source) in profile.sources.iter().enumerate() {
+        if let Some(join) = &source.join {
+            let join = compile_join(&format!("sources[{i}].join"), i, join, &sources)?;
+            sources[i].join = Some(join);
+        }
+    }
     let mut shipping_types = BTreeMap::new();
     for (code, status) in &profile.shipping_types {
         let at = format!("shipping_types.{code}");
@@ -481,6 +506,73 @@ fn compile_source(at: &str, source: &pb::CardSource) -> Result<CompiledSource, C
         name,
         kind,
         fields: CompiledFields { rules },
+        join: None,
+    })
+}
+
+fn compile_join(
+    at: &str,
+    me: usize,
+    join: &pb::SourceJoin,
+    sources: &[CompiledSource],
+) -> Result<Join, CompileError> {
+    let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
+    let Some(other) = sources.iter().position(|s| s.name == join.source.trim()) else {
+        return Err(CompileError::new(
+            format!("{at}.source"),
+            format!(
+                "{:?} is not the name of a source ({})",
+                join.source,
+                names.join(", ")
+            ),
+        ));
+    };
+    if other == me {
+        return Err(CompileError::new(
+            format!("{at}.source"),
+            "a source cannot join itself",
+        ));
+    }
+    if matches!(sources[other].kind, SourceKind::HttpApi { .. })
+        || matches!(sources[me].kind, SourceKind::HttpApi { .. })
+    {
+        return Err(CompileError::new(
+            format!("{at}.source"),
+            "an http_api source is read without a page: it joins nothing",
+        ));
+    }
+    for (index, what) in [(me, "this source"), (other, "the joined source")] {
+        if sources[index].fields.get(Field::Key).is_empty() {
+            return Err(CompileError::new(
+                format!("{at}.source"),
+                format!(
+                    "{what} ({}) needs a `key` field to match cards by",
+                    sources[index].name
+                ),
+            ));
+        }
+    }
+    if join.take.is_empty() {
+        return Err(CompileError::new(
+            format!("{at}.take"),
+            "name the fields to take (e.g. [\"title\", \"shipping\"])",
+        ));
+    }
+    let take = join
+        .take
+        .iter()
+        .enumerate()
+        .map(|(i, name)| match Field::from_name(name.trim()) {
+            Some(Field::Key) | None => Err(CompileError::new(
+                format!("{at}.take[{i}]"),
+                format!("{name:?} is not a field a card takes (title, price, list_price, coupon_price, shipping, shipping_fee, shipping_threshold, shipping_type, link, seller)"),
+            )),
+            Some(field) => Ok(field),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Join {
+        source: other,
+        take,
     })
 }
 
@@ -496,6 +588,7 @@ fn field_rules(fields: &pb::CardFields, field: Field) -> &[pb::FieldRule] {
         Field::ShippingFee => &fields.shipping_fee,
         Field::ShippingThreshold => &fields.shipping_threshold,
         Field::ShippingType => &fields.shipping_type,
+        Field::Key => &fields.key,
     }
 }
 
@@ -839,6 +932,7 @@ pub(crate) mod tests {
                 card_selector: cards.into(),
             })),
             fields: Some(fields),
+            join: None,
         }
     }
 
@@ -856,6 +950,7 @@ pub(crate) mod tests {
                 },
             )),
             fields: Some(fields),
+            join: None,
         }
     }
 
@@ -873,6 +968,7 @@ pub(crate) mod tests {
                 },
             )),
             fields: Some(fields),
+            join: None,
         }
     }
 
@@ -1002,6 +1098,7 @@ pub(crate) mod tests {
                 list_path: "$.items[*]".into(),
             })),
             fields: Some(json_fields()),
+            join: None,
         };
         assert_error(&profile(vec![api("", &[])]), "sources[0].url", "required");
         assert_error(

@@ -155,6 +155,15 @@ struct SourceFile {
     headers: Option<BTreeMap<String, String>>,
     #[serde(default)]
     fields: BTreeMap<String, toml::Value>,
+    /// Fields taken per card from another source with the same key.
+    join: Option<JoinFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JoinFile {
+    source: String,
+    take: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -587,12 +596,13 @@ fn source(e: &Errors<'_>, i: usize, s: &SourceFile) -> Result<pb::CardSource, Pr
             "shipping_fee" => &mut fields.shipping_fee,
             "shipping_threshold" => &mut fields.shipping_threshold,
             "shipping_type" => &mut fields.shipping_type,
+            "key" => &mut fields.key,
             "link" => &mut fields.link,
             "seller" => &mut fields.seller,
             _ => {
                 return Err(e.at(
                     at(&format!("fields.{name}")),
-                    "not a field (title, price, list_price, coupon_price, shipping, shipping_fee, shipping_threshold, shipping_type, link, seller)",
+                    "not a field (title, price, list_price, coupon_price, shipping, shipping_fee, shipping_threshold, shipping_type, link, seller, key)",
                 ));
             }
         };
@@ -611,6 +621,10 @@ fn source(e: &Errors<'_>, i: usize, s: &SourceFile) -> Result<pb::CardSource, Pr
         name: s.name.trim().to_owned(),
         kind: Some(kind),
         fields: Some(fields),
+        join: s.join.as_ref().map(|j| pb::SourceJoin {
+            source: j.source.trim().to_owned(),
+            take: j.take.clone(),
+        }),
     })
 }
 
@@ -1275,6 +1289,28 @@ mod tests {
                 .reason
                 .contains("twice")
         );
+    }
+
+    #[test]
+    fn a_source_joins_another_by_key() {
+        let text = alpha().replace(
+            "seller = \"span.product-seller\"",
+            "seller = \"span.product-seller\"\nkey = { css = \"\", attr = \"data-id\" }",
+        ) + "\n[[sources]]\nkind = \"captured_json\"\nname = \"api\"\nurl_pattern = \"/api/search\"\nlist = \"$.items[*]\"\n[sources.fields]\ntitle = \"$.title\"\nprice = \"$.price\"\nlink = \"$.url\"\nkey = \"$.id\"\n";
+        let text = text.replacen(
+            "kind = \"dom\"",
+            "kind = \"dom\"\njoin = { source = \"api\", take = [\"title\", \"shipping\"] }",
+            1,
+        );
+        let profile = parse("alpha.toml", &text).unwrap();
+        let join = profile.wire.sources[0].join.as_ref().unwrap();
+        assert_eq!((join.source.as_str(), join.take.len()), ("api", 2));
+        let compiled = crate::compiled::compile(&profile.wire).unwrap();
+        assert_eq!(compiled.sources()[0].join.as_ref().unwrap().source, 1);
+        let bad = text.replace("source = \"api\"", "source = \"apu\"");
+        let err = parse("alpha.toml", &bad).unwrap_err();
+        assert_eq!(err.field, "sources[0].join.source", "{err}");
+        assert!(err.reason.contains("(dom, api)"), "{err}");
     }
 
     #[test]

@@ -104,6 +104,9 @@ pub struct Card {
     pub classes: Vec<CardClass>,
     /// The card's whole text, clipped to [`CARD_TEXT_CHARS`].
     pub text: String,
+    /// What identifies the card across the page's sources (`key`), when the source reads
+    /// one; a link is made absolute.
+    pub key: Option<String>,
     /// Rules that could not be read on this card, and why (`shipping[0] $.delivery: lands
     /// on an object, not a value`): the probe shows them; the next rule was tried.
     pub read_errors: Vec<String>,
@@ -213,8 +216,71 @@ pub fn extract_page(profile: &CompiledProfile, snapshot: &PageSnapshot) -> PageC
             tally.cards
         })
         .collect();
+    let per_source = join_sources(profile, per_source);
     let chosen = per_source.iter().position(|s| !s.cards.is_empty());
     PageCards { per_source, chosen }
+}
+
+/// Applies every source's join ([`crate::compiled::Join`]): a card whose key a card of the
+/// joined source shares takes the join's fields from that card where it has them, and
+/// the classes of both. Cards without a partner stay as read.
+fn join_sources(profile: &CompiledProfile, mut per_source: Vec<SourceCards>) -> Vec<SourceCards> {
+    for (index, source) in profile.sources().iter().enumerate() {
+        let Some(join) = &source.join else {
+            continue;
+        };
+        let partners: std::collections::HashMap<String, Card> = per_source
+            .get(join.source)
+            .map(|other| {
+                other
+                    .cards
+                    .iter()
+                    .filter_map(|c| c.key.clone().map(|k| (k, c.clone())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if partners.is_empty() {
+            continue;
+        }
+        let Some(mine) = per_source.get_mut(index) else {
+            continue;
+        };
+        for card in &mut mine.cards {
+            if let Some(other) = card.key.as_ref().and_then(|k| partners.get(k)) {
+                take_fields(card, other, &join.take);
+            }
+        }
+    }
+    per_source
+}
+
+fn take_fields(card: &mut Card, other: &Card, take: &[Field]) {
+    for field in take {
+        match field {
+            Field::Title => card.title.clone_from(&other.title),
+            Field::Price => card.price = other.price,
+            Field::ListPrice => card.list_price = other.list_price.or(card.list_price),
+            Field::CouponPrice => card.coupon_price = other.coupon_price.or(card.coupon_price),
+            Field::Shipping if other.shipping_text.is_some() => {
+                card.shipping_text.clone_from(&other.shipping_text);
+            }
+            Field::ShippingFee if other.shipping_fee.is_some() => {
+                card.shipping_fee = other.shipping_fee;
+            }
+            Field::ShippingThreshold if other.shipping_threshold.is_some() => {
+                card.shipping_threshold = other.shipping_threshold;
+            }
+            Field::ShippingType if other.shipping_type.is_some() => {
+                card.shipping_type.clone_from(&other.shipping_type);
+            }
+            Field::Link if !other.link.is_empty() => card.link.clone_from(&other.link),
+            Field::Seller if other.seller.is_some() => card.seller.clone_from(&other.seller),
+            _ => {}
+        }
+    }
+    card.classes.extend(other.classes.iter().copied());
+    card.classes.sort_unstable();
+    card.classes.dedup();
 }
 
 /// Reads the JSON source `source_index` of `profile` on `body`, a JSON answer obtained
@@ -469,6 +535,13 @@ fn read_card(item: &impl Item, source: &CompiledSource, profile: &CompiledProfil
     let link = read_text(item, fields, Field::Link, &mut errors)
         .map(|link| resolve_url(item.base(), &link))
         .unwrap_or_default();
+    let key = read_text(item, fields, Field::Key, &mut errors).map(|key| {
+        if key.starts_with('/') || key.starts_with("http") {
+            resolve_url(item.base(), &key)
+        } else {
+            key
+        }
+    });
     let shipping_type = read_text(item, fields, Field::ShippingType, &mut errors).map(|code| {
         let kind = profile.shipping_type(&code);
         if kind.is_none() {
@@ -491,6 +564,7 @@ fn read_card(item: &impl Item, source: &CompiledSource, profile: &CompiledProfil
         classes,
         text: clip(&text, CARD_TEXT_CHARS),
         title,
+        key,
         read_errors: errors,
     }))
 }

@@ -654,6 +654,7 @@ fn an_api_answer() {
             list_path: "$.items[*]".into(),
         })),
         fields: Some(fields),
+        join: None,
     };
     let profile = compile(&profile(vec![source])).unwrap();
     let body = json!({
@@ -1149,4 +1150,166 @@ fn dom_shipping_fee_and_threshold_in_two_elements() {
     let y = profile.shipping(&cards[1], cards[1].price);
     assert_eq!((x.status, x.fee), (FreeByThreshold, 0));
     assert_eq!((y.status, y.fee), (Paid, 2_500));
+}
+
+/// A DOM whose titles are cut and which shows no shipping, joined per card with a captured
+/// JSON that has the full title and the shipping, by product id or by link.
+#[test]
+fn sources_joined_per_card_by_a_key() {
+    use lps_proto::model::ShippingStatus::{Free, Paid, Unknown};
+    for (dom_key, json_key) in [
+        (attr("", "data-id"), json("$.id")),
+        (attr("a.name", "href"), json("$.url")),
+    ] {
+        let dom_fields = pb::CardFields {
+            title: vec![css("a.name")],
+            price: vec![css("div.price")],
+            link: vec![attr("a.name", "href")],
+            key: vec![dom_key.clone()],
+            ..Default::default()
+        };
+        let json_fields = pb::CardFields {
+            title: vec![json("$.title")],
+            price: vec![json("$.price")],
+            shipping: vec![json("$.delivery")],
+            link: vec![json("$.url")],
+            key: vec![json_key.clone()],
+            ..Default::default()
+        };
+        let mut dom = dom_source("li.card", dom_fields);
+        dom.join = Some(pb::SourceJoin {
+            source: "api".into(),
+            take: vec!["title".into(), "shipping".into()],
+        });
+        let mut api = captured_source(r"/api/search", "$.items[*]", json_fields);
+        api.name = "api".into();
+        let profile = compile(&profile(vec![dom, api])).unwrap();
+        let li = |id: &str, name: &str, price: &str| {
+            format!(
+                r#"<li class="card" data-id="{id}"><a class="name" href="/p/{id}">{name}</a><div class="price">{price}</div></li>"#
+            )
+        };
+        let snapshot = PageSnapshot {
+            url: PAGE.into(),
+            dom: vec![
+                vec![
+                    li("11", "CJ 햇반 210g x…", "21,900원"),
+                    li("12", "오뚜기밥 210g…", "18,900원"),
+                    li("13", "농협 햅쌀밥 210g 24개", "19,900원"),
+                ],
+                vec![],
+            ],
+            scripts: vec![None, None],
+            captured: vec![CapturedResponse {
+                url: "https://www.example.com/api/search?q=%ED%96%87%EB%B0%98".into(),
+                body: json!({"items": [
+                    {"id": "12", "title": "오뚜기밥 210g x 24개 골라담기", "price": 18900, "url": "/p/12", "delivery": "배송비 3,000원"},
+                    {"id": "11", "title": "CJ 햇반 210g x 24개", "price": 21900, "url": "/p/11", "delivery": "무료배송"}
+                ]})
+                .to_string(),
+            }],
+        };
+        let page = extract_page(&profile, &snapshot);
+        assert_eq!(page.chosen, Some(0), "the joining source is the one read");
+        let cards = &page.per_source[0].cards;
+        let read: Vec<(&str, ShippingStatus)> = cards
+            .iter()
+            .map(|c| (c.title.as_str(), profile.shipping(c, c.price).status))
+            .collect();
+        assert_eq!(
+            read,
+            vec![
+                ("CJ 햇반 210g x 24개", Free),
+                ("오뚜기밥 210g x 24개 골라담기", Paid),
+                // No partner: kept as the DOM shows it.
+                ("농협 햅쌀밥 210g 24개", Unknown),
+            ],
+            "{dom_key:?}"
+        );
+        // The DOM's own price and link stay; the joined card's classes are added.
+        assert_eq!(cards[1].price, 18_900);
+        assert_eq!(cards[1].link, "https://www.example.com/p/12");
+    }
+}
+
+#[test]
+fn a_join_names_a_source_with_a_key_and_fields_to_take() {
+    let fields = |key: bool| pb::CardFields {
+        title: vec![css("a")],
+        price: vec![css("b")],
+        link: vec![attr("a", "href")],
+        key: if key {
+            vec![attr("", "data-id")]
+        } else {
+            vec![]
+        },
+        ..Default::default()
+    };
+    let json_fields = |key: bool| pb::CardFields {
+        title: vec![json("$.t")],
+        price: vec![json("$.p")],
+        link: vec![json("$.u")],
+        key: if key { vec![json("$.id")] } else { vec![] },
+        ..Default::default()
+    };
+    let case = |join: pb::SourceJoin, dom_key: bool, api_key: bool| {
+        let mut dom = dom_source("li", fields(dom_key));
+        dom.join = Some(join);
+        let mut api = captured_source("/api", "$.items[*]", json_fields(api_key));
+        api.name = "api".into();
+        compile(&profile(vec![dom, api])).map(|_| ())
+    };
+    let join = |source: &str, take: &[&str]| pb::SourceJoin {
+        source: source.into(),
+        take: take.iter().map(|s| (*s).to_owned()).collect(),
+    };
+    assert!(case(join("api", &["title"]), true, true).is_ok());
+    for (j, dom_key, api_key, field, says) in [
+        (
+            join("apii", &["title"]),
+            true,
+            true,
+            "sources[0].join.source",
+            "not the name of a source",
+        ),
+        (
+            join("dom", &["title"]),
+            true,
+            true,
+            "sources[0].join.source",
+            "cannot join itself",
+        ),
+        (
+            join("api", &["title"]),
+            false,
+            true,
+            "sources[0].join.source",
+            "needs a `key`",
+        ),
+        (
+            join("api", &["title"]),
+            true,
+            false,
+            "sources[0].join.source",
+            "needs a `key`",
+        ),
+        (
+            join("api", &[]),
+            true,
+            true,
+            "sources[0].join.take",
+            "name the fields",
+        ),
+        (
+            join("api", &["colour"]),
+            true,
+            true,
+            "sources[0].join.take[0]",
+            "not a field",
+        ),
+    ] {
+        let err = case(j, dom_key, api_key).unwrap_err();
+        assert_eq!(err.field, field, "{err}");
+        assert!(err.reason.contains(says), "{err}");
+    }
 }
