@@ -247,6 +247,71 @@ async fn gamma_answers_are_the_catalogs_truth_from_json_and_from_the_dom() {
     stack.shutdown().await.unwrap();
 }
 
+/// A DOM whose titles are cut and which reads no shipping, joined per card with the page's
+/// inline JSON by product id: the answer is the JSON's full title and the stated shipping,
+/// where the DOM alone gives the cut title and an unknown shipping.
+#[tokio::test]
+async fn a_dom_source_joined_with_the_json_per_card() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    let harness = Harness::direct("gamma-join", true);
+    let exec = harness.executor.clone();
+    let text = lps_profiles::format::builtin_text("testmall-gamma.toml").unwrap();
+    let json_start = text.find("[[sources]]\nkind = \"embedded_json\"").unwrap();
+    let dom_start = json_start + text[json_start + 1..].find("[[sources]]").unwrap() + 1;
+    let classes = text.find("[classes.ad]").unwrap();
+    let json_source = text[json_start..dom_start].replace(
+        "kind = \"embedded_json\"",
+        "kind = \"embedded_json\"\nname = \"next_data\"",
+    ) + "key = \"$.id\"\n\n";
+    // The card's text only (cut titles), no shipping rule, keyed by data-gid.
+    let dom_source = "[[sources]]\nkind = \"dom\"\ncards = \"li.g-card\"\njoin = { source = \"next_data\", take = [\"title\", \"shipping\"] }\n[sources.fields]\ntitle = \"p.g-title\"\nprice = { css = \"div.g-price\", exclude = \"del\" }\nlink = { css = \"a.g-link\", attr = \"href\" }\nseller = \"span.g-shop\"\nkey = { css = \"\", attr = \"data-gid\" }\n\n";
+    let joined = format!(
+        "{}{dom_source}{json_source}{}",
+        &text[..json_start],
+        &text[classes..]
+    );
+    let joined = profile_at(&joined, "gamma-joined.toml", &stack.gamma);
+    assert_eq!(
+        lps_crawler_node::chromium::page::source_kind(&joined.sources[0]),
+        "dom"
+    );
+    let catalog = stack.gamma.catalog().clone();
+    let (product, want) = catalog
+        .products()
+        .iter()
+        .find_map(|p| {
+            let lowest = p.truth(MallStyle::Gamma)?.lowest?;
+            (lowest.listing.title_cut.is_some() && lowest.listing.shipping_fee().is_some())
+                .then(|| (p.clone(), lowest.listing.clone()))
+        })
+        .expect("a gamma product whose lowest listing shows a cut title and a stated shipping");
+    let check = async {
+        let (offers, rounds, _) = expect_found(
+            run(&exec, job(1, &product.name, joined.clone())).await,
+            &product.name,
+        );
+        assert_eq!(rounds[0].source, "dom", "{rounds:?}");
+        let best = &offers[0];
+        assert!(
+            best.url.ends_with(&want.path),
+            "{}",
+            describe(&product, best)
+        );
+        assert_eq!(best.title, want.title, "the full title, from the JSON");
+        assert!(
+            best.shipping.is_known(),
+            "the shipping, from the JSON: {best:?}"
+        );
+        assert!(
+            offers.iter().all(|o| !o.title.ends_with('…')),
+            "every joined card has its full title: {offers:?}"
+        );
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
 /// A "more" button instead of lazy loading: clicked until the cards are all there.
 #[tokio::test]
 async fn a_more_button_is_clicked_until_every_card_shows() {

@@ -472,7 +472,11 @@ pub async fn read_loaded_page(
             return Ok(PageRead::NoResults);
         }
         let cards = reader.cards(&look);
-        if cards.chosen.is_some() && (look.waited || Instant::now() >= deadline) {
+        let joiner_loading = joiner_loading(reader.compiled, &cards);
+        if cards.chosen.is_some()
+            && (look.waited || Instant::now() >= deadline)
+            && (!joiner_loading || Instant::now() >= deadline)
+        {
             break (look, cards);
         }
         if Instant::now() >= deadline {
@@ -546,6 +550,30 @@ fn result(
         scrolls,
         url: look.url,
     }))
+}
+
+/// Whether the source the page would be read from is one another source joins (it
+/// supplies fields per card) while that joining source still shows only placeholders: the
+/// page is waited on for the joining source, which is the one to read; at the deadline the
+/// supplier is read alone.
+fn joiner_loading(compiled: &CompiledProfile, cards: &PageCards) -> bool {
+    let Some(chosen) = cards.chosen_source() else {
+        return false;
+    };
+    compiled
+        .sources()
+        .iter()
+        .enumerate()
+        .any(|(index, source)| {
+            source
+                .join
+                .as_ref()
+                .is_some_and(|j| j.source == chosen.source_index)
+                && cards
+                    .per_source
+                    .get(index)
+                    .is_some_and(|s| s.cards.is_empty() && s.placeholders > 0)
+        })
 }
 
 /// The wait ended without cards, a marker or a block.
