@@ -459,3 +459,52 @@ fn every_fixture_says_where_its_shape_comes_from() {
         );
     }
 }
+
+/// The probe on a saved page shows each card's structured shipping parts and, for a rule
+/// whose JSON path lands on an array, the reading error instead of a silent empty value.
+#[tokio::test]
+async fn the_probe_shows_shipping_parts_and_unreadable_rules() {
+    let _serial = common::serial().await;
+    let dir = std::env::temp_dir().join(format!("lps-real-pages-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = lps_profiles::format::builtin_text("naver.toml")
+        .unwrap()
+        .replacen(
+            "shipping_fee = [",
+            "shipping = \"$.lowMallList\"\nshipping_fee = [",
+            1,
+        );
+    assert!(text.contains("shipping = \"$.lowMallList\""));
+    let profile = dir.join("naver-probe.toml");
+    std::fs::write(&profile, text).unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_crawler-node"))
+        .args(["probe", "--profile"])
+        .arg(&profile)
+        .args(["--query", "닭가슴살 100g", "--html"])
+        .arg(fixture_dir().join("naver-2026-composite-list.html"))
+        .output()
+        .await
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for line in [
+        "source #0 \"next_data\" (embedded_json) [chosen]",
+        "shipping parts: fee 3000",
+        "-> paid 3000",
+        "-> free 0",
+        // Only the price-comparison card has a lowMallList (an array).
+        "unreadable rule shipping[0]: $.lowMallList lands on an array, not a value",
+    ] {
+        assert!(out.contains(line), "{line:?} missing:\n{out}");
+    }
+    assert_eq!(
+        out.matches("unreadable rule").count(),
+        1,
+        "one card has the array:\n{out}"
+    );
+}
