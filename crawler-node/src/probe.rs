@@ -15,7 +15,7 @@ use clap::Parser;
 use lps_profiles::{
     compiled::{CompiledProfile, compile},
     extract::{Card, SourceCards, apply_classes, extract_json},
-    price::evaluate_shipping,
+    price::evaluate_facts,
 };
 use lps_proto::{model::CardClass, pb};
 
@@ -258,8 +258,8 @@ fn print_card(
             .collect::<Vec<_>>()
             .join(",")
     };
-    let shipping = evaluate_shipping(
-        card.shipping_text.as_deref(),
+    let shipping = evaluate_facts(
+        &card.shipping_facts(),
         card.price,
         &wire.free_shipping_texts,
     );
@@ -278,12 +278,29 @@ fn print_card(
             "?".into()
         },
     )?;
+    let parts = [
+        card.shipping_fee.map(|fee| format!("fee {fee}")),
+        card.shipping_threshold.map(|t| format!("free from {t}")),
+        card.shipping_type.as_ref().map(|(code, kind)| {
+            format!(
+                "type {code:?} = {}",
+                kind.map_or("(not in shipping_types)", |k| k.as_str())
+            )
+        }),
+    ];
+    let parts: Vec<String> = parts.into_iter().flatten().collect();
+    if !parts.is_empty() {
+        writeln!(out, "      shipping parts: {}", parts.join(", "))?;
+    }
     writeln!(
         out,
         "      seller {}  link {}",
         card.seller.as_deref().unwrap_or("-"),
         card.link
     )?;
+    for error in &card.read_errors {
+        writeln!(out, "      unreadable rule {error}")?;
+    }
     let class_line = match &flags {
         Some(flags) if flags.is_empty() => format!("classes [{}] -> kept", names(&card.classes)),
         Some(flags) => format!(

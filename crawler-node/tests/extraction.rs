@@ -247,6 +247,71 @@ async fn gamma_answers_are_the_catalogs_truth_from_json_and_from_the_dom() {
     stack.shutdown().await.unwrap();
 }
 
+/// A DOM whose titles are cut and which reads no shipping, joined per card with the page's
+/// inline JSON by product id: the answer is the JSON's full title and the stated shipping,
+/// where the DOM alone gives the cut title and an unknown shipping.
+#[tokio::test]
+async fn a_dom_source_joined_with_the_json_per_card() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    let harness = Harness::direct("gamma-join", true);
+    let exec = harness.executor.clone();
+    let text = lps_profiles::format::builtin_text("testmall-gamma.toml").unwrap();
+    let json_start = text.find("[[sources]]\nkind = \"embedded_json\"").unwrap();
+    let dom_start = json_start + text[json_start + 1..].find("[[sources]]").unwrap() + 1;
+    let classes = text.find("[classes.ad]").unwrap();
+    let json_source = text[json_start..dom_start].replace(
+        "kind = \"embedded_json\"",
+        "kind = \"embedded_json\"\nname = \"next_data\"",
+    ) + "key = \"$.id\"\n\n";
+    // The card's text only (cut titles), no shipping rule, keyed by data-gid.
+    let dom_source = "[[sources]]\nkind = \"dom\"\ncards = \"li.g-card\"\njoin = { source = \"next_data\", take = [\"title\", \"shipping\"] }\n[sources.fields]\ntitle = \"p.g-title\"\nprice = { css = \"div.g-price\", exclude = \"del\" }\nlink = { css = \"a.g-link\", attr = \"href\" }\nseller = \"span.g-shop\"\nkey = { css = \"\", attr = \"data-gid\" }\n\n";
+    let joined = format!(
+        "{}{dom_source}{json_source}{}",
+        &text[..json_start],
+        &text[classes..]
+    );
+    let joined = profile_at(&joined, "gamma-joined.toml", &stack.gamma);
+    assert_eq!(
+        lps_crawler_node::chromium::page::source_kind(&joined.sources[0]),
+        "dom"
+    );
+    let catalog = stack.gamma.catalog().clone();
+    let (product, want) = catalog
+        .products()
+        .iter()
+        .find_map(|p| {
+            let lowest = p.truth(MallStyle::Gamma)?.lowest?;
+            (lowest.listing.title_cut.is_some() && lowest.listing.shipping_fee().is_some())
+                .then(|| (p.clone(), lowest.listing.clone()))
+        })
+        .expect("a gamma product whose lowest listing shows a cut title and a stated shipping");
+    let check = async {
+        let (offers, rounds, _) = expect_found(
+            run(&exec, job(1, &product.name, joined.clone())).await,
+            &product.name,
+        );
+        assert_eq!(rounds[0].source, "dom", "{rounds:?}");
+        let best = &offers[0];
+        assert!(
+            best.url.ends_with(&want.path),
+            "{}",
+            describe(&product, best)
+        );
+        assert_eq!(best.title, want.title, "the full title, from the JSON");
+        assert!(
+            best.shipping.is_known(),
+            "the shipping, from the JSON: {best:?}"
+        );
+        assert!(
+            offers.iter().all(|o| !o.title.ends_with('…')),
+            "every joined card has its full title: {offers:?}"
+        );
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
 /// A "more" button instead of lazy loading: clicked until the cards are all there.
 #[tokio::test]
 async fn a_more_button_is_clicked_until_every_card_shows() {
@@ -278,6 +343,108 @@ async fn a_more_button_is_clicked_until_every_card_shows() {
             want.listing.id
         );
         assert!(rounds[0].cards_seen > 10, "{rounds:?}");
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
+/// A page that fails half-way is no short answer. Scrolled, the page's request for its
+/// next batch gets 429 and the error box shows; or page 2 answers 503 with the error box.
+/// Either way the round is a suspect block: the IP is released as blocked, the round starts
+/// over on another one, and the answer is the lowest over every card — never page 1's or
+/// the first batch's cheapest.
+#[tokio::test]
+async fn a_round_that_fails_after_its_first_cards_is_a_suspect_block() {
+    use lps_test_kit::mall::gamma::{GAMMA_ERROR_TEXT, PAGE_SIZE, results};
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(3)).await.unwrap();
+    let (harness, proxies, events) = proxied(&stack, "gamma-half-way");
+    let exec = harness.executor.clone();
+    let catalog = stack.gamma.catalog().clone();
+    // The error box as a block marker, as a profile author writes it for a mall.
+    let with_box = profile_at(
+        &gamma_dom_text().replace(
+            "texts = [\"자동 접속이",
+            &format!(
+                "texts = [\"{}\", \"자동 접속이",
+                GAMMA_ERROR_TEXT.split('.').next().unwrap()
+            ),
+        ),
+        "gamma-error-box.toml",
+        &stack.gamma,
+    );
+    assert!(
+        with_box.block.as_ref().is_some_and(|b| b
+            .texts
+            .iter()
+            .any(|t| GAMMA_ERROR_TEXT.starts_with(t.as_str()))),
+        "{with_box:?}"
+    );
+    let dom = profile_at(&gamma_dom_text(), "gamma-dom.toml", &stack.gamma);
+    let behind_scroll = catalog.product("samdasoo-2l-12").unwrap();
+    let on_page_2 = catalog
+        .products()
+        .iter()
+        .find(|p| {
+            p.truth(MallStyle::Gamma)
+                .and_then(|t| t.lowest)
+                .and_then(|want| {
+                    results(&catalog, &p.name)
+                        .iter()
+                        .position(|l| l.id == want.listing.id)
+                })
+                .is_some_and(|i| i / PAGE_SIZE == 1)
+        })
+        .expect("a gamma product whose lowest is on page 2")
+        .clone();
+    let check = async {
+        let cases = [
+            (1, behind_scroll, &with_box, "text:"),
+            (2, behind_scroll, &dom, "xhr_status:429"),
+            (3, &on_page_2, &dom, "page_2:network"),
+        ];
+        for (id, product, profile, marker) in cases {
+            let want = product.truth(MallStyle::Gamma).unwrap().lowest.unwrap();
+            let served = stack.gamma.stats().failures_served;
+            let blocks = events.blocks().len();
+            if id == 3 {
+                // Not a block status of the profile: a failed later page is suspect anyway.
+                stack.gamma.set_page_failure(2, 503, 1);
+            } else {
+                stack.gamma.set_scroll_failures(1);
+            }
+            let (offers, rounds, _) = expect_found(
+                run(&exec, job(id, &product.name, (*profile).clone())).await,
+                &product.name,
+            );
+            assert_eq!(
+                stack.gamma.stats().failures_served,
+                served + 1,
+                "case {id}: the failure was served"
+            );
+            let new_blocks = &events.blocks()[blocks..];
+            assert!(
+                new_blocks.iter().any(|b| b.marker.starts_with(marker)),
+                "case {id}: want a block {marker}…, got {new_blocks:?}"
+            );
+            assert!(
+                offers[0].url.ends_with(&want.listing.path),
+                "case {id}: {}, the lowest is {}",
+                describe(product, &offers[0]),
+                want.listing.id
+            );
+            if id == 3 {
+                assert_eq!(rounds[0].pages, 2, "{rounds:?}");
+            } else {
+                assert!(rounds[0].cards_seen > 10, "{rounds:?}");
+            }
+        }
+        let burned = proxies
+            .releases()
+            .iter()
+            .filter(|(_, end)| end.reason == SessionEndReason::Block)
+            .count();
+        assert!(burned >= 3, "{:?}", proxies.releases());
     };
     harness.finish(check).await;
     stack.shutdown().await.unwrap();

@@ -17,7 +17,10 @@
 
 use std::collections::BTreeMap;
 
-use lps_proto::{model::CardClass, pb};
+use lps_proto::{
+    model::{CardClass, ShippingStatus},
+    pb,
+};
 use regex::Regex;
 use scraper::Selector;
 
@@ -51,6 +54,8 @@ pub struct CompiledProfile {
     sources: Vec<CompiledSource>,
     classes: Vec<CompiledClass>,
     page: PageSelectors,
+    /// `shipping_types`, codes lower-cased.
+    shipping_types: BTreeMap<String, ShippingStatus>,
 }
 
 impl CompiledProfile {
@@ -91,6 +96,19 @@ impl CompiledProfile {
     pub fn free_shipping_texts(&self) -> &[String] {
         &self.profile.free_shipping_texts
     }
+
+    /// What the mall's shipping type code `code` means (`shipping_types`, without case).
+    pub fn shipping_type(&self, code: &str) -> Option<ShippingStatus> {
+        self.shipping_types
+            .get(&code.trim().to_lowercase())
+            .copied()
+    }
+
+    /// A card's shipping for the offer's own `price`: its structured parts and its text
+    /// ([`crate::price::evaluate_facts`]).
+    pub fn shipping(&self, card: &crate::extract::Card, price: u64) -> crate::price::ShippingRead {
+        crate::price::evaluate_facts(&card.shipping_facts(), price, self.free_shipping_texts())
+    }
 }
 
 /// One card source.
@@ -100,6 +118,17 @@ pub struct CompiledSource {
     pub name: String,
     pub kind: SourceKind,
     pub fields: CompiledFields,
+    /// Fields taken per card from another source's card with the same key.
+    pub join: Option<Join>,
+}
+
+/// A [`CompiledSource`]'s join: for each of its cards whose `key` another source's card on
+/// the same page shares, the `take` fields come from that card when it has them.
+#[derive(Debug, Clone)]
+pub struct Join {
+    /// Index of the other source.
+    pub source: usize,
+    pub take: Vec<Field>,
 }
 
 /// Where a source's cards come from.
@@ -157,10 +186,14 @@ pub enum Field {
     Shipping,
     Link,
     Seller,
+    ShippingFee,
+    ShippingThreshold,
+    ShippingType,
+    Key,
 }
 
 impl Field {
-    pub const ALL: [Field; 7] = [
+    pub const ALL: [Field; 11] = [
         Self::Title,
         Self::Price,
         Self::ListPrice,
@@ -168,6 +201,10 @@ impl Field {
         Self::Shipping,
         Self::Link,
         Self::Seller,
+        Self::ShippingFee,
+        Self::ShippingThreshold,
+        Self::ShippingType,
+        Self::Key,
     ];
 
     /// The key in `[sources.fields]`.
@@ -180,12 +217,28 @@ impl Field {
             Self::Shipping => "shipping",
             Self::Link => "link",
             Self::Seller => "seller",
+            Self::ShippingFee => "shipping_fee",
+            Self::ShippingThreshold => "shipping_threshold",
+            Self::ShippingType => "shipping_type",
+            Self::Key => "key",
         }
+    }
+
+    /// The field named `name` in `[sources.fields]`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.as_str() == name)
     }
 
     /// Whether the field is an amount (read with a rule's `pick`).
     pub fn is_number(self) -> bool {
-        matches!(self, Self::Price | Self::ListPrice | Self::CouponPrice)
+        matches!(
+            self,
+            Self::Price
+                | Self::ListPrice
+                | Self::CouponPrice
+                | Self::ShippingFee
+                | Self::ShippingThreshold
+        )
     }
 
     fn required(self) -> bool {
@@ -196,7 +249,7 @@ impl Field {
 /// The rules of each field, tried in order.
 #[derive(Debug, Clone)]
 pub struct CompiledFields {
-    rules: [Vec<Rule>; 7],
+    rules: [Vec<Rule>; Field::ALL.len()],
 }
 
 impl CompiledFields {
@@ -340,17 +393,44 @@ pub fn compile(profile: &pb::SiteProfile) -> Result<CompiledProfile, CompileErro
             "at least one card source is required",
         ));
     }
-    let sources = profile
+    let mut sources: Vec<CompiledSource> = profile
         .sources
         .iter()
         .enumerate()
         .map(|(i, source)| compile_source(&format!("sources[{i}]"), source))
         .collect::<Result<_, _>>()?;
+    for (i, source) in profile.sources.iter().enumerate() {
+        if let Some(join) = &source.join {
+            let join = compile_join(&format!("sources[{i}].join"), i, join, &sources)?;
+            sources[i].join = Some(join);
+        }
+    }
+    let mut shipping_types = BTreeMap::new();
+    for (code, status) in &profile.shipping_types {
+        let at = format!("shipping_types.{code}");
+        let status = match pb::ShippingStatus::try_from(*status) {
+            Ok(pb::ShippingStatus::Free) => ShippingStatus::Free,
+            Ok(pb::ShippingStatus::Paid) => ShippingStatus::Paid,
+            Ok(pb::ShippingStatus::FreeByThreshold) => ShippingStatus::FreeByThreshold,
+            Ok(pb::ShippingStatus::Unknown) => ShippingStatus::Unknown,
+            Ok(pb::ShippingStatus::Unspecified) | Err(_) => {
+                return Err(CompileError::new(
+                    at,
+                    "must mean free, paid, free_by_threshold or unknown",
+                ));
+            }
+        };
+        if code.trim().is_empty() {
+            return Err(CompileError::new("shipping_types", "an empty type code"));
+        }
+        shipping_types.insert(code.trim().to_lowercase(), status);
+    }
     Ok(CompiledProfile {
         profile: profile.clone(),
         sources,
         classes: compile_classes(&profile.classes)?,
         page: compile_page(profile)?,
+        shipping_types,
     })
 }
 
@@ -409,7 +489,7 @@ fn compile_source(at: &str, source: &pb::CardSource) -> Result<CompiledSource, C
     let default_fields = pb::CardFields::default();
     let fields = source.fields.as_ref().unwrap_or(&default_fields);
     let dom = matches!(kind, SourceKind::Dom { .. });
-    let mut rules: [Vec<Rule>; 7] = Default::default();
+    let mut rules: [Vec<Rule>; Field::ALL.len()] = Default::default();
     for field in Field::ALL {
         let at = format!("{at}.fields.{}", field.as_str());
         let written = field_rules(fields, field);
@@ -426,6 +506,73 @@ fn compile_source(at: &str, source: &pb::CardSource) -> Result<CompiledSource, C
         name,
         kind,
         fields: CompiledFields { rules },
+        join: None,
+    })
+}
+
+fn compile_join(
+    at: &str,
+    me: usize,
+    join: &pb::SourceJoin,
+    sources: &[CompiledSource],
+) -> Result<Join, CompileError> {
+    let names: Vec<&str> = sources.iter().map(|s| s.name.as_str()).collect();
+    let Some(other) = sources.iter().position(|s| s.name == join.source.trim()) else {
+        return Err(CompileError::new(
+            format!("{at}.source"),
+            format!(
+                "{:?} is not the name of a source ({})",
+                join.source,
+                names.join(", ")
+            ),
+        ));
+    };
+    if other == me {
+        return Err(CompileError::new(
+            format!("{at}.source"),
+            "a source cannot join itself",
+        ));
+    }
+    if matches!(sources[other].kind, SourceKind::HttpApi { .. })
+        || matches!(sources[me].kind, SourceKind::HttpApi { .. })
+    {
+        return Err(CompileError::new(
+            format!("{at}.source"),
+            "an http_api source is read without a page: it joins nothing",
+        ));
+    }
+    for (index, what) in [(me, "this source"), (other, "the joined source")] {
+        if sources[index].fields.get(Field::Key).is_empty() {
+            return Err(CompileError::new(
+                format!("{at}.source"),
+                format!(
+                    "{what} ({}) needs a `key` field to match cards by",
+                    sources[index].name
+                ),
+            ));
+        }
+    }
+    if join.take.is_empty() {
+        return Err(CompileError::new(
+            format!("{at}.take"),
+            "name the fields to take (e.g. [\"title\", \"shipping\"])",
+        ));
+    }
+    let take = join
+        .take
+        .iter()
+        .enumerate()
+        .map(|(i, name)| match Field::from_name(name.trim()) {
+            Some(Field::Key) | None => Err(CompileError::new(
+                format!("{at}.take[{i}]"),
+                format!("{name:?} is not a field a card takes (title, price, list_price, coupon_price, shipping, shipping_fee, shipping_threshold, shipping_type, link, seller)"),
+            )),
+            Some(field) => Ok(field),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Join {
+        source: other,
+        take,
     })
 }
 
@@ -438,6 +585,10 @@ fn field_rules(fields: &pb::CardFields, field: Field) -> &[pb::FieldRule] {
         Field::Shipping => &fields.shipping,
         Field::Link => &fields.link,
         Field::Seller => &fields.seller,
+        Field::ShippingFee => &fields.shipping_fee,
+        Field::ShippingThreshold => &fields.shipping_threshold,
+        Field::ShippingType => &fields.shipping_type,
+        Field::Key => &fields.key,
     }
 }
 
@@ -521,7 +672,20 @@ fn compile_rule(
                 ));
             }
             (Some(constant), true) => Read::Constant(constant),
-            (None, false) => Read::Json(json_path(&key("json"), json)?),
+            (None, false) => {
+                let path = json_path(&key("json"), json)?;
+                // NB: a field reads one value; a path that can only land on an object or
+                // an array would read nothing on every item.
+                if let Some(what) = path.selects_containers() {
+                    return Err(CompileError::new(
+                        key("json"),
+                        format!(
+                            "{json:?} selects {what}, not a value: add the key to read (e.g. `{json}.name`)"
+                        ),
+                    ));
+                }
+                Read::Json(path)
+            }
             (None, true) => {
                 return Err(CompileError::new(at, "needs json or constant"));
             }
@@ -535,7 +699,7 @@ fn compile_rule(
     if pick != pb::NumberPick::First && !field.is_number() {
         return Err(CompileError::new(
             key("pick"),
-            "applies to price, list_price and coupon_price only",
+            "applies to price, list_price, coupon_price, shipping_fee and shipping_threshold only",
         ));
     }
     Ok(Rule { read, regex, pick })
@@ -768,6 +932,7 @@ pub(crate) mod tests {
                 card_selector: cards.into(),
             })),
             fields: Some(fields),
+            join: None,
         }
     }
 
@@ -785,6 +950,7 @@ pub(crate) mod tests {
                 },
             )),
             fields: Some(fields),
+            join: None,
         }
     }
 
@@ -802,6 +968,7 @@ pub(crate) mod tests {
                 },
             )),
             fields: Some(fields),
+            join: None,
         }
     }
 
@@ -931,6 +1098,7 @@ pub(crate) mod tests {
                 list_path: "$.items[*]".into(),
             })),
             fields: Some(json_fields()),
+            join: None,
         };
         assert_error(&profile(vec![api("", &[])]), "sources[0].url", "required");
         assert_error(
@@ -954,6 +1122,50 @@ pub(crate) mod tests {
         assert!(
             matches!(&ok.sources()[0].kind, SourceKind::HttpApi { headers, .. } if headers.len() == 1)
         );
+    }
+
+    #[test]
+    fn a_field_path_that_can_only_land_on_an_object_is_refused() {
+        for (path, says) in [
+            ("$", "the item itself"),
+            (
+                "$.delivery[?(@.type=='fee')]",
+                "the elements its filter keeps",
+            ),
+        ] {
+            let mut fields = json_fields();
+            fields.shipping = vec![json(path)];
+            assert_error(
+                &profile(vec![embedded_source("script#d", "$.items[*]", fields)]),
+                "sources[0].fields.shipping[0].json",
+                says,
+            );
+        }
+        // A filter followed by the member to read is a value path.
+        let mut fields = json_fields();
+        fields.shipping_fee = vec![json("$.delivery[?(@.type=='fee')].amount")];
+        fields.shipping_threshold = vec![json("$.delivery[?(@.type)].freeFrom")];
+        assert!(
+            compile(&profile(vec![embedded_source(
+                "script#d",
+                "$.items[*]",
+                fields
+            )]))
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn shipping_types_must_say_what_they_mean() {
+        let mut p = profile(vec![dom_source("li", dom_fields())]);
+        p.shipping_types = [("FREE".to_owned(), 0)].into_iter().collect();
+        assert_error(&p, "shipping_types.FREE", "must mean free, paid");
+        p.shipping_types = [("FREE".to_owned(), pb::ShippingStatus::Free as i32)]
+            .into_iter()
+            .collect();
+        let compiled = compile(&p).unwrap();
+        assert_eq!(compiled.shipping_type(" free "), Some(ShippingStatus::Free));
+        assert_eq!(compiled.shipping_type("PAID"), None);
     }
 
     #[test]
@@ -1035,7 +1247,7 @@ pub(crate) mod tests {
         assert_error(
             &profile(vec![dom_source("li", fields)]),
             "sources[0].fields.title[0].pick",
-            "price, list_price and coupon_price only",
+            "price, list_price, coupon_price, shipping_fee and shipping_threshold only",
         );
         let mut fields = dom_fields();
         fields.price[0].pick = 9;

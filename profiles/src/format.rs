@@ -14,7 +14,12 @@
 //! - [`BUILTIN`] are the malls compiled in; [`load`] overrides and extends them by id from a
 //!   directory.
 
-use std::{collections::BTreeMap, path::Path, sync::OnceLock, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::Path,
+    sync::OnceLock,
+    time::Duration,
+};
 
 use lps_proto::{
     model::{self, CardClass, MallId},
@@ -107,6 +112,10 @@ struct ProfileFile {
     no_results_text: String,
     #[serde(default)]
     free_shipping_texts: Vec<String>,
+    /// A mall's shipping type codes and what each means (`free`, `paid`,
+    /// `free_by_threshold`, `unknown`).
+    #[serde(default)]
+    shipping_types: BTreeMap<String, String>,
     #[serde(default)]
     warmup_url: String,
     #[serde(default)]
@@ -146,6 +155,15 @@ struct SourceFile {
     headers: Option<BTreeMap<String, String>>,
     #[serde(default)]
     fields: BTreeMap<String, toml::Value>,
+    /// Fields taken per card from another source with the same key.
+    join: Option<JoinFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JoinFile {
+    source: String,
+    take: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -457,6 +475,7 @@ fn build(e: &Errors<'_>, raw: ProfileFile) -> Result<Profile, ProfileError> {
             Some(additions)
         }
     };
+    let shipping_types = shipping_types(e, &raw.shipping_types)?;
     let wire = pb::SiteProfile {
         id: raw.id,
         display_name: raw.display_name,
@@ -469,6 +488,7 @@ fn build(e: &Errors<'_>, raw: ProfileFile) -> Result<Profile, ProfileError> {
         warmup_url: raw.warmup_url,
         ip_request_budget: raw.ip_request_budget,
         free_shipping_texts: raw.free_shipping_texts,
+        shipping_types,
         blocked_url_patterns: raw.blocked_url_patterns,
         max_cards,
         sources,
@@ -573,12 +593,16 @@ fn source(e: &Errors<'_>, i: usize, s: &SourceFile) -> Result<pb::CardSource, Pr
             "list_price" => &mut fields.list_price,
             "coupon_price" => &mut fields.coupon_price,
             "shipping" => &mut fields.shipping,
+            "shipping_fee" => &mut fields.shipping_fee,
+            "shipping_threshold" => &mut fields.shipping_threshold,
+            "shipping_type" => &mut fields.shipping_type,
+            "key" => &mut fields.key,
             "link" => &mut fields.link,
             "seller" => &mut fields.seller,
             _ => {
                 return Err(e.at(
                     at(&format!("fields.{name}")),
-                    "not a field (title, price, list_price, coupon_price, shipping, link, seller)",
+                    "not a field (title, price, list_price, coupon_price, shipping, shipping_fee, shipping_threshold, shipping_type, link, seller, key)",
                 ));
             }
         };
@@ -597,7 +621,42 @@ fn source(e: &Errors<'_>, i: usize, s: &SourceFile) -> Result<pb::CardSource, Pr
         name: s.name.trim().to_owned(),
         kind: Some(kind),
         fields: Some(fields),
+        join: s.join.as_ref().map(|j| pb::SourceJoin {
+            source: j.source.trim().to_owned(),
+            take: j.take.clone(),
+        }),
     })
+}
+
+/// `shipping_types`: each code means `free`, `paid`, `free_by_threshold` or `unknown`.
+fn shipping_types(
+    e: &Errors<'_>,
+    types: &BTreeMap<String, String>,
+) -> Result<HashMap<String, i32>, ProfileError> {
+    let mut out = HashMap::new();
+    for (code, meaning) in types {
+        let at = format!("shipping_types.{code}");
+        if code.trim().is_empty() {
+            return Err(e.at("shipping_types", "an empty type code"));
+        }
+        let status = match meaning.trim() {
+            "free" => pb::ShippingStatus::Free,
+            "paid" => pb::ShippingStatus::Paid,
+            "free_by_threshold" => pb::ShippingStatus::FreeByThreshold,
+            "unknown" => pb::ShippingStatus::Unknown,
+            other => {
+                return Err(e.at(
+                    at,
+                    format!("{other:?} is not free, paid, free_by_threshold or unknown"),
+                ));
+            }
+        };
+        let key = code.trim().to_lowercase();
+        if out.insert(key, status as i32).is_some() {
+            return Err(e.at(at, "listed twice (codes are compared without case)"));
+        }
+    }
+    Ok(out)
 }
 
 /// `${env:NAME}` references must be well formed.
@@ -1115,14 +1174,19 @@ mod tests {
         let naver = all.iter().find(|p| p.wire.id == "naver").unwrap();
         assert_eq!(naver.max_running, Some(4));
         assert_eq!(naver.min_start_gap, Duration::from_secs(2));
-        // JSON first, DOM second; Naver's restriction status is a block.
+        // JSON first (one source per design of the inline blob), DOM last; Naver's
+        // restriction (418) and captcha challenge (405) statuses are blocks.
         let kinds: Vec<_> = naver.wire.sources.iter().map(|s| s.kind.clone()).collect();
         assert!(matches!(
             kinds[0],
             Some(pb::card_source::Kind::EmbeddedJson(_))
         ));
-        assert!(matches!(kinds[1], Some(pb::card_source::Kind::Dom(_))));
-        assert!(naver.wire.block.as_ref().unwrap().statuses.contains(&418));
+        assert!(matches!(
+            kinds.last(),
+            Some(Some(pb::card_source::Kind::Dom(_)))
+        ));
+        let statuses = &naver.wire.block.as_ref().unwrap().statuses;
+        assert!(statuses.contains(&418) && statuses.contains(&405));
         // Every class has a rule, defaults filled in.
         for p in &all {
             assert_eq!(p.wire.classes.len(), CardClass::ALL.len(), "{}", p.wire.id);
@@ -1183,6 +1247,70 @@ mod tests {
             p.spend_cap_hourly_usd, None,
             "no cap unless the profile sets one"
         );
+    }
+
+    #[test]
+    fn structured_shipping_fields_and_type_codes() {
+        let text = alpha().replace(
+            "max_cards = 40",
+            "max_cards = 40\nshipping_types = { FREE = \"free\", CONDITIONAL = \"free_by_threshold\" }",
+        ).replace(
+            "seller = \"span.product-seller\"",
+            "seller = \"span.product-seller\"\nshipping_fee = [\"span.fee\", { css = \"span.ship\", pick = \"last\" }]\nshipping_threshold = \"span.free-from\"\nshipping_type = { css = \"span.ship\", attr = \"data-type\" }",
+        );
+        let profile = parse("alpha.toml", &text).unwrap();
+        let fields = profile.wire.sources[0].fields.as_ref().unwrap();
+        assert_eq!(fields.shipping_fee.len(), 2);
+        assert_eq!(fields.shipping_threshold[0].css, "span.free-from");
+        assert_eq!(fields.shipping_type[0].attr, "data-type");
+        assert_eq!(
+            profile.wire.shipping_types.get("conditional"),
+            Some(&(pb::ShippingStatus::FreeByThreshold as i32))
+        );
+        crate::compiled::compile(&profile.wire).unwrap();
+        let bad = alpha().replace(
+            "max_cards = 40",
+            "max_cards = 40\nshipping_types = { FREE = \"gratis\" }",
+        );
+        let err = parse("alpha.toml", &bad).unwrap_err();
+        assert_eq!(err.field, "shipping_types.FREE", "{err}");
+        assert!(
+            err.reason
+                .contains("free, paid, free_by_threshold or unknown"),
+            "{err}"
+        );
+        let twice = alpha().replace(
+            "max_cards = 40",
+            "max_cards = 40\nshipping_types = { FREE = \"free\", free = \"paid\" }",
+        );
+        assert!(
+            parse("alpha.toml", &twice)
+                .unwrap_err()
+                .reason
+                .contains("twice")
+        );
+    }
+
+    #[test]
+    fn a_source_joins_another_by_key() {
+        let text = alpha().replace(
+            "seller = \"span.product-seller\"",
+            "seller = \"span.product-seller\"\nkey = { css = \"\", attr = \"data-id\" }",
+        ) + "\n[[sources]]\nkind = \"captured_json\"\nname = \"api\"\nurl_pattern = \"/api/search\"\nlist = \"$.items[*]\"\n[sources.fields]\ntitle = \"$.title\"\nprice = \"$.price\"\nlink = \"$.url\"\nkey = \"$.id\"\n";
+        let text = text.replacen(
+            "kind = \"dom\"",
+            "kind = \"dom\"\njoin = { source = \"api\", take = [\"title\", \"shipping\"] }",
+            1,
+        );
+        let profile = parse("alpha.toml", &text).unwrap();
+        let join = profile.wire.sources[0].join.as_ref().unwrap();
+        assert_eq!((join.source.as_str(), join.take.len()), ("api", 2));
+        let compiled = crate::compiled::compile(&profile.wire).unwrap();
+        assert_eq!(compiled.sources()[0].join.as_ref().unwrap().source, 1);
+        let bad = text.replace("source = \"api\"", "source = \"apu\"");
+        let err = parse("alpha.toml", &bad).unwrap_err();
+        assert_eq!(err.field, "sources[0].join.source", "{err}");
+        assert!(err.reason.contains("(dom, api)"), "{err}");
     }
 
     #[test]

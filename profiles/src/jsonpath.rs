@@ -57,6 +57,11 @@ impl Filter {
             }
             None => (body, None),
         };
+        if left.contains(['<', '>', '&', '|', '=', '!', ' ', '(']) {
+            return Err(format!(
+                "{text:?}: a filter is `@.path == value`, `@.path != value` or `@.path` (no other comparison, no `&&`/`||`)"
+            ));
+        }
         let rest = left
             .strip_prefix('@')
             .ok_or_else(|| format!("{text:?}: a filter's path starts with `@`"))?;
@@ -191,6 +196,20 @@ impl JsonPath {
         self.select(root).into_iter().find(|v| !v.is_null())
     }
 
+    /// What the path selects when it can only select objects or arrays, whatever the
+    /// JSON (so a field reading it would read nothing): `$` alone (the item itself) or a
+    /// path ending in a filter on a member (the elements the filter keeps). `None` when it
+    /// may select a value.
+    pub fn selects_containers(&self) -> Option<&'static str> {
+        match self.steps.last() {
+            None => Some("the item itself (an object)"),
+            Some(Step::Filter(filter)) if !filter.path.is_empty() => {
+                Some("the elements its filter keeps (objects)")
+            }
+            _ => None,
+        }
+    }
+
     /// The path as written.
     pub fn as_str(&self) -> &str {
         &self.text
@@ -282,6 +301,18 @@ pub fn value_text(value: &Value) -> Option<String> {
     }
 }
 
+/// `value`'s JSON type in a reading error: `an object`, `an array`, `a string` ….
+pub fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// Whether a value counts as "set": present and not `false`, `0`, `""`, `[]` or `null`.
 pub fn truthy(value: &Value) -> bool {
     match value {
@@ -350,6 +381,12 @@ mod tests {
             ("$[", "without `]`"),
             ("$[x]", "neither an index"),
             ("$a", "unexpected"),
+            ("$.items[1:3]", "neither an index"),
+            ("$.items[0,1]", "neither an index"),
+            ("$.items[(@.length-1)]", "neither an index"),
+            ("$.items[?(@.price < 3)]", "no other comparison"),
+            ("$.items[?(@.a && @.b)]", "no other comparison"),
+            ("$.items[?(@.a || @.b == 1)]", "no other comparison"),
         ] {
             let err = JsonPath::parse(path).unwrap_err();
             assert!(err.contains(says), "{path}: {err}");

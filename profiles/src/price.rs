@@ -136,6 +136,65 @@ pub fn evaluate_shipping(text: Option<&str>, price: u64, free_texts: &[String]) 
     }
 }
 
+/// What a card says about its shipping: the text, and the structured parts a profile
+/// reads from fields of their own (a JSON object's members, or separate elements).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShippingFacts<'a> {
+    pub text: Option<&'a str>,
+    /// What the card's type code means (`shipping_types`).
+    pub kind: Option<ShippingStatus>,
+    /// The fee; 0 is free shipping.
+    pub fee: Option<u64>,
+    /// The order amount from which shipping is free.
+    pub threshold: Option<u64>,
+}
+
+/// Reads a card's shipping against the offer's own `price`. The structured parts win
+/// where they speak; the text ([`evaluate_shipping`]) fills in what they leave open:
+///
+/// 1. type `FREE` → `FREE`; type `UNKNOWN` (paid on delivery, …) → `UNKNOWN`;
+/// 2. a threshold above 0: the price reaches it → `FREE_BY_THRESHOLD`; it does not → the
+///    fee when above 0 (`PAID`), else what the text says if that is `PAID`, else `UNKNOWN`;
+/// 3. type `FREE_BY_THRESHOLD` without a threshold → the text's reading (it may state one);
+/// 4. a fee: 0 → `FREE` (unless the type says `PAID`: then the text decides), above 0 →
+///    `PAID`;
+/// 5. otherwise the text's reading.
+pub fn evaluate_facts(
+    facts: &ShippingFacts<'_>,
+    price: u64,
+    free_texts: &[String],
+) -> ShippingRead {
+    let text = || evaluate_shipping(facts.text, price, free_texts);
+    match facts.kind {
+        Some(ShippingStatus::Free) => return ShippingRead::FREE,
+        Some(ShippingStatus::Unknown) => return ShippingRead::UNKNOWN,
+        Some(ShippingStatus::Paid | ShippingStatus::FreeByThreshold) | None => {}
+    }
+    if let Some(threshold) = facts.threshold.filter(|&t| t > 0) {
+        if price >= threshold {
+            return ShippingRead {
+                status: ShippingStatus::FreeByThreshold,
+                fee: 0,
+            };
+        }
+        return match facts.fee {
+            Some(fee) if fee > 0 => ShippingRead::paid(fee),
+            _ => Some(text())
+                .filter(|read| read.status == ShippingStatus::Paid)
+                .unwrap_or(ShippingRead::UNKNOWN),
+        };
+    }
+    if facts.kind == Some(ShippingStatus::FreeByThreshold) {
+        return text();
+    }
+    match facts.fee {
+        Some(0) if facts.kind == Some(ShippingStatus::Paid) => text(),
+        Some(0) => ShippingRead::FREE,
+        Some(fee) => ShippingRead::paid(fee),
+        None => text(),
+    }
+}
+
 /// NFKC with every white space removed: how shipping texts are compared.
 fn squeeze(text: &str) -> String {
     text.nfkc().filter(|c| !c.is_whitespace()).collect()
@@ -369,6 +428,95 @@ mod tests {
         assert_eq!(pick_amount(text, NumberPick::Min), Some(29_900));
         assert_eq!(pick_amount(text, NumberPick::Max), Some(39_800));
         assert_eq!(pick_amount("품절", NumberPick::Max), None);
+    }
+
+    #[test]
+    fn structured_shipping_wins_where_it_speaks() {
+        use ShippingStatus::{Free, FreeByThreshold, Paid, Unknown};
+        let facts = |text, kind, fee, threshold| ShippingFacts {
+            text,
+            kind,
+            fee,
+            threshold,
+        };
+        let cases: &[(ShippingFacts<'_>, u64, ShippingStatus, u64)] = &[
+            (facts(None, Some(Free), Some(3000), None), 9_000, Free, 0),
+            (
+                facts(Some("무료배송"), Some(Unknown), None, None),
+                9_000,
+                Unknown,
+                0,
+            ),
+            (
+                facts(None, None, Some(3000), Some(20_000)),
+                27_900,
+                FreeByThreshold,
+                0,
+            ),
+            (
+                facts(None, None, Some(3000), Some(20_000)),
+                4_200,
+                Paid,
+                3000,
+            ),
+            // Below the threshold without a fee: the text's fee, else unknown.
+            (
+                facts(Some("배송비 2,500원"), None, None, Some(20_000)),
+                4_200,
+                Paid,
+                2500,
+            ),
+            (
+                facts(Some("무료배송"), None, None, Some(20_000)),
+                4_200,
+                Unknown,
+                0,
+            ),
+            (
+                facts(None, Some(FreeByThreshold), Some(3000), None),
+                4_200,
+                Unknown,
+                0,
+            ),
+            (
+                facts(
+                    Some("2만원 이상 무료배송"),
+                    Some(FreeByThreshold),
+                    None,
+                    None,
+                ),
+                27_900,
+                FreeByThreshold,
+                0,
+            ),
+            (facts(None, None, Some(0), None), 4_200, Free, 0),
+            (
+                facts(Some("배송비 3,000원"), Some(Paid), Some(0), None),
+                4_200,
+                Paid,
+                3000,
+            ),
+            (facts(None, Some(Paid), Some(0), None), 4_200, Unknown, 0),
+            (facts(None, Some(Paid), Some(2500), None), 4_200, Paid, 2500),
+            // The structured fee wins over the text; the text fills in the rest.
+            (
+                facts(Some("무료배송"), None, Some(2500), None),
+                4_200,
+                Paid,
+                2500,
+            ),
+            (facts(Some("무료배송"), None, None, None), 4_200, Free, 0),
+            (facts(None, None, None, Some(0)), 4_200, Unknown, 0),
+            (ShippingFacts::default(), 4_200, Unknown, 0),
+        ];
+        for (facts, price, status, fee) in cases {
+            let read = evaluate_facts(facts, *price, &[]);
+            assert_eq!(
+                (read.status, read.fee),
+                (*status, *fee),
+                "{facts:?} at {price}"
+            );
+        }
     }
 
     #[test]

@@ -21,6 +21,13 @@
 //! and the cards come from a source that grows (DOM or captured responses): wheel-like
 //! scrolling until enough cards, no growth or the step cap; a "more" button clicked while
 //! it shows. Next pages are the caller's (each is a request of its own on the IP).
+//!
+//! Block and error checks run on every look, not only the first: after each scroll step,
+//! each "more" click and on the final read. A block marker (the mall's error box among
+//! them, when the profile lists it), Chromium's error page, or a request of the page's own
+//! answered with a block status (`xhr_status:429`: a fetch/XHR on the page's host or one a
+//! `captured_json` source reads) turns the page into that verdict, never into the cards
+//! seen before it.
 
 use std::time::Duration;
 
@@ -48,6 +55,14 @@ const SMALL_PAGE_GRACE: Duration = Duration::from_millis(1500);
 const SCROLL_PAUSE: Duration = Duration::from_millis(350);
 /// Card elements per DOM source the final read takes at most (placeholders included).
 const MAX_READ_ELEMENTS: u32 = 1000;
+
+/// A fetch/XHR response of the page that failed.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+struct FailedResponse {
+    url: String,
+    status: u32,
+}
 
 /// The verdict on a loaded page.
 #[derive(Debug, Clone)]
@@ -111,6 +126,8 @@ struct Look {
     error_page: bool,
     counts: Vec<u32>,
     captured_count: u32,
+    /// The page's fetch/XHR responses that failed (HTTP 400 or more), in arrival order.
+    failed: Vec<FailedResponse>,
     next_href: Option<String>,
     more_button: Option<Point>,
     viewport: Viewport,
@@ -307,6 +324,57 @@ impl Reader<'_> {
             .unwrap_or_default()
     }
 
+    /// A look's verdict when the page is no longer a healthy result page: Chromium's error
+    /// page, a block marker, or a request of the page's own (same host, or one a
+    /// `captured_json` source reads) answered with a block status. Checked on the first
+    /// load and again after every scroll step and "more" click, so a page that fails half
+    /// way is never read as a short list.
+    fn interrupted(&self, look: &Look) -> Option<PageRead> {
+        if look.url.starts_with("chrome-error://")
+            || look.error_page
+            || look.title.starts_with(super::relay::ERROR_TITLE)
+        {
+            return Some(PageRead::ErrorPage {
+                url: look.url.clone(),
+                code: look.error_code.clone(),
+            });
+        }
+        let marker = look.block.clone().or_else(|| {
+            let statuses = self.profile.block.as_ref().map(|b| b.statuses.as_slice())?;
+            look.failed
+                .iter()
+                .find(|f| statuses.contains(&f.status) && self.own_request(&look.url, &f.url))
+                .map(|f| format!("xhr_status:{}", f.status))
+        })?;
+        Some(PageRead::Blocked {
+            marker,
+            html_bytes: html_bytes(look),
+        })
+    }
+
+    /// Whether `request` is the page's own: on the page's host, or read by a
+    /// `captured_json` source (third-party calls — analytics, ads — are not the mall's
+    /// answer).
+    fn own_request(&self, page: &str, request: &str) -> bool {
+        let host = |url: &str| {
+            url.split_once("://").map(|(_, rest)| {
+                rest.split(['/', '?', '#'])
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+        };
+        if host(page).is_some() && host(page) == host(request) {
+            return true;
+        }
+        self.compiled.sources().iter().any(|s| match &s.kind {
+            lps_profiles::compiled::SourceKind::CapturedJson { url_pattern, .. } => {
+                url_pattern.is_match(request)
+            }
+            _ => false,
+        })
+    }
+
     /// The card count of `source` that grows with scrolling.
     fn growth(&self, look: &Look, source: usize) -> u32 {
         match source_kind(&self.profile.sources[source]) {
@@ -363,20 +431,8 @@ pub async fn read_loaded_page(
             }
             Err(err) => return Err(err),
         };
-        if look.url.starts_with("chrome-error://")
-            || look.error_page
-            || look.title.starts_with(super::relay::ERROR_TITLE)
-        {
-            return Ok(PageRead::ErrorPage {
-                url: look.url,
-                code: look.error_code,
-            });
-        }
-        if let Some(marker) = look.block.clone() {
-            return Ok(PageRead::Blocked {
-                marker,
-                html_bytes: html_bytes(&look),
-            });
+        if let Some(verdict) = reader.interrupted(&look) {
+            return Ok(verdict);
         }
         if let Some(index) = look.challenge {
             let since = challenge.map_or_else(Instant::now, |(_, since)| since);
@@ -416,7 +472,11 @@ pub async fn read_loaded_page(
             return Ok(PageRead::NoResults);
         }
         let cards = reader.cards(&look);
-        if cards.chosen.is_some() && (look.waited || Instant::now() >= deadline) {
+        let joiner_loading = joiner_loading(reader.compiled, &cards);
+        if cards.chosen.is_some()
+            && (look.waited || Instant::now() >= deadline)
+            && (!joiner_loading || Instant::now() >= deadline)
+        {
             break (look, cards);
         }
         if Instant::now() >= deadline {
@@ -428,12 +488,19 @@ pub async fn read_loaded_page(
         .chosen
         .and_then(|i| first.per_source.get(i))
         .map_or(0, |s| s.source_index);
-    let scrolls = more_results(&mut reader, &settled, chosen).await?;
+    let scrolls = match more_results(&mut reader, &settled, chosen).await? {
+        More::Steps(steps) => steps,
+        More::Interrupted(verdict) => return Ok(verdict),
+    };
     let max_read = profile
         .max_cards
         .saturating_mul(2)
         .clamp(POLL_CARDS, MAX_READ_ELEMENTS);
     let last = reader.look(true, max_read).await?;
+    if let Some(verdict) = reader.interrupted(&last) {
+        debug!(scrolls, "the page failed after it showed cards");
+        return Ok(verdict);
+    }
     let mut page = {
         let span = info_span!(
             "browser.parse",
@@ -485,6 +552,30 @@ fn result(
     }))
 }
 
+/// Whether the source the page would be read from is one another source joins (it
+/// supplies fields per card) while that joining source still shows only placeholders: the
+/// page is waited on for the joining source, which is the one to read; at the deadline the
+/// supplier is read alone.
+fn joiner_loading(compiled: &CompiledProfile, cards: &PageCards) -> bool {
+    let Some(chosen) = cards.chosen_source() else {
+        return false;
+    };
+    compiled
+        .sources()
+        .iter()
+        .enumerate()
+        .any(|(index, source)| {
+            source
+                .join
+                .as_ref()
+                .is_some_and(|j| j.source == chosen.source_index)
+                && cards
+                    .per_source
+                    .get(index)
+                    .is_some_and(|s| s.cards.is_empty() && s.placeholders > 0)
+        })
+}
+
 /// The wait ended without cards, a marker or a block.
 fn no_verdict(cards: &PageCards, look: &Look, small: bool, waited: Duration) -> PageRead {
     let bytes = html_bytes(look);
@@ -519,21 +610,30 @@ fn no_verdict(cards: &PageCards, look: &Look, small: bool, waited: Duration) -> 
     }
 }
 
-/// Scrolls and clicks "more" as the profile says, when `source` grows; returns the steps.
+/// How getting more results ended.
+enum More {
+    /// Scroll steps and clicks made.
+    Steps(u32),
+    /// The page turned into a block or an error page on the way.
+    Interrupted(PageRead),
+}
+
+/// Scrolls and clicks "more" as the profile says, when `source` grows; every look on the
+/// way is checked for blocks and error pages ([`Reader::interrupted`]).
 async fn more_results(
     reader: &mut Reader<'_>,
     settled: &Look,
     source: usize,
-) -> Result<u32, BrowserError> {
+) -> Result<More, BrowserError> {
     let profile = reader.profile;
     let Some(more) = profile.more.as_ref() else {
-        return Ok(0);
+        return Ok(More::Steps(0));
     };
     if !matches!(
         profile.sources.get(source).map(source_kind),
         Some("dom" | "captured_json")
     ) {
-        return Ok(0);
+        return Ok(More::Steps(0));
     }
     let mut steps = 0;
     let mut count = reader.growth(settled, source);
@@ -566,6 +666,9 @@ async fn more_results(
             // A page that can still scroll is scrolled on at once; only at the bottom is it
             // given `settle` to load more.
             let (grown, look) = wait_growth(reader, source, count, SCROLL_PAUSE).await?;
+            if let Some(verdict) = reader.interrupted(&look) {
+                return Ok(More::Interrupted(verdict));
+            }
             viewport = look.viewport;
             let bottom = look.scroll.y + look.viewport.height >= look.scroll.height - 2.0;
             debug!(
@@ -582,7 +685,10 @@ async fn more_results(
             if !bottom {
                 continue;
             }
-            let (grown, _) = wait_growth(reader, source, count, settle).await?;
+            let (grown, look) = wait_growth(reader, source, count, settle).await?;
+            if let Some(verdict) = reader.interrupted(&look) {
+                return Ok(More::Interrupted(verdict));
+            }
             if grown <= count {
                 break;
             }
@@ -609,14 +715,17 @@ async fn more_results(
             }
             reader.browser.click_at(button.x, button.y).await?;
             steps += 1;
-            let (grown, _) = wait_growth(reader, source, count, settle).await?;
+            let (grown, look) = wait_growth(reader, source, count, settle).await?;
+            if let Some(verdict) = reader.interrupted(&look) {
+                return Ok(More::Interrupted(verdict));
+            }
             if grown <= count {
                 break;
             }
             count = grown;
         }
     }
-    Ok(steps)
+    Ok(More::Steps(steps))
 }
 
 /// Waits up to `settle` for `source`'s count to pass `count`.

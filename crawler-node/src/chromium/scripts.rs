@@ -4,7 +4,9 @@
 //!   `Page.addScriptToEvaluateOnNewDocument`, so it runs on every document before the
 //!   page's own scripts: it records the JSON bodies of the page's `fetch` and
 //!   `XMLHttpRequest` responses (bounded in count and bytes) for `captured_json` card
-//!   sources — WebDriver has no event stream to read them from.
+//!   sources — WebDriver has no event stream to read them from — and the URL and status
+//!   of every such response that failed (HTTP 400 or more), so a 429 on a request the page
+//!   makes while it is scrolled is seen as the block it is.
 //! - [`SNAPSHOT_JS`] is one look at the page: block markers, challenges, the no-results
 //!   marker, the HTTP status, Chromium's error code, and the raw material of every card
 //!   source (card elements' HTML, inline JSON, captured responses). Cards are read from it
@@ -13,13 +15,21 @@
 //! Texts are read with `innerText`, which leaves out `<script>` bodies: a mall's renderer
 //! script often contains its own no-results text.
 
-/// Records fetch/XHR JSON responses into a non-enumerable `window.__lpsCaptured`.
+/// Records fetch/XHR JSON responses into a non-enumerable `window.__lpsCaptured`, and
+/// failed ones (`{url, status}`) into `window.__lpsFailed`.
 pub const CAPTURE_JS: &str = r#"(function () {
   if (window.__lpsCaptured) { return; }
   var store = [];
+  var failed = [];
   var total = 0;
   var MAX_ENTRIES = 50, MAX_TOTAL = 6 * 1024 * 1024, MAX_ONE = 3 * 1024 * 1024;
-  try { Object.defineProperty(window, '__lpsCaptured', { value: store, enumerable: false }); } catch (e) { return; }
+  try {
+    Object.defineProperty(window, '__lpsCaptured', { value: store, enumerable: false });
+    Object.defineProperty(window, '__lpsFailed', { value: failed, enumerable: false });
+  } catch (e) { return; }
+  function fail(url, status) {
+    if (status >= 400 && failed.length < MAX_ENTRIES) { failed.push({ url: String(url || ''), status: status }); }
+  }
   function keep(url, text) {
     if (typeof text !== 'string' || !text) { return; }
     var head = text.replace(/^\s+/, '').charAt(0);
@@ -33,6 +43,7 @@ pub const CAPTURE_JS: &str = r#"(function () {
     var fetch = function () {
       var answer = nativeFetch.apply(this, arguments);
       answer.then(function (r) {
+        fail(r.url, r.status);
         try { r.clone().text().then(function (t) { keep(r.url, t); }, function () {}); } catch (e) {}
       }, function () {});
       return answer;
@@ -53,6 +64,7 @@ pub const CAPTURE_JS: &str = r#"(function () {
       xhr.addEventListener('load', function () {
         try {
           var url = xhr.responseURL || urls.get(xhr);
+          fail(url, xhr.status);
           if (xhr.responseType === '' || xhr.responseType === 'text') { keep(url, xhr.responseText); }
           else if (xhr.responseType === 'json' && xhr.response) { keep(url, JSON.stringify(xhr.response)); }
         } catch (e) {}
@@ -78,7 +90,7 @@ var out = { url: String(location.href), title: String(d.title || ''), html_bytes
             status: (nav && nav.responseStatus) || 0, waited: !p.wait_for || !!q(p.wait_for),
             ready: d.readyState === 'complete',
             block: null, challenge: null, no_results: false, error_code: null, error_page: false,
-            counts: [], captured_count: 0, next_href: null, more_button: null,
+            counts: [], captured_count: 0, failed: [], next_href: null, more_button: null,
             viewport: { width: window.innerWidth || 0, height: window.innerHeight || 0 },
             scroll: { y: window.scrollY || 0, height: (d.documentElement && d.documentElement.scrollHeight) || 0 },
             snapshot: { url: String(location.href), dom: [], scripts: [], captured: [] } };
@@ -92,10 +104,16 @@ if (out.error_page || String(location.href).indexOf('chrome-error://') === 0) {
 if (!out.block) { (p.block_selectors || []).some(function (s) { if (q(s)) { out.block = 'selector:' + s; return true; } return false; }); }
 if (!out.block && out.status && (p.block_statuses || []).indexOf(out.status) >= 0) { out.block = 'status:' + out.status; }
 if (!out.block) {
+  // NB: only a captcha a person is shown: healthy Naver pages carry a hidden, zero-size
+  // ncaptcha frame.
   var frames = d.querySelectorAll('iframe');
   for (var i = 0; i < frames.length; i++) {
     var src = String(frames[i].getAttribute('src') || '').toLowerCase();
-    if (src.indexOf('captcha') >= 0) { out.block = 'captcha_frame'; break; }
+    if (src.indexOf('captcha') < 0) { continue; }
+    var box = frames[i].getBoundingClientRect();
+    var look = window.getComputedStyle ? window.getComputedStyle(frames[i]) : null;
+    var hidden = box.width < 2 || box.height < 2 || (look && (look.display === 'none' || look.visibility === 'hidden'));
+    if (!hidden) { out.block = 'captcha_frame'; break; }
   }
 }
 (p.challenges || []).some(function (c, k) {
@@ -118,6 +136,7 @@ out.no_results = !!q(p.no_results_selector) || (!!p.no_results_text && body.inde
 });
 var captured = window.__lpsCaptured || [];
 out.captured_count = captured.length;
+out.failed = (window.__lpsFailed || []).slice(0, 50);
 if (p.read && p.captured) {
   for (var c = p.captured_from || 0; c < captured.length; c++) { out.snapshot.captured.push(captured[c]); }
 }

@@ -28,7 +28,7 @@ mod tests;
 
 use std::collections::{BTreeMap, HashSet};
 
-use lps_proto::model::CardClass;
+use lps_proto::model::{CardClass, ShippingStatus};
 use scraper::ElementRef;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -36,11 +36,11 @@ use serde_json::Value;
 pub use self::url::resolve_url;
 use crate::{
     compiled::{
-        CompiledClass, CompiledProfile, CompiledSource, DomRead, DomValue, Field, Policy, Read,
-        Rule, SourceKind, TextField,
+        CompiledClass, CompiledFields, CompiledProfile, CompiledSource, DomRead, DomValue, Field,
+        Policy, Read, Rule, SourceKind, TextField,
     },
     jsonpath,
-    price::pick_amount,
+    price::{ShippingFacts, pick_amount},
 };
 
 /// A card's whole text is clipped to this many characters (for the probe and the judge).
@@ -79,7 +79,7 @@ pub struct CapturedResponse {
 }
 
 /// One result card as read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Card {
     pub title: String,
     /// The sale price.
@@ -91,6 +91,12 @@ pub struct Card {
     /// The raw shipping text (a JSON number as its decimal text), for
     /// [`crate::price::evaluate_shipping`].
     pub shipping_text: Option<String>,
+    /// The structured shipping parts, when the source reads them: the fee (0 = free), the
+    /// order amount from which shipping is free, and the type code with what the profile's
+    /// `shipping_types` says it means.
+    pub shipping_fee: Option<u64>,
+    pub shipping_threshold: Option<u64>,
+    pub shipping_type: Option<(String, Option<ShippingStatus>)>,
     /// Absolute when resolvable against the page URL.
     pub link: String,
     pub seller: Option<String>,
@@ -98,6 +104,12 @@ pub struct Card {
     pub classes: Vec<CardClass>,
     /// The card's whole text, clipped to [`CARD_TEXT_CHARS`].
     pub text: String,
+    /// What identifies the card across the page's sources (`key`), when the source reads
+    /// one; a link is made absolute.
+    pub key: Option<String>,
+    /// Rules that could not be read on this card, and why (`shipping[0] $.delivery: lands
+    /// on an object, not a value`): the probe shows them; the next rule was tried.
+    pub read_errors: Vec<String>,
 }
 
 impl Card {
@@ -107,6 +119,16 @@ impl Card {
         match self.coupon_price {
             Some(coupon) if accept_coupon_price => coupon.min(self.price),
             _ => self.price,
+        }
+    }
+
+    /// What the card says about shipping, for [`crate::price::evaluate_facts`].
+    pub fn shipping_facts(&self) -> ShippingFacts<'_> {
+        ShippingFacts {
+            text: self.shipping_text.as_deref(),
+            kind: self.shipping_type.as_ref().and_then(|(_, kind)| *kind),
+            fee: self.shipping_fee,
+            threshold: self.shipping_threshold,
         }
     }
 }
@@ -194,8 +216,71 @@ pub fn extract_page(profile: &CompiledProfile, snapshot: &PageSnapshot) -> PageC
             tally.cards
         })
         .collect();
+    let per_source = join_sources(profile, per_source);
     let chosen = per_source.iter().position(|s| !s.cards.is_empty());
     PageCards { per_source, chosen }
+}
+
+/// Applies every source's join ([`crate::compiled::Join`]): a card whose key a card of the
+/// joined source shares takes the join's fields from that card where it has them, and
+/// the classes of both. Cards without a partner stay as read.
+fn join_sources(profile: &CompiledProfile, mut per_source: Vec<SourceCards>) -> Vec<SourceCards> {
+    for (index, source) in profile.sources().iter().enumerate() {
+        let Some(join) = &source.join else {
+            continue;
+        };
+        let partners: std::collections::HashMap<String, Card> = per_source
+            .get(join.source)
+            .map(|other| {
+                other
+                    .cards
+                    .iter()
+                    .filter_map(|c| c.key.clone().map(|k| (k, c.clone())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if partners.is_empty() {
+            continue;
+        }
+        let Some(mine) = per_source.get_mut(index) else {
+            continue;
+        };
+        for card in &mut mine.cards {
+            if let Some(other) = card.key.as_ref().and_then(|k| partners.get(k)) {
+                take_fields(card, other, &join.take);
+            }
+        }
+    }
+    per_source
+}
+
+fn take_fields(card: &mut Card, other: &Card, take: &[Field]) {
+    for field in take {
+        match field {
+            Field::Title => card.title.clone_from(&other.title),
+            Field::Price => card.price = other.price,
+            Field::ListPrice => card.list_price = other.list_price.or(card.list_price),
+            Field::CouponPrice => card.coupon_price = other.coupon_price.or(card.coupon_price),
+            Field::Shipping if other.shipping_text.is_some() => {
+                card.shipping_text.clone_from(&other.shipping_text);
+            }
+            Field::ShippingFee if other.shipping_fee.is_some() => {
+                card.shipping_fee = other.shipping_fee;
+            }
+            Field::ShippingThreshold if other.shipping_threshold.is_some() => {
+                card.shipping_threshold = other.shipping_threshold;
+            }
+            Field::ShippingType if other.shipping_type.is_some() => {
+                card.shipping_type.clone_from(&other.shipping_type);
+            }
+            Field::Link if !other.link.is_empty() => card.link.clone_from(&other.link),
+            Field::Seller if other.seller.is_some() => card.seller.clone_from(&other.seller),
+            _ => {}
+        }
+    }
+    card.classes.extend(other.classes.iter().copied());
+    card.classes.sort_unstable();
+    card.classes.dedup();
 }
 
 /// Reads the JSON source `source_index` of `profile` on `body`, a JSON answer obtained
@@ -242,7 +327,7 @@ pub fn apply_classes(profile: &CompiledProfile, cards: Vec<Card>) -> Classified 
 
 /// How one matched item was read.
 enum Outcome {
-    Card(Card),
+    Card(Box<Card>),
     /// No title or price, no text.
     Placeholder,
     /// No title or price, but text.
@@ -273,6 +358,7 @@ impl Tally {
     fn add(&mut self, outcome: Outcome) {
         match outcome {
             Outcome::Card(card) => {
+                let card = *card;
                 if self.dedupe && !self.seen.insert((card.link.clone(), card.title.clone())) {
                     return;
                 }
@@ -300,8 +386,9 @@ impl Tally {
 
 /// A matched item a card is read from.
 trait Item {
-    /// What `read` gives on this item, before a rule's regex (`None`: nothing there).
-    fn read(&self, read: &Read) -> Option<String>;
+    /// What `read` gives on this item, before a rule's regex (`Ok(None)`: nothing there;
+    /// `Err`: something there that is no value, e.g. a JSON path landing on an object).
+    fn read(&self, read: &Read) -> Result<Option<String>, String>;
     /// All of the item's text, unclipped.
     fn text(&self) -> String;
     /// All of the item's text with every element's text apart (DOM; see
@@ -322,17 +409,22 @@ struct DomItem<'a> {
 }
 
 impl Item for DomItem<'_> {
-    fn read(&self, read: &Read) -> Option<String> {
+    fn read(&self, read: &Read) -> Result<Option<String>, String> {
         let Read::Dom(DomRead { css, value }) = read else {
-            return None;
+            return Ok(None);
         };
         let element = match css {
             None => self.card,
-            Some(selector) => dom::first_match(self.card, selector)?,
+            Some(selector) => match dom::first_match(self.card, selector) {
+                Some(element) => element,
+                None => return Ok(None),
+            },
         };
-        Some(match value {
+        Ok(Some(match value {
             DomValue::Attr(name) => {
-                let attr = element.attr(name)?;
+                let Some(attr) = element.attr(name) else {
+                    return Ok(None);
+                };
                 if name.eq_ignore_ascii_case("href") || name.eq_ignore_ascii_case("src") {
                     resolve_url(self.base, attr)
                 } else {
@@ -341,7 +433,7 @@ impl Item for DomItem<'_> {
             }
             DomValue::Text { exclude } => dom::visible_text(element, exclude.as_ref()),
             DomValue::OwnText => dom::own_text(element),
-        })
+        }))
     }
 
     fn text(&self) -> String {
@@ -368,12 +460,20 @@ struct JsonItem<'a> {
 }
 
 impl Item for JsonItem<'_> {
-    fn read(&self, read: &Read) -> Option<String> {
+    fn read(&self, read: &Read) -> Result<Option<String>, String> {
         let Read::Json(path) = read else {
-            return None;
+            return Ok(None);
         };
-        let value = path.first(self.value)?;
-        jsonpath::value_text(value).map(|text| json::clean_markup(&text))
+        let Some(value) = path.first(self.value) else {
+            return Ok(None);
+        };
+        match jsonpath::value_text(value) {
+            Some(text) => Ok(Some(json::clean_markup(&text))),
+            None => Err(format!(
+                "{path} lands on {}, not a value",
+                jsonpath::type_name(value)
+            )),
+        }
     }
 
     fn text(&self) -> String {
@@ -399,9 +499,10 @@ impl Item for JsonItem<'_> {
 
 fn read_card(item: &impl Item, source: &CompiledSource, profile: &CompiledProfile) -> Outcome {
     let fields = &source.fields;
+    let mut errors = Vec::new();
     let text = dom::fold(&item.text());
-    let title = read_text(item, fields.get(Field::Title));
-    let price = read_number(item, fields.get(Field::Price));
+    let title = read_text(item, fields, Field::Title, &mut errors);
+    let price = read_number(item, fields, Field::Price, &mut errors);
     let (Some(title), Some(price_value)) = (title, price.value) else {
         return if text.is_empty() {
             Outcome::Placeholder
@@ -409,8 +510,8 @@ fn read_card(item: &impl Item, source: &CompiledSource, profile: &CompiledProfil
             Outcome::Unparsed
         };
     };
-    let shipping_text = read_text(item, fields.get(Field::Shipping));
-    let seller = read_text(item, fields.get(Field::Seller));
+    let shipping_text = read_text(item, fields, Field::Shipping, &mut errors);
+    let seller = read_text(item, fields, Field::Seller, &mut errors);
     let words = item
         .separate_words()
         .map(|w| dom::fold(&w))
@@ -431,20 +532,41 @@ fn read_card(item: &impl Item, source: &CompiledSource, profile: &CompiledProfil
         .collect();
     classes.sort_unstable();
     classes.dedup();
-    let link = read_text(item, fields.get(Field::Link))
+    let link = read_text(item, fields, Field::Link, &mut errors)
         .map(|link| resolve_url(item.base(), &link))
         .unwrap_or_default();
-    Outcome::Card(Card {
+    let key = read_text(item, fields, Field::Key, &mut errors).map(|key| {
+        if key.starts_with('/') || key.starts_with("http") {
+            resolve_url(item.base(), &key)
+        } else {
+            key
+        }
+    });
+    let shipping_type = read_text(item, fields, Field::ShippingType, &mut errors).map(|code| {
+        let kind = profile.shipping_type(&code);
+        if kind.is_none() {
+            errors.push(format!(
+                "shipping_type: {code:?} is not one of the profile's shipping_types"
+            ));
+        }
+        (code, kind)
+    });
+    Outcome::Card(Box::new(Card {
         price: price_value,
-        list_price: read_number(item, fields.get(Field::ListPrice)).value,
-        coupon_price: read_number(item, fields.get(Field::CouponPrice)).value,
+        list_price: read_number(item, fields, Field::ListPrice, &mut errors).value,
+        coupon_price: read_number(item, fields, Field::CouponPrice, &mut errors).value,
         shipping_text,
+        shipping_fee: read_number(item, fields, Field::ShippingFee, &mut errors).value,
+        shipping_threshold: read_number(item, fields, Field::ShippingThreshold, &mut errors).value,
+        shipping_type,
         link,
         seller,
         classes,
         text: clip(&text, CARD_TEXT_CHARS),
         title,
-    })
+        key,
+        read_errors: errors,
+    }))
 }
 
 /// The texts class patterns look at.
@@ -476,30 +598,59 @@ impl ClassTexts<'_> {
     }
 }
 
-/// One rule's value: read, regex applied, white space folded; `None` when empty.
-fn apply(item: &impl Item, rule: &Rule) -> Option<String> {
+/// One rule's value: read, regex applied, white space folded; `Ok(None)` when empty.
+fn apply(item: &impl Item, rule: &Rule) -> Result<Option<String>, String> {
     let raw = match &rule.read {
         Read::Constant(value) => value.clone(),
-        read => item.read(read)?,
+        read => match item.read(read)? {
+            Some(raw) => raw,
+            None => return Ok(None),
+        },
     };
     let value = match &rule.regex {
-        None => raw,
-        Some(regex) => {
-            let captures = regex.captures(&raw)?;
+        None => Some(raw),
+        Some(regex) => regex.captures(&raw).and_then(|captures| {
             captures
                 .get(1)
-                .or_else(|| captures.get(0))?
-                .as_str()
-                .to_owned()
-        }
+                .or_else(|| captures.get(0))
+                .map(|m| m.as_str().to_owned())
+        }),
     };
-    let value = dom::fold(&value);
-    (!value.is_empty()).then_some(value)
+    Ok(value
+        .map(|value| dom::fold(&value))
+        .filter(|value| !value.is_empty()))
 }
 
-/// The first non-empty value of `rules`.
-fn read_text(item: &impl Item, rules: &[Rule]) -> Option<String> {
-    rules.iter().find_map(|rule| apply(item, rule))
+/// `field`'s rules read in order, each that cannot be read noted in `errors`.
+fn rule_values<'a>(
+    item: &'a impl Item,
+    fields: &'a CompiledFields,
+    field: Field,
+    errors: &'a mut Vec<String>,
+) -> impl Iterator<Item = (&'a Rule, String)> + 'a {
+    fields
+        .get(field)
+        .iter()
+        .enumerate()
+        .filter_map(move |(i, rule)| match apply(item, rule) {
+            Ok(value) => value.map(|value| (rule, value)),
+            Err(why) => {
+                errors.push(format!("{}[{i}]: {why}", field.as_str()));
+                None
+            }
+        })
+}
+
+/// The first non-empty value of `field`'s rules.
+fn read_text(
+    item: &impl Item,
+    fields: &CompiledFields,
+    field: Field,
+    errors: &mut Vec<String>,
+) -> Option<String> {
+    rule_values(item, fields, field, errors)
+        .next()
+        .map(|(_, value)| value)
 }
 
 /// A number field as read: the amount, and the text it came from (else the first
@@ -509,13 +660,17 @@ struct NumberRead {
     text: Option<String>,
 }
 
-fn read_number(item: &impl Item, rules: &[Rule]) -> NumberRead {
+/// A price is never 0 (`0원` is no price); a shipping fee of 0 is free shipping.
+fn read_number(
+    item: &impl Item,
+    fields: &CompiledFields,
+    field: Field,
+    errors: &mut Vec<String>,
+) -> NumberRead {
+    let zero_ok = field == Field::ShippingFee;
     let mut first_text = None;
-    for rule in rules {
-        let Some(text) = apply(item, rule) else {
-            continue;
-        };
-        if let Some(value) = pick_amount(&text, rule.pick).filter(|&v| v > 0) {
+    for (rule, text) in rule_values(item, fields, field, errors) {
+        if let Some(value) = pick_amount(&text, rule.pick).filter(|&v| v > 0 || zero_ok) {
             return NumberRead {
                 value: Some(value),
                 text: Some(text),

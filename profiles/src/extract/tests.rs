@@ -303,13 +303,8 @@ fn policies_come_from_the_profile() {
     let card = |title: &str, classes: Vec<CardClass>| Card {
         title: title.into(),
         price: 1_000,
-        list_price: None,
-        coupon_price: None,
-        shipping_text: None,
-        link: String::new(),
-        seller: None,
         classes,
-        text: String::new(),
+        ..Card::default()
     };
     let classified = apply_classes(
         &profile,
@@ -659,6 +654,7 @@ fn an_api_answer() {
             list_path: "$.items[*]".into(),
         })),
         fields: Some(fields),
+        join: None,
     };
     let profile = compile(&profile(vec![source])).unwrap();
     let body = json!({
@@ -1003,4 +999,317 @@ link = "a"
 "#;
     let e = crate::format::parse("x.toml", &format!("{base}{text}")).unwrap_err();
     assert_eq!(e.field, "classes.used.texts[0].regex", "{e}");
+}
+
+/// A JSON design whose shipping is an object (`type`/`fee`/`freeFrom`), another with the
+/// fee and the threshold in two members of their own, a list of delivery options read with
+/// a filter, and a text-only item: every one reads through its field's rules in order.
+fn structured_shipping_profile() -> CompiledProfile {
+    let fields = pb::CardFields {
+        title: vec![json("$.title")],
+        price: vec![json("$.price")],
+        // The first path lands on an object on some items: noted, and the next is tried.
+        shipping: vec![json("$.delivery"), json("$.deliveryText")],
+        shipping_type: vec![json("$.delivery.type")],
+        shipping_fee: vec![
+            json("$.delivery.fee"),
+            json("$.deliveryFee"),
+            json("$.options[?(@.kind=='fee')].amount"),
+        ],
+        shipping_threshold: vec![
+            json("$.delivery.freeFrom"),
+            json("$.freeDeliveryFrom"),
+            json("$.options[?(@.kind=='free_from')].amount"),
+        ],
+        link: vec![json("$.url")],
+        ..Default::default()
+    };
+    let mut p = profile(vec![embedded_source(
+        "script#__NEXT_DATA__",
+        "$.items[*]",
+        fields,
+    )]);
+    p.shipping_types = [
+        ("FREE", pb::ShippingStatus::Free),
+        ("PAID", pb::ShippingStatus::Paid),
+        ("conditional_free", pb::ShippingStatus::FreeByThreshold),
+        ("COD", pb::ShippingStatus::Unknown),
+    ]
+    .into_iter()
+    .map(|(code, status)| (code.to_owned(), status as i32))
+    .collect();
+    compile(&p).unwrap()
+}
+
+#[test]
+fn structured_shipping_from_objects_members_and_filters() {
+    use lps_proto::model::ShippingStatus::{Free, FreeByThreshold, Paid, Unknown};
+    let profile = structured_shipping_profile();
+    let blob = json!({"items": [
+        {"title": "a", "price": 27900, "url": "/a",
+         "delivery": {"type": "CONDITIONAL_FREE", "fee": 3000, "freeFrom": 20000}},
+        {"title": "b", "price": 4200, "url": "/b",
+         "delivery": {"type": "CONDITIONAL_FREE", "fee": 3000, "freeFrom": 20000}},
+        {"title": "c", "price": 9900, "url": "/c", "delivery": {"type": "free"}},
+        {"title": "d", "price": 9900, "url": "/d", "delivery": {"type": "PAID", "fee": 2500}},
+        {"title": "e", "price": 9900, "url": "/e", "delivery": {"type": "COD", "fee": 0}},
+        // Fee and threshold in two members of the item, no type.
+        {"title": "f", "price": 31000, "url": "/f", "deliveryFee": 3500, "freeDeliveryFrom": 30000},
+        {"title": "g", "price": 12000, "url": "/g", "deliveryFee": 3500, "freeDeliveryFrom": 30000},
+        {"title": "h", "price": 12000, "url": "/h", "deliveryFee": 0},
+        // A list of delivery options, read with filters.
+        {"title": "i", "price": 15000, "url": "/i",
+         "options": [{"kind": "fee", "amount": 2500}, {"kind": "free_from", "amount": 10000}]},
+        // Text only; then nothing at all.
+        {"title": "j", "price": 15000, "url": "/j", "deliveryText": "배송비 3,000원"},
+        {"title": "k", "price": 15000, "url": "/k"},
+        // A type code the profile does not know: the fee still speaks.
+        {"title": "l", "price": 15000, "url": "/l", "delivery": {"type": "QUICK", "fee": 4000}}
+    ]});
+    let snapshot = PageSnapshot {
+        url: PAGE.into(),
+        scripts: vec![Some(blob.to_string())],
+        ..Default::default()
+    };
+    let page = extract_page(&profile, &snapshot);
+    let cards = &page.per_source[0].cards;
+    let read: Vec<(&str, ShippingStatus, u64)> = cards
+        .iter()
+        .map(|card| {
+            let shipping = profile.shipping(card, card.price);
+            (card.title.as_str(), shipping.status, shipping.fee)
+        })
+        .collect();
+    assert_eq!(
+        read,
+        vec![
+            ("a", FreeByThreshold, 0),
+            ("b", Paid, 3000),
+            ("c", Free, 0),
+            ("d", Paid, 2500),
+            ("e", Unknown, 0),
+            ("f", FreeByThreshold, 0),
+            ("g", Paid, 3500),
+            ("h", Free, 0),
+            ("i", FreeByThreshold, 0),
+            ("j", Paid, 3000),
+            ("k", Unknown, 0),
+            ("l", Paid, 4000),
+        ]
+    );
+    // `$.delivery` is an object on a..e and l: a reading error each, never a silent "".
+    assert_eq!(
+        cards[0].read_errors,
+        vec!["shipping[0]: $.delivery lands on an object, not a value".to_owned()]
+    );
+    assert_eq!(cards[0].shipping_text, None);
+    assert_eq!(cards[9].shipping_text.as_deref(), Some("배송비 3,000원"));
+    assert!(
+        cards[9].read_errors.is_empty(),
+        "{:?}",
+        cards[9].read_errors
+    );
+    assert_eq!(
+        cards[0].shipping_type,
+        Some(("CONDITIONAL_FREE".to_owned(), Some(FreeByThreshold)))
+    );
+    assert!(
+        cards[11]
+            .read_errors
+            .iter()
+            .any(|e| e.contains("\"QUICK\" is not one of the profile's shipping_types")),
+        "{:?}",
+        cards[11].read_errors
+    );
+}
+
+#[test]
+fn dom_shipping_fee_and_threshold_in_two_elements() {
+    use lps_proto::model::ShippingStatus::{FreeByThreshold, Paid};
+    let fields = pb::CardFields {
+        title: vec![css("a.name")],
+        price: vec![css("div.price")],
+        shipping_fee: vec![css("span.fee")],
+        shipping_threshold: vec![css("span.free-from")],
+        link: vec![attr("a.name", "href")],
+        ..Default::default()
+    };
+    let profile = compile(&profile(vec![dom_source("li.card", fields)])).unwrap();
+    let card = |name: &str, price: &str| {
+        format!(
+            r#"<li class="card"><a class="name" href="/p/{name}">{name}</a><div class="price">{price}</div><span class="fee">배송비 2,500원</span><span class="free-from">3만원 이상 구매 시</span></li>"#
+        )
+    };
+    let page = extract_page(
+        &profile,
+        &dom_snapshot(vec![card("x", "32,000원"), card("y", "12,000원")]),
+    );
+    let cards = &page.per_source[0].cards;
+    assert_eq!(cards[0].shipping_threshold, Some(30_000));
+    let x = profile.shipping(&cards[0], cards[0].price);
+    let y = profile.shipping(&cards[1], cards[1].price);
+    assert_eq!((x.status, x.fee), (FreeByThreshold, 0));
+    assert_eq!((y.status, y.fee), (Paid, 2_500));
+}
+
+/// A DOM whose titles are cut and which shows no shipping, joined per card with a captured
+/// JSON that has the full title and the shipping, by product id or by link.
+#[test]
+fn sources_joined_per_card_by_a_key() {
+    use lps_proto::model::ShippingStatus::{Free, Paid, Unknown};
+    for (dom_key, json_key) in [
+        (attr("", "data-id"), json("$.id")),
+        (attr("a.name", "href"), json("$.url")),
+    ] {
+        let dom_fields = pb::CardFields {
+            title: vec![css("a.name")],
+            price: vec![css("div.price")],
+            link: vec![attr("a.name", "href")],
+            key: vec![dom_key.clone()],
+            ..Default::default()
+        };
+        let json_fields = pb::CardFields {
+            title: vec![json("$.title")],
+            price: vec![json("$.price")],
+            shipping: vec![json("$.delivery")],
+            link: vec![json("$.url")],
+            key: vec![json_key.clone()],
+            ..Default::default()
+        };
+        let mut dom = dom_source("li.card", dom_fields);
+        dom.join = Some(pb::SourceJoin {
+            source: "api".into(),
+            take: vec!["title".into(), "shipping".into()],
+        });
+        let mut api = captured_source(r"/api/search", "$.items[*]", json_fields);
+        api.name = "api".into();
+        let profile = compile(&profile(vec![dom, api])).unwrap();
+        let li = |id: &str, name: &str, price: &str| {
+            format!(
+                r#"<li class="card" data-id="{id}"><a class="name" href="/p/{id}">{name}</a><div class="price">{price}</div></li>"#
+            )
+        };
+        let snapshot = PageSnapshot {
+            url: PAGE.into(),
+            dom: vec![
+                vec![
+                    li("11", "CJ 햇반 210g x…", "21,900원"),
+                    li("12", "오뚜기밥 210g…", "18,900원"),
+                    li("13", "농협 햅쌀밥 210g 24개", "19,900원"),
+                ],
+                vec![],
+            ],
+            scripts: vec![None, None],
+            captured: vec![CapturedResponse {
+                url: "https://www.example.com/api/search?q=%ED%96%87%EB%B0%98".into(),
+                body: json!({"items": [
+                    {"id": "12", "title": "오뚜기밥 210g x 24개 골라담기", "price": 18900, "url": "/p/12", "delivery": "배송비 3,000원"},
+                    {"id": "11", "title": "CJ 햇반 210g x 24개", "price": 21900, "url": "/p/11", "delivery": "무료배송"}
+                ]})
+                .to_string(),
+            }],
+        };
+        let page = extract_page(&profile, &snapshot);
+        assert_eq!(page.chosen, Some(0), "the joining source is the one read");
+        let cards = &page.per_source[0].cards;
+        let read: Vec<(&str, ShippingStatus)> = cards
+            .iter()
+            .map(|c| (c.title.as_str(), profile.shipping(c, c.price).status))
+            .collect();
+        assert_eq!(
+            read,
+            vec![
+                ("CJ 햇반 210g x 24개", Free),
+                ("오뚜기밥 210g x 24개 골라담기", Paid),
+                // No partner: kept as the DOM shows it.
+                ("농협 햅쌀밥 210g 24개", Unknown),
+            ],
+            "{dom_key:?}"
+        );
+        // The DOM's own price and link stay; the joined card's classes are added.
+        assert_eq!(cards[1].price, 18_900);
+        assert_eq!(cards[1].link, "https://www.example.com/p/12");
+    }
+}
+
+#[test]
+fn a_join_names_a_source_with_a_key_and_fields_to_take() {
+    let fields = |key: bool| pb::CardFields {
+        title: vec![css("a")],
+        price: vec![css("b")],
+        link: vec![attr("a", "href")],
+        key: if key {
+            vec![attr("", "data-id")]
+        } else {
+            vec![]
+        },
+        ..Default::default()
+    };
+    let json_fields = |key: bool| pb::CardFields {
+        title: vec![json("$.t")],
+        price: vec![json("$.p")],
+        link: vec![json("$.u")],
+        key: if key { vec![json("$.id")] } else { vec![] },
+        ..Default::default()
+    };
+    let case = |join: pb::SourceJoin, dom_key: bool, api_key: bool| {
+        let mut dom = dom_source("li", fields(dom_key));
+        dom.join = Some(join);
+        let mut api = captured_source("/api", "$.items[*]", json_fields(api_key));
+        api.name = "api".into();
+        compile(&profile(vec![dom, api])).map(|_| ())
+    };
+    let join = |source: &str, take: &[&str]| pb::SourceJoin {
+        source: source.into(),
+        take: take.iter().map(|s| (*s).to_owned()).collect(),
+    };
+    assert!(case(join("api", &["title"]), true, true).is_ok());
+    for (j, dom_key, api_key, field, says) in [
+        (
+            join("apii", &["title"]),
+            true,
+            true,
+            "sources[0].join.source",
+            "not the name of a source",
+        ),
+        (
+            join("dom", &["title"]),
+            true,
+            true,
+            "sources[0].join.source",
+            "cannot join itself",
+        ),
+        (
+            join("api", &["title"]),
+            false,
+            true,
+            "sources[0].join.source",
+            "needs a `key`",
+        ),
+        (
+            join("api", &["title"]),
+            true,
+            false,
+            "sources[0].join.source",
+            "needs a `key`",
+        ),
+        (
+            join("api", &[]),
+            true,
+            true,
+            "sources[0].join.take",
+            "name the fields",
+        ),
+        (
+            join("api", &["colour"]),
+            true,
+            true,
+            "sources[0].join.take[0]",
+            "not a field",
+        ),
+    ] {
+        let err = case(j, dom_key, api_key).unwrap_err();
+        assert_eq!(err.field, field, "{err}");
+        assert!(err.reason.contains(says), "{err}");
+    }
 }

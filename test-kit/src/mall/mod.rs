@@ -337,6 +337,20 @@ impl MallHandle {
         self.shared.counters.set_layout_changed(on);
     }
 
+    /// Gamma: the next `pages` result pages fail half-way: scrolled, their next batch is
+    /// requested from `/search/more`, which answers 429, and the page shows its error box
+    /// ([`GAMMA_ERROR_TEXT`](crate::mall::gamma::GAMMA_ERROR_TEXT)) instead of more cards
+    /// (`pages = 0` disarms). Alpha and beta record it without effect.
+    pub fn set_scroll_failures(&self, pages: u32) {
+        self.shared.counters.set_scroll_failures(pages);
+    }
+
+    /// Gamma: result page `page` (1-based) answers HTTP `status` with the error box the
+    /// next `times` times it is asked for (`times = 0` disarms).
+    pub fn set_page_failure(&self, page: usize, status: u16, times: u32) {
+        self.shared.counters.set_page_failure(page, status, times);
+    }
+
     /// Turns the bot wall in front of every style's search pages on or off (see
     /// [`wall`]); `reset` turns it off.
     pub fn set_bot_wall(&self, on: bool) {

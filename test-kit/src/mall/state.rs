@@ -103,6 +103,17 @@ pub struct MallStats {
     /// Gamma: whether search pages use the redesigned layout.
     #[serde(default)]
     pub layout_changed: bool,
+    /// Gamma: the next this many result pages fail when scrolled (their next batch's
+    /// request answers 429 and the page shows its error box).
+    #[serde(default)]
+    pub scroll_failures: u32,
+    /// Gamma: result page number `page_failure.0` answers HTTP `page_failure.1` with the
+    /// error box, the next `page_failure.2` times it is asked for.
+    #[serde(default)]
+    pub page_failure: Option<(usize, u16, u32)>,
+    /// Gamma: pages served that failed (on scrolling or outright).
+    #[serde(default)]
+    pub failures_served: u64,
     /// Gamma: API requests refused for a missing or wrong key.
     #[serde(default)]
     pub api_unauthorized: u64,
@@ -235,6 +246,41 @@ impl Counters {
 
     pub(crate) fn set_layout_changed(&self, on: bool) {
         self.with(|inner| inner.stats.layout_changed = on);
+    }
+
+    pub(crate) fn set_scroll_failures(&self, pages: u32) {
+        self.with(|inner| inner.stats.scroll_failures = pages);
+    }
+
+    pub(crate) fn set_page_failure(&self, page: usize, status: u16, times: u32) {
+        self.with(|inner| inner.stats.page_failure = (times > 0).then_some((page, status, times)));
+    }
+
+    /// Gamma: whether result page `page` fails outright now (its status), counting it.
+    pub(crate) fn take_page_failure(&self, page: usize) -> Option<u16> {
+        self.with(|inner| {
+            let s = &mut inner.stats;
+            let (at, status, times) = s.page_failure?;
+            if at != page {
+                return None;
+            }
+            s.page_failure = (times > 1).then_some((at, status, times - 1));
+            s.failures_served += 1;
+            Some(status)
+        })
+    }
+
+    /// Gamma: whether the result page being served fails when scrolled, counting it.
+    pub(crate) fn take_scroll_failure(&self) -> bool {
+        self.with(|inner| {
+            let s = &mut inner.stats;
+            if s.scroll_failures == 0 {
+                return false;
+            }
+            s.scroll_failures -= 1;
+            s.failures_served += 1;
+            true
+        })
     }
 
     pub(crate) fn api_unauthorized(&self) {

@@ -53,7 +53,7 @@ use futures::future::join_all;
 use lps_profiles::{
     compiled::CompiledProfile,
     extract::{Card, apply_classes},
-    price::evaluate_shipping,
+    price::evaluate_facts,
 };
 use lps_proto::{
     model::{CardClass, ErrorClass, JobMetrics, MallId, Offer},
@@ -532,11 +532,7 @@ pub fn card_offer(
         Some(coupon) if profile.accept_coupon_price && coupon > 0 => coupon.min(card.price),
         _ => card.price,
     };
-    let shipping = evaluate_shipping(
-        card.shipping_text.as_deref(),
-        price,
-        &profile.free_shipping_texts,
-    );
+    let shipping = evaluate_facts(&card.shipping_facts(), price, &profile.free_shipping_texts);
     let clip = |s: &str, n: usize| s.chars().take(n).collect::<String>();
     let money = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     Offer {
@@ -650,13 +646,11 @@ mod tests {
         Card {
             title: title.into(),
             price,
-            list_price: None,
-            coupon_price: None,
             shipping_text: shipping.map(str::to_owned),
             link: "http://mall/p/1".into(),
             seller: Some("s".into()),
-            classes: Vec::new(),
             text: title.into(),
+            ..Card::default()
         }
     }
 

@@ -351,14 +351,19 @@ impl<'a> Run<'a> {
                 let page = read.pages + 1;
                 let loaded = match self.load(round, &url, page == 1).await {
                     Ok(loaded) => loaded,
-                    // NB: a later page that fails leaves the cards of the earlier ones; the
-                    // job only fails on the first page.
+                    // NB: a later page that fails half-way through a round (an HTTP error,
+                    // an error page, a page without cards) is no short answer: it is how a
+                    // mall throttles an IP, so the round is a suspect block and starts over
+                    // on another IP. Answering with the earlier pages' cards would report a
+                    // lowest price over part of the results.
                     Err(err)
                         if page > 1
                             && (err.class.is_retryable() || err.class == ErrorClass::Layout) =>
                     {
-                        warn!(page, class = err.class.as_str(), error = %err.message, "a later result page failed; using the pages read");
-                        break;
+                        warn!(page, class = err.class.as_str(), error = %err.message, "a later result page failed; the round is a suspect block");
+                        let marker = format!("page_{page}:{}", err.class.as_str());
+                        self.on_block(round, &marker, 0).await?;
+                        continue 'round;
                     }
                     Err(err) => return Err(err),
                 };

@@ -60,6 +60,7 @@
 //! | `GET /search?q=…[&page=N][&slow_ms=N]` | the result page above; or the exit-IP block page (HTTP 200, `div#g-captcha`), the restriction page (HTTP 418), the challenge interstitial or the redesigned layout, as the controls say |
 //! | `GET /openapi/v1/search.json?query=…[&start=S][&display=D]` | `{"total","start","display","items":[…]}`: the same items in the same order without ads; `start` 1..=1000 (default 1), `display` 1..=100 (default 10); header `X-Gamma-Key` required (401 JSON without or with a wrong key); a blocked exit IP gets 429 JSON; counts toward the exit IP's search budget |
 //! | `GET /adcr?u=<path>[&q=…]` | an ad click: 302 to `u` when it is a listing path of this mall, else 404 |
+//! | `GET /search/more?…` | where a page that fails when scrolled asks for its next batch: always HTTP 429 JSON |
 //!
 //! # Controls (gamma only; see [`crate::mall`] for the endpoints)
 //!
@@ -70,6 +71,10 @@
 //!   results, so the challenge clears for that browser.
 //! - **Restriction**: every search page answers HTTP 418 with `div#g-restricted`
 //!   `쇼핑 서비스 접속이 일시적으로 제한되었습니다` (as Naver does), until lifted.
+//! - **Failing half-way**: the next N result pages fail when scrolled — the renderer asks
+//!   [`MORE_PATH`] for its next batch, gets 429 and shows `div.g-error`
+//!   ([`GAMMA_ERROR_TEXT`]) instead of more cards; or result page P answers HTTP S with that
+//!   error box the next N times it is asked for.
 //! - **Changed layout**: search pages are rendered server-side in another markup
 //!   (`article.pc-item`, `h3.pc-name`, `span.pc-amount`, `span.pc-fee`, `span.pc-store`,
 //!   `a.pc-go`, `a.pc-more`, `p.pc-none`), with no inline JSON, no placeholders and no
@@ -155,6 +160,13 @@ pub fn results<'a>(catalog: &'a Catalog, query: &str) -> Vec<&'a Listing> {
     ranked.into_iter().map(|(_, listing)| listing).collect()
 }
 
+/// The error box a failing result page shows (`div.g-error`), as malls show one when
+/// the request for more results is refused.
+pub const GAMMA_ERROR_TEXT: &str = "일시적인 오류가 발생했습니다. 잠시 후 다시 시도해 주세요.";
+
+/// Where a result page that fails when scrolled asks for its next batch (always 429).
+pub const MORE_PATH: &str = "/search/more";
+
 /// Number of pages for `total` results (at least 1: an empty search has one empty page).
 pub fn page_count(total: usize) -> usize {
     total.div_ceil(PAGE_SIZE).max(1)
@@ -168,6 +180,7 @@ pub(crate) fn empty_page(query: &str) -> String {
         pages: 1,
         total: 0,
         items: Vec::new(),
+        scroll_fails: false,
     })
 }
 

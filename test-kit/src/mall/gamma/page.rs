@@ -25,6 +25,9 @@ pub(crate) struct ResultsView<'a> {
     pub(crate) total: usize,
     /// This page's items.
     pub(crate) items: Vec<Item<'a>>,
+    /// Scrolled, the page asks [`super::MORE_PATH`] for its next batch and shows the error
+    /// box instead.
+    pub(crate) scroll_fails: bool,
 }
 
 impl ResultsView<'_> {
@@ -40,11 +43,13 @@ impl ResultsView<'_> {
 }
 
 /// The renderer. Placeholders: `__BATCH__`, `__SKELETON_MS__`, `__BATCH_MS__`,
-/// `__EMPTY_TEXT__` (a JS string literal).
+/// `__EMPTY_TEXT__`, `__ERROR_TEXT__`, `__MORE_URL__` (JS string literals) and
+/// `__SCROLL_FAILS__` (a boolean).
 const RENDERER: &str = r#"(function () {
   'use strict';
   var BATCH = __BATCH__, SKELETON_MS = __SKELETON_MS__, BATCH_MS = __BATCH_MS__;
-  var EMPTY_TEXT = __EMPTY_TEXT__;
+  var EMPTY_TEXT = __EMPTY_TEXT__, ERROR_TEXT = __ERROR_TEXT__, MORE_URL = __MORE_URL__;
+  var SCROLL_FAILS = __SCROLL_FAILS__;
   var items = JSON.parse(document.getElementById('__NEXT_DATA__').textContent).props.pageProps.items;
   var list = document.getElementById('g-results');
   var sentinel = document.querySelector('.g-sentinel');
@@ -93,7 +98,17 @@ const RENDERER: &str = r#"(function () {
     if (observer) { observer.disconnect(); }
     window.removeEventListener('scroll', onScroll);
   }
+  function failed() {
+    stop();
+    list.parentNode.insertBefore(el('div', 'g-error', ERROR_TEXT), list.nextSibling);
+  }
   function more() {
+    if (SCROLL_FAILS && shown > 0) {
+      // The next batch is refused (429): the page shows its error box and loads no more.
+      stop();
+      fetch(MORE_URL + location.search).then(function (r) { if (!r.ok) { failed(); } }, failed);
+      return;
+    }
     pending = false;
     var end = Math.min(shown + BATCH, items.length);
     for (; shown < end; shown++) { list.appendChild(card(items[shown])); }
@@ -217,7 +232,13 @@ pub(crate) fn results_page(view: &ResultsView<'_>) -> String {
         .replace("__BATCH__", &BATCH.to_string())
         .replace("__SKELETON_MS__", &SKELETON_DELAY.as_millis().to_string())
         .replace("__BATCH_MS__", &BATCH_DELAY.as_millis().to_string())
-        .replace("__EMPTY_TEXT__", &empty_text);
+        .replace("__EMPTY_TEXT__", &empty_text)
+        .replace("__ERROR_TEXT__", &format!("'{}'", super::GAMMA_ERROR_TEXT))
+        .replace("__MORE_URL__", &format!("'{}'", super::MORE_PATH))
+        .replace(
+            "__SCROLL_FAILS__",
+            if view.scroll_fails { "true" } else { "false" },
+        );
     let mut body = pages::header(m, view.query);
     body.push_str(r#"<main class="g-main"><ul class="g-list" id="g-results">"#);
     for _ in 0..SKELETONS {
@@ -343,6 +364,19 @@ pub(crate) fn challenge_page(token: &str, after: Duration) -> String {
     )
 }
 
+/// A result page that failed outright: the mall's error box and nothing else (served with
+/// the failure's status).
+pub(crate) fn error_page(query: &str) -> String {
+    let m = markup(MallStyle::Gamma);
+    let mut body = pages::header(m, query);
+    let _ = write!(
+        body,
+        r#"<main class="g-main"><div class="g-error">{}</div></main>"#,
+        super::GAMMA_ERROR_TEXT
+    );
+    pages::page(m, &format!("{query} : {}", m.mall_name), "", &body)
+}
+
 /// The restriction page (served with HTTP 418).
 pub(crate) fn restricted_page() -> String {
     format!(
@@ -374,6 +408,7 @@ mod tests {
                 .iter()
                 .map(|l| Item::new(l, "http://127.0.0.1:9", query))
                 .collect(),
+            scroll_fails: false,
         }
     }
 

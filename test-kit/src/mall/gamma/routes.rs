@@ -16,8 +16,8 @@ use serde::Deserialize;
 use crate::catalog::{ListingKind, MallStyle};
 use crate::mall::gamma::page::{self, ResultsView};
 use crate::mall::gamma::{
-    AD_REDIRECT_PATH, API_DISPLAY, API_KEY_HEADER, API_MAX_START, API_PATH, Item, PAGE_SIZE,
-    page_count, results,
+    AD_REDIRECT_PATH, API_DISPLAY, API_KEY_HEADER, API_MAX_START, API_PATH, Item, MORE_PATH,
+    PAGE_SIZE, page_count, results,
 };
 use crate::mall::markup::GAMMA_MARKUP;
 use crate::mall::routes::{cookie_value, exit_label, no_store, not_found, slow_delay};
@@ -29,6 +29,7 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         .route("/search", get(search_page))
         .route(API_PATH, get(search_api))
         .route(AD_REDIRECT_PATH, get(ad_redirect))
+        .route(MORE_PATH, get(more_refused))
 }
 
 /// `http://host:port` for absolute links: the bound address, or — when the mall listens
@@ -91,6 +92,13 @@ async fn search_page(
             let base = base_url(&shared, &headers);
             let all = results(&shared.catalog, &params.q);
             let page = params.page.unwrap_or(1).max(1);
+            if let Some(status) = shared.counters.take_page_failure(page) {
+                tracing::info!(exit = %exit, page, status, "result page failed");
+                let mut response = no_store(Html(page::error_page(&params.q)));
+                *response.status_mut() =
+                    StatusCode::from_u16(status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+                return response;
+            }
             let view = ResultsView {
                 query: &params.q,
                 page,
@@ -102,6 +110,7 @@ async fn search_page(
                     .take(PAGE_SIZE)
                     .map(|l| priced(&shared, Item::new(l, &base, &params.q)))
                     .collect(),
+                scroll_fails: !redesigned && shared.counters.take_scroll_failure(),
             };
             let html = if redesigned {
                 page::redesigned_page(&view)
@@ -111,6 +120,15 @@ async fn search_page(
             no_store(Html(html))
         }
     }
+}
+
+/// A failing page's request for its next batch: refused, as a throttling mall does.
+async fn more_refused() -> Response {
+    api_error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_requests",
+        "요청이 많아 잠시 후 다시 시도해 주세요",
+    )
 }
 
 #[derive(Debug, Deserialize)]

@@ -195,13 +195,11 @@ mod tests {
             card: Card {
                 title: title.into(),
                 price,
-                list_price: None,
-                coupon_price: None,
-                shipping_text: None,
                 link: link.into(),
                 seller: None,
                 classes: Vec::new(),
                 text: title.into(),
+                ..Card::default()
             },
             flags: Vec::new(),
         }
