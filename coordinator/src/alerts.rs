@@ -35,7 +35,7 @@ use tracing::{info, warn};
 
 use crate::{
     fleet::FleetOps,
-    metrics::{Metrics, RuleLabels},
+    metrics::{MallLabels, MallStateLabels, Metrics, RuleLabels, StateLabels},
     ops::{Ops, OpsSnapshot},
     queue::spend_capped,
 };
@@ -422,7 +422,7 @@ async fn evaluate_once(
             return;
         }
     };
-    metrics.update(&ops);
+    publish(metrics, &ops);
     if let Some(evaluator) = evaluator {
         match evaluator
             .transitions(&evaluate(&config.thresholds, &ops), config)
@@ -560,6 +560,118 @@ async fn announce(client: &reqwest::Client, config: &AlertConfig, v: &Verdict) {
         Ok(status) => warn!(rule = v.rule, %status, "alert webhook refused the message"),
         Err(e) => warn!(rule = v.rule, error = %e.without_url(), "alert webhook unreachable"),
     }
+}
+
+/// Sets the deployment-wide gauges of `metrics` from an ops snapshot (each alert round).
+pub fn publish(metrics: &Metrics, ops: &OpsSnapshot) {
+    metrics.outbox_pending.set(ops.deliveries.pending);
+    metrics.outbox_dead.set(ops.deliveries.dead);
+    let s = &ops.schedules;
+    for (state, n) in [
+        ("active", s.active),
+        ("paused", s.paused),
+        ("waiting", s.waiting),
+        ("failing", s.failing),
+    ] {
+        metrics
+            .schedules
+            .get_or_create(&StateLabels {
+                state: state.into(),
+            })
+            .set(n);
+    }
+    let q = &ops.queue;
+    for (state, n) in [
+        ("queued", q.queued),
+        ("running", q.running),
+        ("done", q.done),
+        ("dead", q.dead),
+        ("cancelled", q.cancelled),
+    ] {
+        metrics
+            .jobs
+            .get_or_create(&StateLabels {
+                state: state.into(),
+            })
+            .set(n);
+    }
+    for m in &q.malls {
+        for (state, n) in [("queued", m.queued), ("running", m.running)] {
+            let labels = MallStateLabels {
+                mall: m.mall.clone(),
+                state: state.into(),
+            };
+            metrics.mall_jobs.get_or_create(&labels).set(n);
+        }
+        let labels = MallLabels {
+            mall: m.mall.clone(),
+        };
+        metrics
+            .mall_layout_share_15m
+            .get_or_create(&labels)
+            .set(m.layout_share_15m());
+        metrics
+            .mall_spend_usd_last_hour
+            .get_or_create(&labels)
+            .set(m.spend_usd_last_hour);
+        metrics
+            .mall_spend_cap_hourly_usd
+            .get_or_create(&labels)
+            .set(m.spend_cap_hourly_usd.unwrap_or(0.0));
+        metrics
+            .mall_spend_capped
+            .get_or_create(&labels)
+            .set(i64::from(m.spend_capped));
+    }
+    metrics
+        .oldest_queued_age
+        .set(q.oldest_queued.map_or(0.0, |d| d.as_secs_f64()));
+    metrics.dead_last_hour.set(q.dead_last_hour);
+    metrics.stuck_running.set(q.stuck_running);
+    metrics
+        .deadline_kills_last_hour
+        .set(q.deadline_kills_last_hour);
+    metrics.cost_usd_last_hour.set(q.cost_usd_last_hour);
+    metrics
+        .spend_cap_hourly_usd
+        .set(q.spend_cap_hourly_usd.unwrap_or(0.0));
+    metrics.spend_capped.set(i64::from(q.spend_capped));
+    let f = &ops.fleet;
+    metrics.nodes_connected.set(f.nodes_connected);
+    metrics.node_free_slots.set(f.free_slots);
+    metrics.proxy_ports_available.set(f.ports_available);
+    metrics
+        .proxy_ports_available_min
+        .set(f.ports_available_min());
+    for m in &f.malls {
+        let labels = MallLabels {
+            mall: m.mall.clone(),
+        };
+        metrics
+            .mall_proxy_ports_available
+            .get_or_create(&labels)
+            .set(m.ports_available);
+        metrics
+            .mall_proxy_ports_cooling
+            .get_or_create(&labels)
+            .set(m.ports_cooling);
+    }
+    metrics
+        .proxy_ports
+        .get_or_create(&StateLabels {
+            state: "available".into(),
+        })
+        .set(f.ports_available);
+    metrics
+        .proxy_ports
+        .get_or_create(&StateLabels {
+            state: "unavailable".into(),
+        })
+        .set(f.ports_total - f.ports_available);
+    metrics.blocks_last_hour.set(f.blocks_last_hour);
+    metrics
+        .block_ended_sessions_6h
+        .set(f.block_ended_sessions_6h);
 }
 
 #[cfg(test)]

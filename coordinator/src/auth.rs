@@ -16,7 +16,7 @@ use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 use tonic::{Code, Status, metadata::MetadataMap};
 
-use crate::grpc::refused;
+use crate::error::refused;
 
 /// Who a call must come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
-use crate::queue::{self, Cancelled};
+use crate::queue::Cancelled;
 
 /// The NOTIFY channel of control messages; the payload is a JSON [`Control`].
 pub const CONTROL_CHANNEL: &str = "lps_control";
@@ -37,7 +37,7 @@ pub async fn send_cancels(
     pool: &PgPool,
     cancelled: &[Cancelled],
     reason: &str,
-) -> Result<(), queue::Error> {
+) -> Result<(), crate::error::Error> {
     let jobs: Vec<CancelJob> = cancelled
         .iter()
         .filter_map(|c| {
@@ -59,7 +59,7 @@ pub async fn send_cancels(
 /// connected or between streams (disconnected less than 5 minutes ago): the mark stays on
 /// its row, so a node that reconnects (the same process) is drained then, and every
 /// heartbeat answer repeats the Drain.
-pub async fn request_drain(pool: &PgPool, node_id: &str) -> Result<bool, queue::Error> {
+pub async fn request_drain(pool: &PgPool, node_id: &str) -> Result<bool, crate::error::Error> {
     if !crate::node_session::mark_draining(pool, node_id).await? {
         return Ok(false);
     }
@@ -73,9 +73,9 @@ pub async fn request_drain(pool: &PgPool, node_id: &str) -> Result<bool, queue::
     Ok(true)
 }
 
-async fn send(pool: &PgPool, control: &Control) -> Result<(), queue::Error> {
+async fn send(pool: &PgPool, control: &Control) -> Result<(), crate::error::Error> {
     let payload =
-        serde_json::to_string(control).map_err(|e| queue::Error::Internal(e.to_string()))?;
+        serde_json::to_string(control).map_err(|e| crate::error::Error::Internal(e.to_string()))?;
     sqlx::query!("select pg_notify($1, $2)", CONTROL_CHANNEL, payload)
         .execute(pool)
         .await?;

@@ -45,7 +45,7 @@ pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
 }
 
 /// Whether `e` means PostgreSQL could not be reached (a retry later can succeed), as
-/// opposed to the statement failing. The one place this policy lives: `queue::Error` and
+/// opposed to the statement failing. The one place this policy lives: `error::Error` and
 /// `ledger::Error` both map through it.
 pub fn is_unavailable(e: &sqlx::Error) -> bool {
     matches!(

@@ -11,6 +11,7 @@ pub mod control;
 pub mod db;
 pub mod delivery;
 pub mod dispatch;
+pub mod error;
 pub mod fleet;
 pub mod grpc;
 pub mod ledger;

@@ -17,8 +17,6 @@ use prometheus_client::{
 use lps_proto::model::ErrorClass;
 use lps_telemetry::exposition::{self, Format};
 
-use crate::ops::OpsSnapshot;
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabels {
     pub state: String,
@@ -87,6 +85,30 @@ type FGauge = Gauge<f64, AtomicU64>;
 
 /// The outcomes of finished attempts besides the error classes (`job_duration_seconds`).
 const OUTCOMES: [&str; 2] = ["found", "not_found"];
+
+// The label values each family is created with, owned here: the modules that count them
+// check in their tests that their own names are these (`retention::Kind`, the scheduler's
+// run outcomes, `schedule::rules::Reason`).
+
+/// `retention_deleted{kind}`: the retention sweeps' kinds, in sweep order.
+pub const RETENTION_KINDS: [&str; 7] = [
+    "searches",
+    "jobs",
+    "history_thin",
+    "history",
+    "ip_sessions",
+    "bot_detections",
+    "deliveries",
+];
+
+/// `schedule_runs{outcome}`: what became of a due schedule run: started, skipped (it could
+/// not start: the reason is on the schedule), retry (the database failed; tried at the next
+/// pass), claim_lost (another replica took the schedule over), unrecorded.
+pub const SCHEDULE_RUN_OUTCOMES: [&str; 5] =
+    ["started", "skipped", "retry", "claim_lost", "unrecorded"];
+
+/// `price_moves{reason}`: why a schedule evaluation found a price move.
+pub const PRICE_MOVE_REASONS: [&str; 2] = ["below_target", "moved"];
 
 /// Every metric of the coordinator. Cheap to share behind an `Arc`.
 #[derive(Debug)]
@@ -375,10 +397,8 @@ impl Metrics {
             "Rows the retention sweeps of this replica deleted, by kind (a job counts without the attempts, offers and reports deleted with it)",
             retention_deleted.clone(),
         );
-        for kind in crate::retention::Kind::ALL {
-            let _ = retention_deleted.get_or_create(&KindLabels {
-                kind: kind.as_str().into(),
-            });
+        for kind in RETENTION_KINDS {
+            let _ = retention_deleted.get_or_create(&KindLabels { kind: kind.into() });
         }
         let retention_sweep_duration =
             Histogram::new([0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0]);
@@ -416,7 +436,7 @@ impl Metrics {
             "Due schedule runs this replica handled, by outcome (started, skipped, retry, claim_lost, unrecorded)",
             schedule_runs.clone(),
         );
-        for outcome in crate::schedule::scheduler::RUN_OUTCOMES {
+        for outcome in SCHEDULE_RUN_OUTCOMES {
             let _ = schedule_runs.get_or_create(&OutcomeLabels {
                 outcome: outcome.into(),
             });
@@ -427,7 +447,7 @@ impl Metrics {
             "Price moves this replica's schedule evaluations found, by reason (a move with two reasons counts under each; events are per destination besides)",
             price_moves.clone(),
         );
-        for reason in crate::schedule::scheduler::reasons() {
+        for reason in PRICE_MOVE_REASONS {
             let _ = price_moves.get_or_create(&ReasonLabels {
                 reason: reason.into(),
             });
@@ -482,8 +502,7 @@ impl Metrics {
         }
     }
 
-    /// Counts one due schedule run's outcome (one of
-    /// [`crate::schedule::scheduler::RUN_OUTCOMES`]).
+    /// Counts one due schedule run's outcome (one of [`SCHEDULE_RUN_OUTCOMES`]).
     pub fn record_schedule_run(&self, outcome: &str) {
         self.schedule_runs
             .get_or_create(&OutcomeLabels {
@@ -492,11 +511,11 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts one price move that fired for `reason`.
-    pub fn record_price_move(&self, reason: crate::schedule::rules::Reason) {
+    /// Counts one price move that fired for `reason` (one of [`PRICE_MOVE_REASONS`]).
+    pub fn record_price_move(&self, reason: &str) {
         self.price_moves
             .get_or_create(&ReasonLabels {
-                reason: reason.as_str().into(),
+                reason: reason.into(),
             })
             .inc();
     }
@@ -554,101 +573,6 @@ impl Metrics {
                 outcome: outcome.into(),
             })
             .inc();
-    }
-
-    /// Sets the deployment-wide gauges from an ops snapshot.
-    pub fn update(&self, ops: &OpsSnapshot) {
-        self.outbox_pending.set(ops.deliveries.pending);
-        self.outbox_dead.set(ops.deliveries.dead);
-        let s = &ops.schedules;
-        for (state, n) in [
-            ("active", s.active),
-            ("paused", s.paused),
-            ("waiting", s.waiting),
-            ("failing", s.failing),
-        ] {
-            self.schedules
-                .get_or_create(&StateLabels {
-                    state: state.into(),
-                })
-                .set(n);
-        }
-        let q = &ops.queue;
-        for (state, n) in [
-            ("queued", q.queued),
-            ("running", q.running),
-            ("done", q.done),
-            ("dead", q.dead),
-            ("cancelled", q.cancelled),
-        ] {
-            self.jobs
-                .get_or_create(&StateLabels {
-                    state: state.into(),
-                })
-                .set(n);
-        }
-        for m in &q.malls {
-            for (state, n) in [("queued", m.queued), ("running", m.running)] {
-                let labels = MallStateLabels {
-                    mall: m.mall.clone(),
-                    state: state.into(),
-                };
-                self.mall_jobs.get_or_create(&labels).set(n);
-            }
-            let labels = MallLabels {
-                mall: m.mall.clone(),
-            };
-            self.mall_layout_share_15m
-                .get_or_create(&labels)
-                .set(m.layout_share_15m());
-            self.mall_spend_usd_last_hour
-                .get_or_create(&labels)
-                .set(m.spend_usd_last_hour);
-            self.mall_spend_cap_hourly_usd
-                .get_or_create(&labels)
-                .set(m.spend_cap_hourly_usd.unwrap_or(0.0));
-            self.mall_spend_capped
-                .get_or_create(&labels)
-                .set(i64::from(m.spend_capped));
-        }
-        self.oldest_queued_age
-            .set(q.oldest_queued.map_or(0.0, |d| d.as_secs_f64()));
-        self.dead_last_hour.set(q.dead_last_hour);
-        self.stuck_running.set(q.stuck_running);
-        self.deadline_kills_last_hour
-            .set(q.deadline_kills_last_hour);
-        self.cost_usd_last_hour.set(q.cost_usd_last_hour);
-        self.spend_cap_hourly_usd
-            .set(q.spend_cap_hourly_usd.unwrap_or(0.0));
-        self.spend_capped.set(i64::from(q.spend_capped));
-        let f = &ops.fleet;
-        self.nodes_connected.set(f.nodes_connected);
-        self.node_free_slots.set(f.free_slots);
-        self.proxy_ports_available.set(f.ports_available);
-        self.proxy_ports_available_min.set(f.ports_available_min());
-        for m in &f.malls {
-            let labels = MallLabels {
-                mall: m.mall.clone(),
-            };
-            self.mall_proxy_ports_available
-                .get_or_create(&labels)
-                .set(m.ports_available);
-            self.mall_proxy_ports_cooling
-                .get_or_create(&labels)
-                .set(m.ports_cooling);
-        }
-        self.proxy_ports
-            .get_or_create(&StateLabels {
-                state: "available".into(),
-            })
-            .set(f.ports_available);
-        self.proxy_ports
-            .get_or_create(&StateLabels {
-                state: "unavailable".into(),
-            })
-            .set(f.ports_total - f.ports_available);
-        self.blocks_last_hour.set(f.blocks_last_hour);
-        self.block_ended_sessions_6h.set(f.block_ended_sessions_6h);
     }
 
     /// The exposition in `format`, with the process and build-info families.

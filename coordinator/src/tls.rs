@@ -324,14 +324,14 @@ fn is_connection_error(error: &io::Error) -> bool {
 /// another node's id. `PERMISSION_DENIED` names the id and the certificate's names.
 pub fn check_node_id(chain: &[CertificateDer<'_>], node_id: &str) -> Result<(), Status> {
     let Some(leaf) = chain.first() else {
-        return Err(crate::grpc::refused(
+        return Err(crate::error::refused(
             tonic::Code::Unauthenticated,
             "CLIENT_CERTIFICATE_REQUIRED",
             "no client certificate",
         ));
     };
     let cert = webpki::EndEntityCert::try_from(leaf).map_err(|e| {
-        crate::grpc::refused(
+        crate::error::refused(
             tonic::Code::Unauthenticated,
             "CLIENT_CERTIFICATE_UNREADABLE",
             format!("unreadable client certificate: {e}"),
@@ -341,7 +341,7 @@ pub fn check_node_id(chain: &[CertificateDer<'_>], node_id: &str) -> Result<(), 
     if names.iter().any(|name| covers(name, node_id)) {
         return Ok(());
     }
-    Err(crate::grpc::refused(
+    Err(crate::error::refused(
         tonic::Code::PermissionDenied,
         "NODE_ID_NOT_IN_CERTIFICATE",
         format!(
@@ -364,7 +364,7 @@ fn covers(name: &str, id: &str) -> bool {
 pub fn require_client_cert<T>(request: &Request<T>) -> Result<(), Status> {
     match request.peer_certs() {
         Some(chain) if !chain.is_empty() => Ok(()),
-        _ => Err(crate::grpc::refused(
+        _ => Err(crate::error::refused(
             tonic::Code::Unauthenticated,
             "CLIENT_CERTIFICATE_REQUIRED",
             "this coordinator requires nodes to present a client certificate (mTLS); \

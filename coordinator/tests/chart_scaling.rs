@@ -209,7 +209,7 @@ fn average_value_replicas(value: f64, target: f64, min: u32, max: u32) -> u32 {
 async fn scrape(queue: &Queue) -> String {
     let ops = Ops::new(queue.clone()).snapshot().await.unwrap();
     let metrics = Metrics::new();
-    metrics.update(&ops);
+    lps_coordinator::alerts::publish(&metrics, &ops);
     metrics.encode()
 }
 

@@ -37,7 +37,7 @@ use tracing::instrument;
 
 pub use config::{DeliveryArgs, DeliveryConfig, Destination, Destinations};
 
-use crate::{queue::Error, search::Page};
+use crate::{error::Error, search::Page};
 
 /// A delivery's state (the `delivery_state` enum of migration 0018).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, sqlx::Type, serde::Serialize)]

@@ -38,12 +38,7 @@ use super::{
     Claimed, DeliveryConfig, Outbox, Recorded, backoff,
     signature::{EVENT_ID_HEADER, SIGNATURE_HEADER, sign},
 };
-use crate::{
-    grpc::search::status_to_pb,
-    metrics::Metrics,
-    queue::{self, Wakeups},
-    search::Searches,
-};
+use crate::{grpc::search::status_to_pb, metrics::Metrics, queue::Wakeups, search::Searches};
 
 /// The full name of the payload's proto type.
 pub const EVENT_TYPE: &str = "lps.v1.DeliveryEvent";
@@ -270,7 +265,7 @@ impl Worker {
 
     /// The payload of `claim`: its event with the search's status (for a product's event,
     /// with that product only), in the proto3 JSON mapping.
-    async fn render(&self, claim: &Claimed) -> Result<String, queue::Error> {
+    async fn render(&self, claim: &Claimed) -> Result<String, crate::error::Error> {
         let status = self.searches.status(claim.search_id).await?;
         let mut search = status_to_pb(&status);
         if let Some(index) = claim.product_index {
@@ -292,7 +287,7 @@ impl Worker {
             price_move: None,
         };
         lps_proto::json::to_json(&event, EVENT_TYPE)
-            .map_err(|e| queue::Error::Internal(format!("delivery payload: {e}")))
+            .map_err(|e| crate::error::Error::Internal(format!("delivery payload: {e}")))
     }
 
     /// Posts `body` to `claim`'s destination: `(Some(status), None)` for a 2xx answer,

@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 use crate::{
     control::{CONTROL_CHANNEL, Control},
-    queue::{self, Queue, Wakeups},
+    queue::{Queue, Wakeups},
 };
 
 /// Settings of the node protocol.
@@ -310,7 +310,7 @@ impl Dispatcher {
                                 info!(job.id = lease.job_id, "handed back a job its stream never received");
                                 break;
                             }
-                            Err(queue::Error::LeaseLost(_)) => break,
+                            Err(crate::error::Error::LeaseLost(_)) => break,
                             Err(e) if e.is_transient() => {
                                 debug!(job.id = lease.job_id, error = %e, "hand-back failed; retrying");
                                 tokio::select! {
@@ -337,7 +337,7 @@ pub async fn run_control_listener(
     pool: PgPool,
     registry: Registry,
     cancel: CancellationToken,
-) -> Result<(), queue::Error> {
+) -> Result<(), crate::error::Error> {
     let mut listener = PgListener::connect_with(&pool).await?;
     listener.listen(CONTROL_CHANNEL).await?;
     loop {

@@ -1,6 +1,6 @@
 //! The fleet: connected crawler nodes (read through [`node_session`]) and proxy ports
 //! (the ledger's tables), and their figures in the ops snapshot (DESIGN §6). Read-only:
-//! single statements, one snapshot each; errors are [`crate::queue::Error`] so one mapping
+//! single statements, one snapshot each; errors are [`crate::error::Error`] so one mapping
 //! (`grpc::status`) serves every service.
 //!
 //! Time: every time-dependent statement takes an optional `now` (`None`: the database
@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use tracing::instrument;
 
+use crate::{error::Error, node_session};
 pub use crate::{ledger::PortState, node_session::NodeInfo};
-use crate::{node_session, queue::Error};
 
 /// Views of the nodes and proxy ports. Cheap to clone.
 #[derive(Debug, Clone)]

@@ -102,7 +102,7 @@ impl pb::ops_service_server::OpsService for OpsApi {
                 "no proxy gateway is configured (LPS_PROXY_GATEWAY_HOST)",
             ));
         };
-        let a = ledger.advise(&mall).await.map_err(super::ledger_status)?;
+        let a = ledger.advise(&mall).await.map_err(super::status)?;
         Ok(Response::new(pb::BudgetAdvice {
             mall: a.mall.to_string(),
             current_budget: a.current_budget,

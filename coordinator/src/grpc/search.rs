@@ -108,7 +108,7 @@ impl SearchApi {
         let s = self.searches.status(id).await.map_err(status)?;
         match caller.scope() {
             Some(client) if s.client != client => {
-                Err(status(crate::queue::Error::NotFound("search", id)))
+                Err(status(crate::error::Error::NotFound("search", id)))
             }
             _ => Ok(s),
         }

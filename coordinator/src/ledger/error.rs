@@ -44,3 +44,15 @@ impl From<sqlx::Error> for Error {
         }
     }
 }
+
+/// A ledger failure as the coordinator's service error (one status mapping for both).
+impl From<Error> for crate::error::Error {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::InvalidArgument(f) => Self::InvalidArgument(f),
+            Error::Unavailable(cause) => Self::Unavailable(cause.into()),
+            Error::Database(cause) => Self::Database(cause.into()),
+            Error::Internal(cause) => Self::Internal(cause),
+        }
+    }
+}

@@ -7,8 +7,9 @@ use chrono::{DateTime, Utc};
 use tracing::instrument;
 
 use crate::{
+    error::Error,
     fleet::{Fleet, FleetOps},
-    queue::{Error, Queue, QueueOps},
+    queue::{Queue, QueueOps},
 };
 
 /// Reads the ops snapshot. Cheap to clone.

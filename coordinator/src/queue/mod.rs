@@ -35,7 +35,6 @@
 //! (`clock_timestamp()`), so all replicas agree. Tests pin it with [`Queue::at`].
 
 pub mod embedded;
-mod error;
 mod levers;
 mod listener;
 mod outage;
@@ -57,7 +56,7 @@ use sqlx::PgPool;
 use tokio::sync::oneshot;
 use tracing::{Instrument as _, info_span, instrument};
 
-pub use error::Error;
+pub use crate::error::Error;
 pub use levers::{MAX_RETRY_IDS, RetryDeadFilter, SearchCancelled};
 pub use listener::{DELIVERY_CHANNEL, JobListener, Wakeups};
 pub use outage::Outages;

@@ -460,6 +460,12 @@ mod tests {
 
     use super::*;
 
+    #[test]
+    fn kinds_are_the_metric_labels() {
+        let names: Vec<&str> = Kind::ALL.into_iter().map(Kind::as_str).collect();
+        assert_eq!(names, crate::metrics::RETENTION_KINDS);
+    }
+
     #[derive(Debug, clap::Parser)]
     struct Cli {
         #[command(flatten)]

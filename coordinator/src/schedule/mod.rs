@@ -50,7 +50,8 @@ pub use scheduler::{ScheduleArgs, ScheduleConfig, Scheduler};
 
 use crate::{
     delivery::{self, PriceMoveEvent, PriceMoveSource},
-    queue::{Error, Queue},
+    error::Error,
+    queue::Queue,
     search::{Page, ProductStatus, SearchStatus, Searches},
 };
 

@@ -93,6 +93,12 @@ pub fn evaluate(
 mod tests {
     use super::*;
 
+    #[test]
+    fn reasons_are_the_metric_labels() {
+        let names: Vec<&str> = Reason::ALL.into_iter().map(Reason::as_str).collect();
+        assert_eq!(names, crate::metrics::PRICE_MOVE_REASONS);
+    }
+
     fn below(t: i64) -> PriceMoveRule {
         PriceMoveRule {
             product_index: None,

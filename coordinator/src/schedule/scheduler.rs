@@ -19,12 +19,8 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, info, info_span, warn};
 
-use super::{Claimed, Schedules, Started, Unevaluated, rules::Reason, timing};
-use crate::{
-    metrics::Metrics,
-    queue::{EnqueueContext, Error},
-    settings::ConfigError,
-};
+use super::{Claimed, Schedules, Started, Unevaluated, timing};
+use crate::{error::Error, metrics::Metrics, queue::EnqueueContext, settings::ConfigError};
 
 /// How often the scheduler looks for due schedules and final runs (`LPS_SCHEDULE_POLL`).
 pub const DEFAULT_POLL: &str = "1s";
@@ -156,7 +152,7 @@ impl Scheduler {
             Ok(e) if e.evaluated => {
                 for (_, fired) in &e.moves {
                     for reason in &fired.reasons {
-                        self.metrics.record_price_move(*reason);
+                        self.metrics.record_price_move(reason.as_str());
                     }
                 }
                 info!(
@@ -257,14 +253,4 @@ impl Scheduler {
             (Ok(_), Err(e)) => Err(Error::Internal(format!("next run time: {e}"))),
         }
     }
-}
-
-/// The outcomes of run starts (`lps_schedule_runs_total{outcome}`): started, skipped (it
-/// could not start: the reason is on the schedule), retry (the database failed; tried at
-/// the next pass), claim_lost (another replica took the schedule over), unrecorded.
-pub const RUN_OUTCOMES: [&str; 5] = ["started", "skipped", "retry", "claim_lost", "unrecorded"];
-
-/// Every price-move reason's metric label.
-pub fn reasons() -> impl Iterator<Item = &'static str> {
-    Reason::ALL.into_iter().map(Reason::as_str)
 }

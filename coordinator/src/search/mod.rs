@@ -1,6 +1,6 @@
 //! The read side of searches and the operator's levers on them: what `SearchService` and
 //! `OpsService` show and change besides enqueueing (which is [`Queue::enqueue`]). The
-//! nodes and proxy ports are [`crate::fleet`]'s, the ops snapshot [`crate::ops`]'s.
+//! nodes and proxy ports are the `fleet` module's, the ops snapshot the `ops` module's.
 //!
 //! - [`Searches::status`]: a search per product and mall (disposition, job state, outcome,
 //!   offers cheapest-first, error, attempts), the product's lowest offer (over offers whose
@@ -21,7 +21,7 @@
 //!
 //! Nothing here writes a job: the levers call the queue's transitions. Reads are single
 //! statements (one snapshot each). Errors
-//! are [`crate::queue::Error`], so one mapping (`grpc::status`) serves both.
+//! are [`crate::error::Error`], so one mapping (`error::status`) serves both.
 //!
 //! Time: like the queue, every time-dependent statement takes an optional `now` (`None`:
 //! the database clock); tests pin it with [`Searches::at`].
@@ -41,7 +41,8 @@ pub use types::*;
 
 use crate::{
     control,
-    queue::{Error, Queue, SearchCancelled},
+    error::Error,
+    queue::{Queue, SearchCancelled},
 };
 
 /// Most entries one price-history call returns.

@@ -17,7 +17,7 @@ impl NodeStream {
             .queue
             .claim(&self.node_id, self.malls.as_deref(), n)
             .await
-            .map_err(crate::grpc::status)?;
+            .map_err(crate::error::status)?;
         self.assign_all(jobs).await
     }
 

@@ -34,7 +34,7 @@ impl NodeStream {
             .queue
             .renew_if_leased(&self.node_id, &leases)
             .await
-            .map_err(crate::grpc::status)?;
+            .map_err(crate::error::status)?;
         let cancel: Vec<i64> = leases
             .iter()
             .filter(|l| !renewed.iter().any(|r| r.job_id == l.job_id))
@@ -57,7 +57,7 @@ impl NodeStream {
             let renewed = ledger
                 .renew(&self.node_id, &ports)
                 .await
-                .map_err(crate::grpc::ledger_status)?;
+                .map_err(crate::error::status)?;
             // A port whose lease ran out is no longer the node's; the node's next release of
             // it is recorded but changes nothing.
             self.ports.retain(|p| renewed.iter().any(|r| r.port == *p));
@@ -84,7 +84,7 @@ impl NodeStream {
             drain_requested =
                 node_session::refresh(self.d.pool(), &self.node_id, self.stream_id, hb.free_slots)
                     .await
-                    .map_err(|e| crate::grpc::status(e.into()))?;
+                    .map_err(|e| crate::error::status(crate::error::Error::from(e)))?;
         }
         self.send(Out::HeartbeatAck(ack)).await?;
         if self.draining {

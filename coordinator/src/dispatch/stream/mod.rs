@@ -50,10 +50,7 @@ use tracing::{Span, debug, info, instrument, warn};
 use uuid::Uuid;
 
 use super::{Command, Dispatcher, Entry};
-use crate::{
-    node_session,
-    queue::{self, ClaimedJob},
-};
+use crate::{node_session, queue::ClaimedJob};
 
 /// The sending half of a node stream.
 pub type Outbound = mpsc::Sender<Result<pb::CoordinatorMessage, Status>>;
@@ -259,7 +256,7 @@ impl NodeStream {
                 // restart the fleet cold): they reconnect and keep their running jobs. Only
                 // an operator's drain stops a node.
                 () = self.d.shutdown.cancelled() => {
-                    let _ = self.out.send(Err(crate::grpc::unavailable(
+                    let _ = self.out.send(Err(crate::error::unavailable(
                         "coordinator shutting down; reconnect to another replica",
                         Duration::from_millis(200),
                     ))).await;
@@ -350,7 +347,7 @@ impl NodeStream {
     /// ends the stream.
     async fn handle(&mut self, msg: pb::NodeMessage) -> Result<Option<End>, Status> {
         let Some(body) = msg.body else {
-            return Err(crate::grpc::invalid(model::FieldError::new(
+            return Err(crate::error::invalid(model::FieldError::new(
                 "body",
                 "empty node message",
             )));
@@ -400,7 +397,7 @@ impl NodeStream {
         match r {
             Ok(()) => Ok((pb::AckStatus::Applied, String::new())),
             Err(crate::ledger::Error::InvalidArgument(e)) => Ok(rejected(&e)),
-            Err(e) => Err(crate::grpc::ledger_status(e)),
+            Err(e) => Err(crate::error::status(e)),
         }
     }
 
@@ -413,10 +410,13 @@ impl NodeStream {
 
     /// Maps a transition's outcome to an ack; a database failure ends the stream (the node
     /// resends after reconnecting).
-    fn applied(&self, r: Result<(), queue::Error>) -> Result<(pb::AckStatus, String), Status> {
+    fn applied(
+        &self,
+        r: Result<(), crate::error::Error>,
+    ) -> Result<(pb::AckStatus, String), Status> {
         match r {
             Ok(()) => Ok((pb::AckStatus::Applied, String::new())),
-            Err(queue::Error::LeaseLost(lease)) => {
+            Err(crate::error::Error::LeaseLost(lease)) => {
                 info!(
                     job.id = lease.job_id,
                     job.lease_epoch = lease.epoch,
@@ -424,8 +424,8 @@ impl NodeStream {
                 );
                 Ok((pb::AckStatus::Stale, "lease is no longer current".into()))
             }
-            Err(queue::Error::InvalidArgument(e)) => Ok(rejected(&e)),
-            Err(e) => Err(crate::grpc::status(e)),
+            Err(crate::error::Error::InvalidArgument(e)) => Ok(rejected(&e)),
+            Err(e) => Err(crate::error::status(e)),
         }
     }
 
@@ -483,7 +483,7 @@ fn rejected(e: &model::FieldError) -> (pb::AckStatus, String) {
 /// A Credit or Heartbeat that does not validate ends the stream (there is no ack to carry
 /// the error), naming the field under the message.
 fn invalid(message: &'static str) -> impl Fn(model::FieldError) -> Status {
-    move |e| crate::grpc::invalid(e.under(message))
+    move |e| crate::error::invalid(e.under(message))
 }
 
 /// The Assign message for a claimed job.

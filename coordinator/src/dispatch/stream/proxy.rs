@@ -10,7 +10,6 @@ use tonic::Status;
 use tracing::{Instrument as _, Span, debug, info, info_span, warn};
 
 use super::NodeStream;
-use crate::queue;
 
 impl NodeStream {
     /// Leases a proxy port for the node, or says none is free (in-band; an invalid request
@@ -51,7 +50,7 @@ impl NodeStream {
             match ledger
                 .acquire(&self.node_id, &acquire.mall, acquire.job_id)
                 .await
-                .map_err(crate::grpc::ledger_status)?
+                .map_err(crate::error::status)?
             {
                 crate::ledger::Acquired::Grant(g) => {
                     self.ports.insert(g.port);
@@ -197,7 +196,7 @@ impl NodeStream {
             // The job's attempt ends here: an error of its trace (`dispatch.proxy_release`).
             lps_telemetry::fail(&Span::current(), failure.message.as_str());
             match self.d.queue.fail_if_leased(&self.node_id, &failure).await {
-                Ok(_) | Err(queue::Error::LeaseLost(_)) => {
+                Ok(_) | Err(crate::error::Error::LeaseLost(_)) => {
                     self.held.remove(&job_id);
                     let cancel = pb::Cancel {
                         job_id,
@@ -206,7 +205,7 @@ impl NodeStream {
                     };
                     self.send(Out::Cancel(cancel)).await?;
                 }
-                Err(e) => return Err(crate::grpc::status(e)),
+                Err(e) => return Err(crate::error::status(e)),
             }
         }
         Ok((pb::AckStatus::Applied, String::new()))

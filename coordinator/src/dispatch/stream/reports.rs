@@ -107,7 +107,7 @@ impl NodeStream {
                 let outcome = if current {
                     Ok(())
                 } else {
-                    Err(queue::Error::LeaseLost(result.lease))
+                    Err(crate::error::Error::LeaseLost(result.lease))
                 };
                 (outcome, claimed)
             }

@@ -28,11 +28,11 @@ impl NodeStream {
         };
         let registered = node_session::register(d.pool(), &stream)
             .await
-            .map_err(|e| crate::grpc::status(e.into()))?;
+            .map_err(|e| crate::error::status(crate::error::Error::from(e)))?;
         let Some(drain_requested) = registered else {
             let live = node_session::holder(d.pool(), &self.node_id)
                 .await
-                .map_err(|e| crate::grpc::status(e.into()))?;
+                .map_err(|e| crate::error::status(crate::error::Error::from(e)))?;
             let (coordinator, instance) = (live.coordinator_id, live.instance);
             warn!(live.coordinator = %coordinator, live.instance = %instance, "a second node process uses this node id (connected to another replica); refused");
             return Err(Status::already_exists(format!(
@@ -45,13 +45,13 @@ impl NodeStream {
             .queue
             .reattach(&self.node_id, &hello.running)
             .await
-            .map_err(crate::grpc::status)?;
+            .map_err(crate::error::status)?;
         // Jobs leased to this node that it did not list are lost with its previous process.
         let released = d
             .queue
             .release_node(&self.node_id, &reattached)
             .await
-            .map_err(crate::grpc::status)?;
+            .map_err(crate::error::status)?;
         if !released.is_empty() {
             info!(
                 jobs = released.len(),
@@ -70,7 +70,7 @@ impl NodeStream {
             let renewed = ledger
                 .reattach(&self.node_id, &hello.held_ports)
                 .await
-                .map_err(crate::grpc::ledger_status)?;
+                .map_err(crate::error::status)?;
             self.ports.extend(renewed.iter().map(|r| r.port));
         }
         for lease in &reattached {
