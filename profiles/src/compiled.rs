@@ -103,12 +103,6 @@ impl CompiledProfile {
             .get(&code.trim().to_lowercase())
             .copied()
     }
-
-    /// A card's shipping for the offer's own `price`: its structured parts and its text
-    /// ([`crate::price::evaluate_facts`]).
-    pub fn shipping(&self, card: &crate::extract::Card, price: u64) -> crate::price::ShippingRead {
-        crate::price::evaluate_facts(&card.shipping_facts(), price, self.free_shipping_texts())
-    }
 }
 
 /// One card source.

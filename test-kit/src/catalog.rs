@@ -76,7 +76,7 @@ pub enum MallStyle {
     /// `베타마켓`: cards, prices as `₩12,900`.
     Beta,
     /// `감마마켓`: inline JSON, placeholder cards, lazy loading, two pages and every card
-    /// class of a real result page (see [`crate::mall::gamma`]).
+    /// class of a real result page (see the `mall::gamma` module).
     Gamma,
 }
 

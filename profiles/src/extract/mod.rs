@@ -122,6 +122,12 @@ impl Card {
         }
     }
 
+    /// The card's shipping under `profile` for the offer's own `price`: its structured
+    /// parts and its text ([`crate::price::evaluate_facts`]).
+    pub fn shipping(&self, profile: &CompiledProfile, price: u64) -> crate::price::ShippingRead {
+        crate::price::evaluate_facts(&self.shipping_facts(), price, profile.free_shipping_texts())
+    }
+
     /// What the card says about shipping, for [`crate::price::evaluate_facts`].
     pub fn shipping_facts(&self) -> ShippingFacts<'_> {
         ShippingFacts {

@@ -1076,7 +1076,7 @@ fn structured_shipping_from_objects_members_and_filters() {
     let read: Vec<(&str, ShippingStatus, u64)> = cards
         .iter()
         .map(|card| {
-            let shipping = profile.shipping(card, card.price);
+            let shipping = card.shipping(&profile, card.price);
             (card.title.as_str(), shipping.status, shipping.fee)
         })
         .collect();
@@ -1146,8 +1146,8 @@ fn dom_shipping_fee_and_threshold_in_two_elements() {
     );
     let cards = &page.per_source[0].cards;
     assert_eq!(cards[0].shipping_threshold, Some(30_000));
-    let x = profile.shipping(&cards[0], cards[0].price);
-    let y = profile.shipping(&cards[1], cards[1].price);
+    let x = cards[0].shipping(&profile, cards[0].price);
+    let y = cards[1].shipping(&profile, cards[1].price);
     assert_eq!((x.status, x.fee), (FreeByThreshold, 0));
     assert_eq!((y.status, y.fee), (Paid, 2_500));
 }
@@ -1214,7 +1214,7 @@ fn sources_joined_per_card_by_a_key() {
         let cards = &page.per_source[0].cards;
         let read: Vec<(&str, ShippingStatus)> = cards
             .iter()
-            .map(|c| (c.title.as_str(), profile.shipping(c, c.price).status))
+            .map(|c| (c.title.as_str(), c.shipping(&profile, c.price).status))
             .collect();
         assert_eq!(
             read,
