@@ -787,6 +787,7 @@ mod tests {
                 product: Some(pb::Product {
                     code: String::new(),
                     name: "세상에 없는 상품".into(),
+                    ..Default::default()
                 }),
                 malls: vec![pb::MallStatus {
                     mall: "alpha".into(),
@@ -811,6 +812,7 @@ mod tests {
                 product: Some(pb::Product {
                     code: String::new(),
                     name: "제주 삼다수 2L x 12".into(),
+                    ..Default::default()
                 }),
                 malls: vec![
                     pb::MallStatus {
@@ -1003,6 +1005,7 @@ mod tests {
                 product: Some(pb::Product {
                     code: String::new(),
                     name: "제주 삼다수 2L x 12".into(),
+                    ..Default::default()
                 }),
                 malls: vec![
                     pb::MallStatus {

@@ -174,3 +174,58 @@ async fn search_wait_prints_the_final_status_and_failures_are_one_line(pool: PgP
     );
     running.shutdown().await;
 }
+
+/// `search --brand/--model-code/--gtin`: the hints are stored with the job a node leases;
+/// a bad one is named by its flag before anything is sent.
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn search_sends_the_product_hints_and_names_a_bad_one_by_its_flag(pool: PgPool) {
+    let running = common::start_with_mall(&pool, ALPHA, &[]).await;
+    let out = lpsctl(
+        &running,
+        CLIENT_TOKEN,
+        &[
+            "search",
+            "갤럭시 S24 울트라 256GB",
+            "--code",
+            "SKU-S24U",
+            "--brand",
+            "삼성",
+            "--model-code",
+            "SM-S928N",
+            "--gtin",
+            "8801234567893",
+            "--mall",
+            ALPHA,
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let jobs = running.queue.claim("node-1", None, 8).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    let hints = &jobs[0].hints;
+    assert_eq!(
+        (hints.brand(), hints.model_code(), hints.gtin()),
+        (Some("삼성"), Some("SM-S928N"), Some("8801234567893"))
+    );
+
+    let out = lpsctl(
+        &running,
+        CLIENT_TOKEN,
+        &[
+            "search",
+            "갤럭시 S24",
+            "--gtin",
+            "8801234567894",
+            "--mall",
+            ALPHA,
+        ],
+    )
+    .await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("lpsctl: --gtin: the check digit"),
+        "{stderr}"
+    );
+    running.shutdown().await;
+}

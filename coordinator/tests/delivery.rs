@@ -191,6 +191,7 @@ fn search_req(products: &[&str], destinations: &[&str]) -> pb::SearchRequest {
             .map(|name| pb::Product {
                 code: String::new(),
                 name: (*name).to_owned(),
+                ..Default::default()
             })
             .collect(),
         malls: vec![MALL.to_owned()],

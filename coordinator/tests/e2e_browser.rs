@@ -134,6 +134,7 @@ impl System {
                     .map(|n| pb::Product {
                         code: String::new(),
                         name: (*n).into(),
+                        ..Default::default()
                     })
                     .collect(),
                 ..Default::default()
@@ -592,6 +593,7 @@ async fn a_price_drop_in_the_mall_fires_one_price_move_of_a_schedule(pool: PgPoo
                 products: vec![pb::Product {
                     code: String::new(),
                     name: NAME.into(),
+                    ..Default::default()
                 }],
                 malls: vec!["testmall-alpha".into()],
                 interval: Some(prost_types::Duration {

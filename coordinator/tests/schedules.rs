@@ -140,6 +140,7 @@ fn schedule_req(interval_s: i64) -> pb::CreateScheduleRequest {
         products: vec![pb::Product {
             code: String::new(),
             name: "제주 삼다수 2L x 12".into(),
+            ..Default::default()
         }],
         malls: vec![MALL.into()],
         interval: every(interval_s),

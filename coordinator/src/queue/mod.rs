@@ -51,7 +51,8 @@ use std::{
 
 use chrono::{DateTime, Utc};
 use lps_proto::model::{
-    ErrorClass, FieldError, JobFailure, JobResult, JobState, Lease, MallId, Outcome, SearchRequest,
+    ErrorClass, FieldError, JobFailure, JobResult, JobState, Lease, MallId, Outcome, ProductHints,
+    SearchRequest,
 };
 use sqlx::PgPool;
 use tokio::sync::oneshot;
@@ -135,17 +136,23 @@ struct LimitedMalls(Mutex<Option<(Instant, Arc<HashSet<String>>)>>);
 /// How long a read of the limited malls is trusted (another replica may change a limit).
 const LIMITS_TTL: Duration = Duration::from_secs(1);
 
-/// SHA-256 (hex) of what a search asks for: products (code, name) in order, malls as a
-/// set (empty: every enabled mall), priority and `max_age`, and — only when it names any,
-/// so digests of requests without them did not change — its destinations as a set and
-/// `notify_each_product`. Two requests with one digest are the same request; the
+/// SHA-256 (hex) of what a search asks for: products (code, name, and their hints' key
+/// when they have hints) in order, malls as a set (empty: every enabled mall), priority
+/// and `max_age`, and — only when it names any, so digests of requests without them did
+/// not change — its destinations as a set and `notify_each_product`. Two requests with one digest are the same request; the
 /// idempotency key itself is not part of it.
 pub fn request_digest(req: &SearchRequest) -> String {
     use sha2::{Digest as _, Sha256};
     let mut malls: Vec<&str> = req.malls.iter().map(MallId::as_str).collect();
     malls.sort_unstable();
-    let products: Vec<(Option<&str>, &str)> =
-        req.products.iter().map(|p| (p.code(), p.name())).collect();
+    let products: Vec<serde_json::Value> = req
+        .products
+        .iter()
+        .map(|p| match p.hints_key() {
+            None => serde_json::json!([p.code(), p.name()]),
+            Some(hints) => serde_json::json!([p.code(), p.name(), hints]),
+        })
+        .collect();
     let mut canonical = serde_json::json!({
         "products": products,
         "malls": malls,
@@ -252,14 +259,23 @@ impl Queue {
         let mut code = Vec::with_capacity(product_index.capacity());
         let mut name = Vec::with_capacity(product_index.capacity());
         let mut key = Vec::with_capacity(product_index.capacity());
+        let mut hints_key = Vec::with_capacity(product_index.capacity());
+        let mut brand = Vec::with_capacity(product_index.capacity());
+        let mut model_code = Vec::with_capacity(product_index.capacity());
+        let mut gtin = Vec::with_capacity(product_index.capacity());
         for (i, product) in req.products.iter().enumerate() {
             let identity = product.identity();
+            let hints = product.hints();
             for m in &malls {
                 product_index.push(i32::try_from(i).unwrap_or(i32::MAX));
                 mall.push(m.as_str().to_owned());
                 code.push(product.code().map(str::to_owned));
                 name.push(product.name().to_owned());
                 key.push(identity.clone());
+                hints_key.push(product.hints_key());
+                brand.push(hints.brand().map(str::to_owned));
+                model_code.push(hints.model_code().map(str::to_owned));
+                gtin.push(hints.gtin().map(str::to_owned));
             }
         }
         let digest = request_digest(req);
@@ -289,6 +305,10 @@ impl Queue {
                 digest.as_str(),
                 &destinations,
                 req.notify_each_product,
+                &hints_key as &[Option<String>],
+                &brand as &[Option<String>],
+                &model_code as &[Option<String>],
+                &gtin as &[Option<String>],
             )
             .fetch_one(&self.pool)
             .await;
@@ -1041,6 +1061,19 @@ fn offer_order(o: &lps_proto::model::Offer) -> (i64, bool, i64) {
     (o.effective_price(), !o.shipping.is_known(), o.shipping_fee)
 }
 
+/// A job's stored hints (columns of migration 0023), valid as they were on receive.
+pub(crate) fn stored_hints(
+    brand: Option<String>,
+    model_code: Option<String>,
+    gtin: Option<String>,
+) -> Result<ProductHints, FieldError> {
+    ProductHints::new(
+        brand.as_deref().unwrap_or_default(),
+        model_code.as_deref().unwrap_or_default(),
+        gtin.as_deref().unwrap_or_default(),
+    )
+}
+
 /// A row of `claim.sql` and `claim_unlimited.sql`.
 struct ClaimRow {
     /// The 1-based number of the request the job was claimed for.
@@ -1050,6 +1083,9 @@ struct ClaimRow {
     mall: String,
     product_code: Option<String>,
     product_name: String,
+    product_brand: Option<String>,
+    product_model_code: Option<String>,
+    product_gtin: Option<String>,
     priority: i16,
     attempts: i16,
     max_attempts: i16,
@@ -1074,6 +1110,7 @@ impl TryFrom<ClaimRow> for ClaimedJob {
             mall: MallId::new(r.mall)?,
             product_code: r.product_code,
             product_name: r.product_name,
+            hints: stored_hints(r.product_brand, r.product_model_code, r.product_gtin)?,
             priority: u8::try_from(r.priority).unwrap_or(u8::MAX),
             attempt: u32::try_from(r.attempts).unwrap_or_default() + 1,
             max_attempts: u32::try_from(r.max_attempts).unwrap_or_default(),

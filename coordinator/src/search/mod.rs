@@ -41,7 +41,7 @@ pub use types::*;
 
 use crate::{
     control,
-    queue::{Error, Queue, SearchCancelled},
+    queue::{Error, Queue, SearchCancelled, stored_hints},
 };
 
 /// Most entries one price-history call returns.
@@ -132,6 +132,7 @@ impl Searches {
                     index,
                     code: r.product_code,
                     name: r.product_name,
+                    hints: stored_hints(r.product_brand, r.product_model_code, r.product_gtin)?,
                     malls: vec![item],
                 }),
             }
@@ -167,6 +168,7 @@ impl Searches {
             job_id: r.job_id,
             product_code: r.product_code,
             product_name: r.product_name,
+            hints: stored_hints(r.product_brand, r.product_model_code, r.product_gtin)?,
             offers: r
                 .offers
                 .0

@@ -837,3 +837,19 @@ fn names_are_found_across_scripts() {
     let shave = must_query("필립스 원블레이드 QP2724");
     check(&shave, &[("PHILIPS OneBlade QP2724 면도기", "match")]);
 }
+
+/// The node's query of an assigned job: every hint the caller sent reaches the judge.
+#[test]
+fn a_callers_hints_reach_the_query() {
+    use lps_proto::model::ProductHints;
+    let hints = ProductHints::new("Samsung", "SM-S928N", "8801234567893").unwrap();
+    let query = must_query("갤럭시 S24 울트라 256GB").with_hints(&hints);
+    assert_eq!(query.gtin().map(|g| g.as_str()), Some("08801234567893"));
+    assert_eq!(query.brand(), Some("Samsung"));
+    // The model code is a required token: another model is not the product.
+    assert!(judge(&query, "삼성 갤럭시 S24 울트라 SM-S928N 256GB 자급제").same);
+    assert!(!judge(&query, "삼성 갤럭시 S24 울트라 SM-S926N 256GB 자급제").same);
+    // No hints: the query is the name's alone.
+    let plain = must_query("갤럭시 S24 울트라 256GB").with_hints(&ProductHints::default());
+    assert!(plain.gtin().is_none() && plain.brand().is_none());
+}
