@@ -13,11 +13,13 @@ use std::{fmt, time::Duration};
 use crate::pb;
 
 pub mod delivery;
+pub mod judge;
 pub mod node;
 pub mod product;
 pub mod proxy;
 pub mod schedule;
 pub use delivery::*;
+pub use judge::*;
 pub use node::*;
 pub use product::*;
 pub use proxy::*;

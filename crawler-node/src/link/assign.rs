@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use lps_proto::{
-    model::{FieldError, Lease, MallId, ProductSpec, timestamp_from_pb},
+    model::{FieldError, JudgedWith, Lease, MallId, ProductSpec, timestamp_from_pb},
     pb,
 };
 use tracing::warn;
@@ -49,6 +49,7 @@ pub(super) fn job_from_assign(
         },
         profile: profiles.get(&mall),
         lexicon: profiles.lexicon(&mall),
+        judged_with: JudgedWith::current(profiles.vocabulary_revision(&mall)),
         limits: *profiles.limits(),
         product,
         mall,
