@@ -125,6 +125,24 @@ enum DeliveryAction {
 }
 
 #[derive(Debug, Subcommand)]
+enum NegativeCacheAction {
+    /// Forget a product's remembered "not found" answers, on every mall or the ones named
+    /// (admin token): the next search for it crawls again. For a not-found known to be
+    /// wrong; every set of hints the product was asked with is forgotten.
+    Clear {
+        /// The product's name (its identity when it has no code).
+        #[arg(required_unless_present = "code")]
+        name: Option<String>,
+        /// The product's code in your catalog (its identity).
+        #[arg(long)]
+        code: Option<String>,
+        /// Only this mall (repeatable); default: every mall.
+        #[arg(long = "mall")]
+        malls: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum ScheduleAction {
     /// Store a schedule: search these products again and again, and notify the
     /// destinations when a product's lowest price moves (see --below, --move-percent).
@@ -314,6 +332,11 @@ enum Command {
     Delivery {
         #[command(subcommand)]
         action: DeliveryAction,
+    },
+    /// The negative cache (remembered "not found" answers): `negative-cache clear`.
+    NegativeCache {
+        #[command(subcommand)]
+        action: NegativeCacheAction,
     },
     /// Schedules (watchlists): `schedule add|list|show|pause|resume|delete`.
     Schedule {
@@ -918,6 +941,28 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 print_json(&delivery::json_list(&all))?;
             } else {
                 print!("{}", delivery::text(&all));
+            }
+        }
+        Command::NegativeCache {
+            action: NegativeCacheAction::Clear { name, code, malls },
+        } => {
+            let req = pb::ClearNegativeCacheRequest {
+                product: Some(pb::Product {
+                    code: code.unwrap_or_default(),
+                    name: name.unwrap_or_default(),
+                    ..Default::default()
+                }),
+                malls,
+            };
+            let r = client
+                .ops
+                .clear_negative_cache(client.unary(req))
+                .await?
+                .into_inner();
+            if as_json {
+                print_json(&serde_json::json!({ "cleared": r.cleared }))?;
+            } else {
+                println!("{} negative cache entries cleared", r.cleared);
             }
         }
         Command::Delivery {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use lps_coordinator::app::Running;
 use lps_proto::{
     PROTOCOL_VERSION,
+    model::{JUDGE_VERSION, vocabulary_revision},
     pb::{
         self, coordinator_message::Body as Out, node_message::Body as In,
         node_service_client::NodeServiceClient, search_service_client::SearchServiceClient,
@@ -68,6 +69,8 @@ async fn search(
 struct RawNode {
     tx: mpsc::Sender<pb::NodeMessage>,
     rx: Streaming<pb::CoordinatorMessage>,
+    /// The vocabulary revision of MALL's words in the Welcome, as a node reports it.
+    revision: String,
 }
 
 impl RawNode {
@@ -92,10 +95,20 @@ impl RawNode {
             format!("Bearer {NODE_TOKEN}").parse().unwrap(),
         );
         let rx = client.connect(request).await.unwrap().into_inner();
-        let mut node = Self { tx, rx };
-        let Out::Welcome(_) = node.next().await else {
+        let mut node = Self {
+            tx,
+            rx,
+            revision: String::new(),
+        };
+        let Out::Welcome(welcome) = node.next().await else {
             panic!("expected welcome")
         };
+        let additions = welcome
+            .profiles
+            .iter()
+            .find(|p| p.id == MALL)
+            .and_then(|p| p.vocabulary.as_ref());
+        node.revision = vocabulary_revision(&welcome.vocabulary.unwrap(), additions);
         node
     }
 
@@ -131,6 +144,8 @@ impl RawNode {
             job_id: assign.job_id,
             lease_epoch: assign.lease_epoch,
             outcome: pb::Outcome::NotFound as i32,
+            judge_version: JUDGE_VERSION,
+            vocabulary_revision: self.revision.clone(),
             ..Default::default()
         }))
         .await;

@@ -549,7 +549,7 @@ pub(crate) fn positive(field: &str, id: i64) -> Result<i64, Status> {
 
 /// The product of a price-history lookup: its code, or when it has none its name. A code
 /// without a name is fine here (the identity is the code).
-fn history_product(product: Option<pb::Product>) -> Result<ProductSpec, FieldError> {
+pub(super) fn history_product(product: Option<pb::Product>) -> Result<ProductSpec, FieldError> {
     let p = product.ok_or_else(|| FieldError::new("product", "required"))?;
     let code = p.code.trim();
     let name = if p.name.trim().is_empty() && !code.is_empty() {

@@ -9,7 +9,10 @@
 -- product_code, product_name, product_key), $12 run_timeout_ms, $13 max_attempts,
 -- $14 now (null: the database clock), $15 client, $16 request digest (SHA-256 hex),
 -- $17 destinations to notify when final, $18 whether each product's final status is an
--- event too, $19..$22 the items' hints (hints key, brand, model code, GTIN; null: none).
+-- event too, $19..$22 the items' hints (hints key, brand, model code, GTIN; null: none),
+-- $23 the judge version and $24 the items' vocabulary revisions the coordinator runs now
+-- (null: not known, as in tests): a negative-cache entry answers only when it was written
+-- under the same (migration 0024).
 --
 -- The dedupe key is '<mall>|<product key>', with '|<hints key>' after it when the product
 -- has hints (migration 0023): the same product asked with other hints is another job, and
@@ -21,12 +24,12 @@ with
 clock as materialized (select coalesce($14::timestamptz, clock_timestamp()) as now),
 input as (
     select (i.ord - 1)::int as item_no, i.product_index, i.mall, i.product_code,
-           i.product_name, i.product_key, i.brand, i.model_code, i.gtin,
+           i.product_name, i.product_key, i.brand, i.model_code, i.gtin, i.vocabulary_revision,
            i.mall || '|' || i.product_key || coalesce('|' || i.hints_key, '') as dedupe_key
     from unnest($7::int[], $8::text[], $9::text[], $10::text[], $11::text[], $19::text[],
-                $20::text[], $21::text[], $22::text[]) with ordinality
+                $20::text[], $21::text[], $22::text[], $24::text[]) with ordinality
         as i (product_index, mall, product_code, product_name, product_key, hints_key, brand,
-              model_code, gtin, ord)
+              model_code, gtin, vocabulary_revision, ord)
 ),
 replay as (
     select search_id, request_digest from search_request
@@ -56,7 +59,10 @@ cached as (
             and j.finished_at >= clock.now - $2::bigint * interval '1 millisecond'
           order by j.finished_at desc limit 1) as fresh_job,
         (select n.job_id from negative_cache n
-          where n.dedupe_key = input.dedupe_key and n.expires_at > clock.now) as negative_job
+          where n.dedupe_key = input.dedupe_key and n.expires_at > clock.now
+            and n.judge_version is not distinct from $23::int
+            and n.vocabulary_revision is not distinct from input.vocabulary_revision)
+            as negative_job
     from input, clock
 ),
 need as (
