@@ -19,7 +19,9 @@ use crate::pb;
 
 /// The version of the judge's rules (`crawler-node/src/judge/`), compiled into both
 /// binaries. NB: bump it with every change of the judge that can change a verdict: a
-/// not-found decided by another version is then never reused.
+/// not-found decided by another version is then never reused. The judge's test
+/// `the_judge_version_follows_the_rules` holds a digest of its sources and fails on any
+/// change until it is updated, so the bump is not forgotten.
 pub const JUDGE_VERSION: u32 = 1;
 
 /// The revision of the vocabulary a mall's cards are judged with: SHA-256 (the first 16
