@@ -3,11 +3,11 @@
 //! schedule, by the node from an Assign — so queue and judge code never re-check them.
 //!
 //! Identity has two parts. [`ProductSpec::identity`] (code, else the folded name) names
-//! the product: price history and the operator's cache tools use it. [`ProductSpec::
-//! hints_key`] adds the hints, because they change how cards are judged: the queue builds
-//! dedupe keys, and so the fresh-result and negative caches, from both (DESIGN §2
-//! "Dedupe"), so an answer judged under one set of hints never answers a request with
-//! another.
+//! the product: price history and the operator's cache tools use it.
+//! [`ProductSpec::hints_key`] adds the hints, because they change how cards are judged:
+//! the queue builds dedupe keys, and so the fresh-result and negative caches, from both
+//! (DESIGN §2 "Dedupe"), so an answer judged under one set of hints never answers a
+//! request with another.
 
 use super::{FieldError, MAX_PRODUCT_CODE_CHARS, MAX_PRODUCT_NAME_CHARS, check_len};
 use crate::pb;
