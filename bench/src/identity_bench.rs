@@ -217,6 +217,7 @@ fn job(id: i64, name: &str, profile: &pb::SiteProfile) -> Job {
         tracestate: None,
         profile: Some(Arc::new(profile.clone())),
         lexicon: Lexicon::builtin(),
+        judged_with: lps_proto::model::JudgedWith::default(),
         limits: pb::Limits::default(),
     }
 }

@@ -3,8 +3,9 @@
 //!
 //! Reading (RFC 4180 with the usual leniencies): UTF-8 with or without a byte-order mark,
 //! fields quoted with `"` (a quote inside doubled, commas and line breaks allowed inside),
-//! CRLF or LF line ends, blank lines skipped. Columns are `name`, `code` (optional) and
-//! `brand` (optional), in that order; a first row with a field `name` is a header, and
+//! CRLF or LF line ends, blank lines skipped. Columns are `name`, `code`, `brand`,
+//! `model_code` and `gtin` (all but `name` optional), in that order; a first row with a
+//! field `name` is a header, and
 //! then its names say which column is which (in any order) and other columns are ignored,
 //! so the rows `--csv` writes for a search read back in as its products. Every row is validated as
 //! the coordinator would validate it, and the first bad one is an error naming the file,
@@ -12,9 +13,12 @@
 //! sends nothing. A line break or tab inside a quoted cell reads as a space (a wrapped
 //! cell names one product).
 //!
-//! The brand is a hint for the malls' search boxes and the judge: it is put in front of
-//! the name unless the name already contains it (case-insensitively). Products have no
-//! separate brand field on the wire.
+//! `brand`, `model_code` and `gtin` are the caller hints of `lps.v1.Product` (validated
+//! as the coordinator validates them: a GTIN's length and check digit, a hint's length and
+//! characters). The brand column is older than the hints: it is still put in front of the
+//! name unless the name already contains it (case-insensitively), as files written before
+//! the hints expect — so a product without a code keeps its name, and its identity and
+//! price history — and it is sent as the brand hint as well.
 //!
 //! Writing: a header row, then one row per record, every field quoted where it must be
 //! (commas, quotes, line breaks), CRLF line ends, UTF-8 — without a byte-order mark unless
@@ -61,16 +65,26 @@ enum Column {
     Name,
     Code,
     Brand,
+    ModelCode,
+    Gtin,
 }
 
 impl Column {
-    const IN_ORDER: [Self; 3] = [Self::Name, Self::Code, Self::Brand];
+    const IN_ORDER: [Self; 5] = [
+        Self::Name,
+        Self::Code,
+        Self::Brand,
+        Self::ModelCode,
+        Self::Gtin,
+    ];
 
     fn as_str(self) -> &'static str {
         match self {
             Self::Name => "name",
             Self::Code => "code",
             Self::Brand => "brand",
+            Self::ModelCode => "model_code",
+            Self::Gtin => "gtin",
         }
     }
 
@@ -148,13 +162,16 @@ pub fn read_products(file: &str, bytes: &[u8]) -> Result<Vec<pb::Product>, FileE
                 .unwrap_or("")
         };
         let (name, code, brand) = (get(Column::Name), get(Column::Code), get(Column::Brand));
-        let name = with_brand(name, brand);
-        let spec = ProductSpec::new(Some(code), &name)
+        let product = pb::Product {
+            code: code.to_owned(),
+            name: with_brand(name, brand),
+            brand: one_line(brand),
+            model_code: one_line(get(Column::ModelCode)),
+            gtin: get(Column::Gtin).to_owned(),
+        };
+        let spec = ProductSpec::try_from(&product)
             .map_err(|e| error(line, format!("{} {}", e.field, e.reason)))?;
-        products.push(pb::Product {
-            code: spec.code().unwrap_or_default().to_owned(),
-            name: spec.name().to_owned(),
-        });
+        products.push(pb::Product::from(&spec));
     }
     if products.is_empty() {
         return Err(error(None, "no products in it".to_owned()));
@@ -266,7 +283,8 @@ fn price_cells(
     ]
 }
 
-pub const ACCEPTED_HEADER: [&str; 7] = [
+// NB: the hint columns come last, so readers of the older columns by position still work.
+pub const ACCEPTED_HEADER: [&str; 10] = [
     "search_id",
     "product_index",
     "name",
@@ -274,7 +292,17 @@ pub const ACCEPTED_HEADER: [&str; 7] = [
     "mall",
     "disposition",
     "job_id",
+    "brand",
+    "model_code",
+    "gtin",
 ];
+
+/// The hint cells of a product: brand, model code, GTIN.
+fn hint_cells(p: Option<&pb::Product>) -> [String; 3] {
+    p.map_or_else(Default::default, |p| {
+        [p.brand.clone(), p.model_code.clone(), p.gtin.clone()]
+    })
+}
 
 /// An accepted search (`search` without `--wait`): one row per product and mall with the
 /// job that answers it; `products` are the request's, in its order.
@@ -286,7 +314,7 @@ pub fn search_response(r: &pb::SearchResponse, products: &[pb::Product], bom: bo
             let p = usize::try_from(i.product_index)
                 .ok()
                 .and_then(|n| products.get(n));
-            vec![
+            let mut row = vec![
                 r.search_id.to_string(),
                 i.product_index.to_string(),
                 p.map(|p| p.name.clone()).unwrap_or_default(),
@@ -294,13 +322,15 @@ pub fn search_response(r: &pb::SearchResponse, products: &[pb::Product], bom: bo
                 i.mall.clone(),
                 disposition(i.disposition),
                 i.job_id.to_string(),
-            ]
+            ];
+            row.extend(hint_cells(p));
+            row
         })
         .collect();
     write(&ACCEPTED_HEADER, rows, bom)
 }
 
-pub const SEARCH_HEADER: [&str; 20] = [
+pub const SEARCH_HEADER: [&str; 23] = [
     "search_id",
     "product_index",
     "name",
@@ -321,6 +351,9 @@ pub const SEARCH_HEADER: [&str; 20] = [
     "job_id",
     "error_class",
     "error",
+    "brand",
+    "model_code",
+    "gtin",
 ];
 
 /// A search's results: one row per product and mall, with the mall's offer (its lowest
@@ -372,6 +405,7 @@ pub fn search_status(s: &pb::SearchStatus, bom: bool) -> String {
                 error_class(m.error_class),
                 m.error.clone(),
             ]);
+            row.extend(hint_cells(p.product.as_ref()));
             rows.push(row);
         }
     }
@@ -488,6 +522,32 @@ mod tests {
     }
 
     #[test]
+    fn hint_columns_are_the_products_hints() {
+        let file = "name,code,brand,model_code,gtin\n\
+                    갤럭시 S24 울트라 256GB,SKU-1,삼성,SM-S928N,8801-2345-6789-3\n\
+                    제주 삼다수 2L x 12,,,,\n";
+        let products = read_products("p.csv", file.as_bytes()).unwrap();
+        assert_eq!(
+            products[0],
+            pb::Product {
+                code: "SKU-1".into(),
+                // NB: the brand column still goes in front of the name, as before hints.
+                name: "삼성 갤럭시 S24 울트라 256GB".into(),
+                brand: "삼성".into(),
+                model_code: "SM-S928N".into(),
+                gtin: "8801234567893".into(),
+            }
+        );
+        assert_eq!(
+            products[1],
+            pb::Product {
+                name: "제주 삼다수 2L x 12".into(),
+                ..Default::default()
+            }
+        );
+    }
+
+    #[test]
     fn errors_name_the_file_the_line_and_the_column() {
         let err = |s: &str| {
             read_products("products.csv", s.as_bytes())
@@ -503,8 +563,16 @@ mod tests {
             "products.csv line 1: code only letters, digits, '.', '_', ':' and '-' are allowed"
         );
         assert_eq!(
-            err("a,1,b,extra\n"),
-            "products.csv line 1: 4 columns; expected at most 3 (name, code, brand)"
+            err("a,1,b,m,8801234567893,extra\n"),
+            "products.csv line 1: 6 columns; expected at most 5 (name, code, brand, model_code, gtin)"
+        );
+        assert_eq!(
+            err("name,gtin\na,8801234567893\nb,8801234567894\n"),
+            "products.csv line 3: gtin the check digit (the last digit) does not match the others"
+        );
+        assert_eq!(
+            err("name,model_code\na,SM*S928N\n"),
+            "products.csv line 2: model_code '*' is not allowed (letters, digits, spaces and \"-_./+()\" are)"
         );
         assert_eq!(
             err("name,code,Name\n"),
@@ -538,6 +606,9 @@ mod tests {
                 product: Some(pb::Product {
                     code: "A,1".into(),
                     name: "Spam \"Classic\", 200g\nx10".into(),
+                    model_code: "SP-200".into(),
+                    gtin: "8801234567893".into(),
+                    ..Default::default()
                 }),
                 malls: vec![pb::MallStatus {
                     mall: "alpha".into(),
@@ -576,5 +647,12 @@ mod tests {
         assert_eq!(&row[8], "unknown");
         assert_eq!(&row[10], "", "no effective price without known shipping");
         assert_eq!(&row[13], "'=HYPERLINK(\"x\")");
+        assert_eq!((&row[21], &row[22]), ("SP-200", "8801234567893"));
+        // The hints read back in with the product (the code aside: it is no valid code).
+        let back = read_products("out.csv", out.replace("A,1", "A1").as_bytes()).unwrap();
+        assert_eq!(
+            (back[0].model_code.as_str(), back[0].gtin.as_str()),
+            ("SP-200", "8801234567893")
+        );
     }
 }

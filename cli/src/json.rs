@@ -15,11 +15,22 @@ fn non_empty(s: &str) -> Value {
     }
 }
 
+/// A product: `code` (null without one) and `name`, and its hints `brand`, `model_code`
+/// and `gtin` only when it has them.
 fn product(p: Option<&pb::Product>) -> Value {
-    p.map_or(
-        Value::Null,
-        |p| json!({ "code": non_empty(&p.code), "name": p.name }),
-    )
+    p.map_or(Value::Null, |p| {
+        let mut out = json!({ "code": non_empty(&p.code), "name": p.name });
+        for (key, hint) in [
+            ("brand", &p.brand),
+            ("model_code", &p.model_code),
+            ("gtin", &p.gtin),
+        ] {
+            if !hint.is_empty() {
+                out[key] = Value::String(hint.clone());
+            }
+        }
+        out
+    })
 }
 
 /// An f32 as the f64 with the same shortest decimal form (`0.9`, not `0.8999999761581421`).
@@ -349,6 +360,27 @@ mod tests {
         let v = search_status(&pb::SearchStatus::default());
         assert_eq!(v["final"], false);
         assert!(v["products"].as_array().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_product_shows_its_hints_only_when_it_has_them() {
+        let plain = pb::Product {
+            name: "햇반 210g".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            product(Some(&plain)),
+            json!({ "code": null, "name": "햇반 210g" })
+        );
+        let hinted = pb::Product {
+            gtin: "8801234567893".into(),
+            brand: "CJ".into(),
+            ..plain
+        };
+        assert_eq!(
+            product(Some(&hinted)),
+            json!({ "code": null, "name": "햇반 210g", "brand": "CJ", "gtin": "8801234567893" })
+        );
     }
 
     #[test]

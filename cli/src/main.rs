@@ -125,6 +125,24 @@ enum DeliveryAction {
 }
 
 #[derive(Debug, Subcommand)]
+enum NegativeCacheAction {
+    /// Forget a product's remembered "not found" answers, on every mall or the ones named
+    /// (admin token): the next search for it crawls again. For a not-found known to be
+    /// wrong; every set of hints the product was asked with is forgotten.
+    Clear {
+        /// The product's name (its identity when it has no code).
+        #[arg(required_unless_present = "code")]
+        name: Option<String>,
+        /// The product's code in your catalog (its identity).
+        #[arg(long)]
+        code: Option<String>,
+        /// Only this mall (repeatable); default: every mall.
+        #[arg(long = "mall")]
+        malls: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum ScheduleAction {
     /// Store a schedule: search these products again and again, and notify the
     /// destinations when a product's lowest price moves (see --below, --move-percent).
@@ -191,11 +209,20 @@ enum Command {
         /// The product's code in your catalog (its stable identity).
         #[arg(long, conflicts_with = "file")]
         code: Option<String>,
-        /// A CSV file of products, one search for all of them: columns name, code
-        /// (optional), brand (optional, put in front of the name unless it names it); a
-        /// first row with a `name` field is a header naming the columns. UTF-8 with or
-        /// without a BOM, RFC 4180 quoting. A bad row is an error naming its line and
-        /// column, and nothing is searched.
+        /// Hint: the product's brand as a buyer reads it ("농심", "Samsung").
+        #[arg(long, conflicts_with = "file")]
+        brand: Option<String>,
+        /// Hint: the manufacturer's model code ("SM-S928N").
+        #[arg(long, conflicts_with = "file")]
+        model_code: Option<String>,
+        /// Hint: the barcode (GTIN-8, UPC-A, EAN-13 or GTIN-14, with its check digit).
+        #[arg(long, conflicts_with = "file")]
+        gtin: Option<String>,
+        /// A CSV file of products, one search for all of them: columns name, code, brand,
+        /// model_code, gtin (all but name optional; the brand is also put in front of the
+        /// name unless it names it); a first row with a `name` field is a header naming
+        /// the columns. UTF-8 with or without a BOM, RFC 4180 quoting. A bad row is an
+        /// error naming its line and column, and nothing is searched.
         #[arg(long)]
         file: Option<PathBuf>,
         /// A mall to search (repeatable); default: every enabled mall.
@@ -305,6 +332,11 @@ enum Command {
     Delivery {
         #[command(subcommand)]
         action: DeliveryAction,
+    },
+    /// The negative cache (remembered "not found" answers): `negative-cache clear`.
+    NegativeCache {
+        #[command(subcommand)]
+        action: NegativeCacheAction,
     },
     /// Schedules (watchlists): `schedule add|list|show|pause|resume|delete`.
     Schedule {
@@ -536,31 +568,45 @@ fn has_csv(command: &Command) -> bool {
     )
 }
 
-/// The products of a search: the one named, or those of `--file`, validated before any
-/// call is made.
-fn products(
+/// The products of `--file`, validated before any call is made.
+fn file_products(path: &PathBuf) -> anyhow::Result<Vec<pb::Product>> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(csv::read_products(&path.display().to_string(), &bytes)?)
+}
+
+/// The product named on the command line, its hints checked as the coordinator checks
+/// them, so a bad one is named by its flag before any call is made (the name and code are
+/// left to the coordinator, which names them).
+fn named_product(
     name: Option<String>,
     code: Option<String>,
-    file: Option<&PathBuf>,
-) -> anyhow::Result<Vec<pb::Product>> {
-    match file {
-        Some(path) => {
-            let bytes =
-                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-            Ok(csv::read_products(&path.display().to_string(), &bytes)?)
-        }
-        None => Ok(vec![pb::Product {
-            code: code.unwrap_or_default(),
-            name: name.unwrap_or_default(),
-        }]),
+    brand: Option<String>,
+    model_code: Option<String>,
+    gtin: Option<String>,
+) -> anyhow::Result<pb::Product> {
+    let (brand, model_code, gtin) = (
+        brand.unwrap_or_default(),
+        model_code.unwrap_or_default(),
+        gtin.unwrap_or_default(),
+    );
+    if let Err(e) = lps_proto::model::ProductHints::new(&brand, &model_code, &gtin) {
+        bail!("--{}: {}", e.field.replace('_', "-"), e.reason);
     }
+    Ok(pb::Product {
+        code: code.unwrap_or_default(),
+        name: name.unwrap_or_default(),
+        brand,
+        model_code,
+        gtin,
+    })
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     if cli.csv && !has_csv(&cli.command) {
         bail!("--csv is for search, status, watch and history");
     }
-    // NB: the file is read and checked before connecting, so a bad one starts nothing.
+    // NB: the file and the hints are read and checked before connecting, so a bad one
+    // starts nothing.
     let file_products = match &cli.command {
         Command::Search {
             file: Some(path), ..
@@ -569,7 +615,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             action: ScheduleAction::Add {
                 file: Some(path), ..
             },
-        } => Some(products(None, None, Some(path))?),
+        } => Some(file_products(path)?),
+        Command::Search {
+            file: None,
+            name,
+            code,
+            brand,
+            model_code,
+            gtin,
+            ..
+        } => Some(vec![named_product(
+            name.clone(),
+            code.clone(),
+            brand.clone(),
+            model_code.clone(),
+            gtin.clone(),
+        )?]),
         _ => None,
     };
     let mut client = Client::connect(&cli).await?;
@@ -577,8 +638,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let (as_csv, bom) = (cli.csv, cli.bom);
     match cli.command {
         Command::Search {
-            name,
-            code,
+            name: _,
+            code: _,
+            brand: _,
+            model_code: _,
+            gtin: _,
             file: _,
             malls,
             priority,
@@ -588,10 +652,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             notify_each_product,
             wait,
         } => {
-            let products = match file_products {
-                Some(products) => products,
-                None => products(name, code, None)?,
-            };
+            let products = file_products.unwrap_or_default();
             let req = pb::SearchRequest {
                 products: products.clone(),
                 malls,
@@ -714,6 +775,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 product: Some(pb::Product {
                     code: code.unwrap_or_default(),
                     name: name.unwrap_or_default(),
+                    ..Default::default()
                 }),
                 since: since.map(ago).transpose()?,
                 page_size: limit.min(1000),
@@ -881,6 +943,28 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 print!("{}", delivery::text(&all));
             }
         }
+        Command::NegativeCache {
+            action: NegativeCacheAction::Clear { name, code, malls },
+        } => {
+            let req = pb::ClearNegativeCacheRequest {
+                product: Some(pb::Product {
+                    code: code.unwrap_or_default(),
+                    name: name.unwrap_or_default(),
+                    ..Default::default()
+                }),
+                malls,
+            };
+            let r = client
+                .ops
+                .clear_negative_cache(client.unary(req))
+                .await?
+                .into_inner();
+            if as_json {
+                print_json(&serde_json::json!({ "cleared": r.cleared }))?;
+            } else {
+                println!("{} negative cache entries cleared", r.cleared);
+            }
+        }
         Command::Delivery {
             action: DeliveryAction::Retry { delivery_id },
         } => {
@@ -956,6 +1040,7 @@ async fn run_schedule(
                     .map(|name| pb::Product {
                         code: String::new(),
                         name,
+                        ..Default::default()
                     })
                     .collect(),
             };

@@ -223,10 +223,12 @@ mod tests {
                 pb::Product {
                     code: "SKU-1".into(),
                     name: "제주 삼다수 2L x 12".into(),
+                    ..Default::default()
                 },
                 pb::Product {
                     code: String::new(),
                     name: "햇반 210g 12개".into(),
+                    ..Default::default()
                 },
             ],
             malls: vec!["naver".into()],

@@ -18,12 +18,28 @@ fn or_dash(s: Option<String>) -> String {
         .unwrap_or_else(|| "-".to_owned())
 }
 
+/// `name [code] (brand B, model M, gtin G)`, each part only when the product has it.
 fn product_label(p: Option<&pb::Product>) -> String {
-    match p {
-        Some(p) if !p.code.is_empty() => format!("{} [{}]", p.name, p.code),
-        Some(p) => p.name.clone(),
-        None => "?".to_owned(),
+    let Some(p) = p else {
+        return "?".to_owned();
+    };
+    let mut label = p.name.clone();
+    if !p.code.is_empty() {
+        label.push_str(&format!(" [{}]", p.code));
     }
+    let hints: Vec<String> = [
+        ("brand", &p.brand),
+        ("model", &p.model_code),
+        ("gtin", &p.gtin),
+    ]
+    .into_iter()
+    .filter(|(_, v)| !v.is_empty())
+    .map(|(k, v)| format!("{k} {v}"))
+    .collect();
+    if !hints.is_empty() {
+        label.push_str(&format!(" ({})", hints.join(", ")));
+    }
+    label
 }
 
 /// What Search answered, per item.
@@ -737,6 +753,26 @@ pub fn advice(a: &pb::BudgetAdvice) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_products_label_names_its_code_and_hints() {
+        let p = pb::Product {
+            code: "HB-210".into(),
+            name: "햇반 210g".into(),
+            brand: "CJ".into(),
+            gtin: "8801234567893".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            product_label(Some(&p)),
+            "햇반 210g [HB-210] (brand CJ, gtin 8801234567893)"
+        );
+        let plain = pb::Product {
+            name: "햇반 210g".into(),
+            ..Default::default()
+        };
+        assert_eq!(product_label(Some(&plain)), "햇반 210g");
+    }
+
     fn offer(mall: &str, price: i64, shipping: i64) -> pb::Offer {
         pb::Offer {
             mall: mall.into(),
@@ -787,6 +823,7 @@ mod tests {
                 product: Some(pb::Product {
                     code: String::new(),
                     name: "세상에 없는 상품".into(),
+                    ..Default::default()
                 }),
                 malls: vec![pb::MallStatus {
                     mall: "alpha".into(),
@@ -811,6 +848,7 @@ mod tests {
                 product: Some(pb::Product {
                     code: String::new(),
                     name: "제주 삼다수 2L x 12".into(),
+                    ..Default::default()
                 }),
                 malls: vec![
                     pb::MallStatus {
@@ -1003,6 +1041,7 @@ mod tests {
                 product: Some(pb::Product {
                     code: String::new(),
                     name: "제주 삼다수 2L x 12".into(),
+                    ..Default::default()
                 }),
                 malls: vec![
                     pb::MallStatus {

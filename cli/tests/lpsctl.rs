@@ -174,3 +174,107 @@ async fn search_wait_prints_the_final_status_and_failures_are_one_line(pool: PgP
     );
     running.shutdown().await;
 }
+
+/// `search --brand/--model-code/--gtin`: the hints are stored with the job a node leases;
+/// a bad one is named by its flag before anything is sent.
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn search_sends_the_product_hints_and_names_a_bad_one_by_its_flag(pool: PgPool) {
+    let running = common::start_with_mall(&pool, ALPHA, &[]).await;
+    let out = lpsctl(
+        &running,
+        CLIENT_TOKEN,
+        &[
+            "search",
+            "갤럭시 S24 울트라 256GB",
+            "--code",
+            "SKU-S24U",
+            "--brand",
+            "삼성",
+            "--model-code",
+            "SM-S928N",
+            "--gtin",
+            "8801234567893",
+            "--mall",
+            ALPHA,
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let jobs = running.queue.claim("node-1", None, 8).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    let hints = &jobs[0].hints;
+    assert_eq!(
+        (hints.brand(), hints.model_code(), hints.gtin()),
+        (Some("삼성"), Some("SM-S928N"), Some("8801234567893"))
+    );
+
+    let out = lpsctl(
+        &running,
+        CLIENT_TOKEN,
+        &[
+            "search",
+            "갤럭시 S24",
+            "--gtin",
+            "8801234567894",
+            "--mall",
+            ALPHA,
+        ],
+    )
+    .await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("lpsctl: --gtin: the check digit"),
+        "{stderr}"
+    );
+    running.shutdown().await;
+}
+
+/// `negative-cache clear`: an operator forgets a wrong "not found" and the next search
+/// crawls; a client token may not.
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn negative_cache_clear_forgets_a_products_not_found(pool: PgPool) {
+    let running = common::start_with_mall(&pool, ALPHA, &["--admin-tokens", ADMIN_TOKENS]).await;
+    let search = |running: &Running| {
+        let running_addr = running.grpc_addr;
+        async move {
+            let out = common::lpsctl(
+                &format!("http://{running_addr}"),
+                CLIENT_TOKEN,
+                &[],
+                &["search", WATER, "--mall", ALPHA, "--json"],
+            )
+            .await;
+            assert!(out.status.success(), "{out:?}");
+            let accepted: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            accepted["items"][0]["disposition"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    assert_eq!(search(&running).await, "queued");
+    let judge = running.queue.current_judge().unwrap().clone();
+    for job in running.queue.claim("node-1", None, 8).await.unwrap() {
+        let result = JobResult::not_found(job.lease).judged_with(judge.judged_with(ALPHA));
+        running
+            .queue
+            .complete_if_leased("node-1", &result)
+            .await
+            .unwrap();
+    }
+    assert_eq!(search(&running).await, "cached_not_found");
+
+    let args = ["negative-cache", "clear", WATER, "--mall", ALPHA, "--json"];
+    let out = lpsctl(&running, CLIENT_TOKEN, &args).await;
+    assert!(
+        String::from_utf8_lossy(&out.stderr).starts_with("lpsctl: PermissionDenied: "),
+        "{out:?}"
+    );
+    let out = lpsctl(&running, ADMIN, &args).await;
+    assert!(out.status.success(), "{out:?}");
+    let cleared: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cleared, serde_json::json!({ "cleared": 1 }));
+    assert_eq!(search(&running).await, "queued");
+    running.shutdown().await;
+}

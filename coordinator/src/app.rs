@@ -34,7 +34,7 @@ use crate::{
     metrics::Metrics,
     ops::Ops,
     profiles,
-    queue::{JobListener, Queue, QueueConfig},
+    queue::{CurrentJudge, JobListener, Queue, QueueConfig},
     readiness::Readiness,
     reaper,
     search::Searches,
@@ -78,6 +78,8 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             max_attempts: config.max_attempts,
             backoff_base: config.backoff_base,
             backoff_cap: config.backoff_cap,
+            negative_ttl_no_results: config.negative_ttl_no_results,
+            negative_ttl_judged: config.negative_ttl_judged,
             spend_cap_hourly_usd: config.spend_cap_hourly_usd,
             ..QueueConfig::default()
         },
@@ -92,6 +94,14 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     // NB: checked before any mall is registered: a vocabulary a node could not use stops
     // start-up here, naming the file and the entry (or the profile whose additions it is).
     let vocabulary = profiles::vocabulary(config.vocabulary_file.as_deref(), &profiles)?;
+    // NB: before any clone of the queue: every part answers from the negative cache only
+    // with entries judged by the words this coordinator sends its nodes.
+    let queue = queue.judging_with(CurrentJudge::new(
+        &vocabulary,
+        profiles
+            .iter()
+            .filter_map(|p| Some((p.wire.id.as_str(), p.wire.vocabulary.as_ref()?))),
+    ));
     let settings = SettingsWrite::begin(&pool, &config).await?;
     if settings.allowed {
         for profile in &profiles {

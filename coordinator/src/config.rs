@@ -15,7 +15,7 @@ use crate::{
     },
     auth::{Token, Tokens},
     queue::{
-        DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_JOB_DEADLINE, DEFAULT_LEASE_TTL,
+        self, DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_JOB_DEADLINE, DEFAULT_LEASE_TTL,
         DEFAULT_MAX_ATTEMPTS,
     },
     settings::duration,
@@ -162,6 +162,14 @@ pub struct ServeArgs {
     pub backoff_base: Duration,
     #[arg(long, env = "LPS_BACKOFF_CAP", default_value = DEFAULT_BACKOFF_CAP, value_parser = duration)]
     pub backoff_cap: Duration,
+    /// How long a "not found" the mall said (its no-results page, no card) answers later
+    /// requests for the product and mall from the negative cache (0: not remembered).
+    #[arg(long, env = "LPS_NEGATIVE_TTL_NO_RESULTS", default_value = queue::DEFAULT_NEGATIVE_TTL_NO_RESULTS, value_parser = duration)]
+    pub negative_ttl_no_results: Duration,
+    /// How long a "not found" the judge decided (cards read, none accepted) is
+    /// remembered; at most LPS_NEGATIVE_TTL_NO_RESULTS (0: not remembered).
+    #[arg(long, env = "LPS_NEGATIVE_TTL_JUDGED", default_value = queue::DEFAULT_NEGATIVE_TTL_JUDGED, value_parser = duration)]
+    pub negative_ttl_judged: Duration,
     #[arg(long, env = "LPS_REAP_INTERVAL", default_value = DEFAULT_REAP_INTERVAL, value_parser = duration)]
     pub reap_interval: Duration,
     /// Claim poll when no NOTIFY arrives (jittered). NOTIFY brings new work at once; the
@@ -277,6 +285,8 @@ pub struct Config {
     pub max_attempts: u16,
     pub backoff_base: Duration,
     pub backoff_cap: Duration,
+    pub negative_ttl_no_results: Duration,
+    pub negative_ttl_judged: Duration,
     pub reap_interval: Duration,
     pub claim_poll: Duration,
     pub shutdown_timeout: Duration,
@@ -623,6 +633,15 @@ impl ServeArgs {
         if self.backoff_cap < self.backoff_base {
             return Err(bad("LPS_BACKOFF_CAP", "must not be below LPS_BACKOFF_BASE"));
         }
+        if self.negative_ttl_no_results > queue::MAX_NEGATIVE_TTL {
+            return Err(bad("LPS_NEGATIVE_TTL_NO_RESULTS", "must be at most 30d"));
+        }
+        if self.negative_ttl_judged > self.negative_ttl_no_results {
+            return Err(bad(
+                "LPS_NEGATIVE_TTL_JUDGED",
+                "must not be above LPS_NEGATIVE_TTL_NO_RESULTS (a judged not-found is the one that may be wrong)",
+            ));
+        }
         let json_logs = json_logs(&self.log_format)?;
         let malls = self
             .malls
@@ -738,6 +757,8 @@ impl ServeArgs {
             max_attempts: self.max_attempts,
             backoff_base: self.backoff_base,
             backoff_cap: self.backoff_cap,
+            negative_ttl_no_results: self.negative_ttl_no_results,
+            negative_ttl_judged: self.negative_ttl_judged,
             reap_interval: self.reap_interval,
             claim_poll: self.claim_poll,
             shutdown_timeout: self.shutdown_timeout,
@@ -803,6 +824,8 @@ mod tests {
                 queue.backoff_base,
                 queue.backoff_cap,
                 queue.spend_cap_hourly_usd,
+                queue.negative_ttl_no_results,
+                queue.negative_ttl_judged,
             ),
             (
                 config.lease_ttl,
@@ -811,6 +834,8 @@ mod tests {
                 config.backoff_base,
                 config.backoff_cap,
                 config.spend_cap_hourly_usd,
+                config.negative_ttl_no_results,
+                config.negative_ttl_judged,
             )
         );
         assert_eq!(
@@ -883,6 +908,38 @@ mod tests {
             c.vocabulary_file.as_deref(),
             Some(std::path::Path::new("/etc/lps/vocabulary.toml"))
         );
+    }
+
+    #[test]
+    fn negative_cache_times_are_checked_naming_the_setting() {
+        let ok = args(&[
+            "--negative-ttl-no-results",
+            "12h",
+            "--negative-ttl-judged",
+            "0s",
+        ])
+        .validate()
+        .unwrap();
+        assert_eq!(ok.negative_ttl_no_results, Duration::from_secs(12 * 3600));
+        assert_eq!(ok.negative_ttl_judged, Duration::ZERO);
+        for (flags, setting) in [
+            (
+                &["--negative-ttl-no-results", "31d"][..],
+                "LPS_NEGATIVE_TTL_NO_RESULTS",
+            ),
+            (
+                &[
+                    "--negative-ttl-no-results",
+                    "1h",
+                    "--negative-ttl-judged",
+                    "2h",
+                ][..],
+                "LPS_NEGATIVE_TTL_JUDGED",
+            ),
+        ] {
+            let e = args(flags).validate().unwrap_err();
+            assert_eq!(e.setting, setting, "{flags:?}: {e}");
+        }
     }
 
     #[test]

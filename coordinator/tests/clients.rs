@@ -65,6 +65,7 @@ fn request(products: &[&str], malls: &[&str], key: &str) -> pb::SearchRequest {
             .map(|p| pb::Product {
                 code: String::new(),
                 name: (*p).to_owned(),
+                ..Default::default()
             })
             .collect(),
         malls: malls.iter().map(|m| (*m).to_owned()).collect(),
@@ -465,6 +466,7 @@ async fn price_history_comes_with_the_final_status_and_says_what_it_covers(pool:
                 product: Some(pb::Product {
                     code: String::new(),
                     name: WATER.into(),
+                    ..Default::default()
                 }),
                 include_incomplete,
                 ..Default::default()

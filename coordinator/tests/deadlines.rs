@@ -19,6 +19,7 @@ fn search(key: &str) -> pb::SearchRequest {
         products: vec![pb::Product {
             code: String::new(),
             name: "제주 삼다수 2L x 12".into(),
+            ..Default::default()
         }],
         malls: vec![MALL.into()],
         idempotency_key: key.into(),

@@ -25,7 +25,7 @@ use common::{CLIENT_TOKEN, with_token};
 use lps_coordinator::{
     app::Running,
     delivery::signature::{self, DEFAULT_TOLERANCE, SignatureError},
-    queue::{MallLimits, Queue},
+    queue::{ClaimedJob, MallLimits, Queue},
 };
 use lps_proto::{
     model::{JobResult, MallId},
@@ -191,6 +191,7 @@ fn search_req(products: &[&str], destinations: &[&str]) -> pb::SearchRequest {
             .map(|name| pb::Product {
                 code: String::new(),
                 name: (*name).to_owned(),
+                ..Default::default()
             })
             .collect(),
         malls: vec![MALL.to_owned()],
@@ -208,6 +209,16 @@ async fn search(client: &mut SearchServiceClient<Channel>, req: pb::SearchReques
         .search_id
 }
 
+/// "Not found" for `job`, judged as a node of this build judges with the coordinator's
+/// words (so the negative cache may answer with it).
+fn not_found(queue: &Queue, job: &ClaimedJob) -> JobResult {
+    let judged = queue
+        .current_judge()
+        .map(|j| j.judged_with(job.mall.as_str()))
+        .unwrap_or_default();
+    JobResult::not_found(job.lease).judged_with(judged)
+}
+
 /// Finishes every queued job through the queue's own transitions: claimed by a node and
 /// answered "not found", as a crawler node reports it.
 async fn finish_all(queue: &Queue) -> usize {
@@ -219,7 +230,7 @@ async fn finish_all(queue: &Queue) -> usize {
         }
         for job in claimed {
             queue
-                .complete_if_leased(NODE, &JobResult::not_found(job.lease))
+                .complete_if_leased(NODE, &not_found(queue, &job))
                 .await
                 .unwrap();
             n += 1;
@@ -369,7 +380,7 @@ async fn each_final_search_reaches_each_destination_once_signed(
     let first = running.queue.claim(NODE, None, 1).await.unwrap();
     running
         .queue
-        .complete_if_leased(NODE, &JobResult::not_found(first[0].lease))
+        .complete_if_leased(NODE, &not_found(&running.queue, &first[0]))
         .await
         .unwrap();
     let got = receiver.wait("a", 2, Duration::from_secs(10)).await;

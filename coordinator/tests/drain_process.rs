@@ -368,6 +368,7 @@ impl Rig {
             products: vec![pb::Product {
                 code: String::new(),
                 name: name.into(),
+                ..Default::default()
             }],
             ..Default::default()
         };

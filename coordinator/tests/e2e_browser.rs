@@ -134,6 +134,7 @@ impl System {
                     .map(|n| pb::Product {
                         code: String::new(),
                         name: (*n).into(),
+                        ..Default::default()
                     })
                     .collect(),
                 ..Default::default()
@@ -301,6 +302,32 @@ async fn an_absent_product_is_not_found_then_answered_from_the_negative_cache(po
     let status = system.wait_final(first.search_id).await;
     for mall in &status.products[0].malls {
         assert_eq!(mall.outcome, pb::Outcome::NotFound as i32, "{mall:#?}");
+    }
+    // Each entry names what judged it: the real node's judge and the same vocabulary
+    // revision the coordinator computes for the mall from what its Welcome sent.
+    let judge = system
+        .coordinator
+        .as_ref()
+        .unwrap()
+        .queue
+        .current_judge()
+        .unwrap()
+        .clone();
+    let entries: Vec<(String, String, Option<i32>, Option<String>)> = sqlx::query_as(
+        "select j.mall, n.kind, n.judge_version, n.vocabulary_revision
+         from negative_cache n join job j using (job_id) order by j.mall",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(entries.len(), status.products[0].malls.len(), "{entries:?}");
+    for (mall, kind, version, revision) in &entries {
+        assert_eq!(
+            *version,
+            i32::try_from(lps_proto::model::JUDGE_VERSION).ok()
+        );
+        assert_eq!(revision.as_deref(), Some(judge.revision(mall)), "{mall}");
+        assert!(kind == "no_results" || kind == "judged", "{kind}");
     }
     let searches_before = system.stack.alpha.stats().searches.values().sum::<u64>();
     let again = system.search(&[name]).await;
@@ -592,6 +619,7 @@ async fn a_price_drop_in_the_mall_fires_one_price_move_of_a_schedule(pool: PgPoo
                 products: vec![pb::Product {
                     code: String::new(),
                     name: NAME.into(),
+                    ..Default::default()
                 }],
                 malls: vec!["testmall-alpha".into()],
                 interval: Some(prost_types::Duration {

@@ -421,6 +421,7 @@ async fn a_search_during_an_outage_is_unavailable_with_retry_info(
                 products: vec![pb::Product {
                     code: String::new(),
                     name: "제주 삼다수 2L x 12".into(),
+                    ..Default::default()
                 }],
                 malls: vec![MALL.into()],
                 ..Default::default()

@@ -341,6 +341,7 @@ async fn a_port_shortage_keeps_jobs_queued_and_charges_no_attempt(pool: PgPool) 
         .map(|i| pb::Product {
             code: String::new(),
             name: format!("삼다수 2L x {i}"),
+            ..Default::default()
         })
         .collect();
     search

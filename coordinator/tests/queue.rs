@@ -914,6 +914,7 @@ async fn bad_input_is_rejected_naming_the_field_and_nothing_is_stored(pool: PgPo
     let product = |name: &str| pb::Product {
         code: String::new(),
         name: name.into(),
+        ..Default::default()
     };
     let cases = [
         (pb::SearchRequest::default(), "products"),

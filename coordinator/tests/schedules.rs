@@ -140,6 +140,7 @@ fn schedule_req(interval_s: i64) -> pb::CreateScheduleRequest {
         products: vec![pb::Product {
             code: String::new(),
             name: "제주 삼다수 2L x 12".into(),
+            ..Default::default()
         }],
         malls: vec![MALL.into()],
         interval: every(interval_s),
@@ -578,8 +579,12 @@ async fn bad_input_is_invalid_argument_naming_the_field(pool: PgPool) {
         r
     };
     type Edit = fn(&mut pb::CreateScheduleRequest);
-    let cases: [(Edit, &str); 10] = [
+    let cases: [(Edit, &str); 11] = [
         (|r| r.products.clear(), "products"),
+        (
+            |r| r.products[0].gtin = "8801234567894".into(),
+            "products[0].gtin",
+        ),
         (|r| r.malls = vec!["no-such-mall".into()], "malls[0]"),
         (|r| r.interval = every(5), "interval"),
         (
@@ -641,12 +646,18 @@ async fn bad_input_is_invalid_argument_naming_the_field(pool: PgPool) {
     // it, and the key with another request is ALREADY_EXISTS.
     let mut req = base();
     req.idempotency_key = "watch-water".into();
+    // A product's hints are stored with the schedule, and so searched with each run.
+    req.products[0].brand = "제주삼다수".into();
+    req.products[0].gtin = "8801234567893".into();
     let first = c
         .create_schedule(with_token(req.clone(), CLIENT_TOKEN))
         .await
         .unwrap()
         .into_inner();
     assert!(!first.replayed);
+    let id = first.schedule.as_ref().unwrap().schedule_id;
+    let stored = get(&mut c, id, CLIENT_TOKEN).await.unwrap();
+    assert_eq!(stored.products, req.products);
     let again = c
         .create_schedule(with_token(req.clone(), CLIENT_TOKEN))
         .await

@@ -113,8 +113,8 @@ fn admin<T>(msg: T) -> Request<T> {
 
 fn product(name: &str) -> pb::Product {
     pb::Product {
-        code: String::new(),
         name: name.into(),
+        ..Default::default()
     }
 }
 
@@ -901,6 +901,7 @@ async fn get_job_shows_state_offers_and_rounds(pool: PgPool) {
             products: vec![pb::Product {
                 code: "SKU-1".into(),
                 name: WATER.into(),
+                ..Default::default()
             }],
             malls: vec![ALPHA.into()],
             priority_class: pb::PriorityClass::Batch as i32,
@@ -1184,6 +1185,7 @@ async fn price_history_is_newest_first_within_since_and_pages(pool: PgPool) {
             pb::Product {
                 code: "SKU-9".into(),
                 name: String::new(),
+                ..Default::default()
             },
             0,
             None,

@@ -76,6 +76,7 @@ fn search_request(names: &[&str]) -> pb::SearchRequest {
             .map(|n| pb::Product {
                 code: String::new(),
                 name: (*n).to_owned(),
+                ..Default::default()
             })
             .collect(),
         malls: vec![MALL.to_owned()],

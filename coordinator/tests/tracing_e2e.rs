@@ -495,6 +495,7 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
         products: vec![pb::Product {
             code: String::new(),
             name: product.name.clone(),
+            ..Default::default()
         }],
         ..Default::default()
     });
@@ -564,6 +565,7 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
         products: vec![pb::Product {
             code: String::new(),
             name: other.name.clone(),
+            ..Default::default()
         }],
         ..Default::default()
     });

@@ -29,7 +29,7 @@ use std::{
 use chrono::{DateTime, Utc};
 use lps_profiles::vocabulary::Lexicon;
 use lps_proto::{
-    model::{ErrorClass, JobMetrics, Lease, MallId, Offer, ProductSpec, RoundReport},
+    model::{ErrorClass, JobMetrics, JudgedWith, Lease, MallId, Offer, ProductSpec, RoundReport},
     pb,
 };
 use tokio_util::sync::CancellationToken;
@@ -66,6 +66,8 @@ pub struct Job {
     pub profile: Option<Arc<pb::SiteProfile>>,
     /// The judge's vocabulary for this mall (the coordinator's plus the profile's words).
     pub lexicon: Arc<Lexicon>,
+    /// This build's judge and the revision of `lexicon`'s words, reported with the result.
+    pub judged_with: JudgedWith,
     /// The coordinator's limits from the latest Welcome (defaults if it sent none).
     pub limits: pb::Limits,
 }

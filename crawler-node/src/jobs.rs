@@ -19,8 +19,8 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use lps_proto::model::{
-    ErrorClass, JobFailure, JobHandBack, JobMetrics, JobProgress, JobResult, JobStopped, Lease,
-    MAX_OFFERS_PER_RESULT, MallId,
+    ErrorClass, JobFailure, JobHandBack, JobMetrics, JobProgress, JobResult, JobStopped,
+    JudgedWith, Lease, MAX_OFFERS_PER_RESULT, MallId,
 };
 use tokio::{
     task::{JoinError, JoinSet},
@@ -74,6 +74,8 @@ struct Entry {
     phase: Phase,
     /// The job's proxy price (`Limits.proxy_usd_per_gb` of its Welcome).
     usd_per_gb: f64,
+    /// What judges its cards, reported with its result.
+    judged_with: JudgedWith,
 }
 
 impl Entry {
@@ -204,6 +206,7 @@ impl Jobs {
             started: Instant::now(),
             phase: Phase::Running,
             usd_per_gb: job.limits.proxy_usd_per_gb,
+            judged_with: job.judged_with.clone(),
         };
         let executor = self.executor.clone();
         let task = async move {
@@ -343,7 +346,12 @@ impl Jobs {
         let entry = self.table.remove(&lease)?;
         let elapsed = entry.started.elapsed();
         let report = match (entry.phase, ended) {
-            (Phase::Running, Ok(Some(outcome))) => Some(report_outcome(lease, outcome, elapsed)),
+            (Phase::Running, Ok(Some(outcome))) => Some(report_outcome(
+                lease,
+                outcome,
+                elapsed,
+                entry.judged_with.clone(),
+            )),
             (Phase::Running, Ok(None)) => None,
             (Phase::Running, Err(err)) => {
                 let why = if err.is_panic() {
@@ -428,7 +436,12 @@ fn outcome_name(outcome: &Outcome) -> &'static str {
 }
 
 /// The report for a run that ended on its own.
-fn report_outcome(lease: Lease, outcome: Outcome, elapsed: Duration) -> Report {
+fn report_outcome(
+    lease: Lease,
+    outcome: Outcome,
+    elapsed: Duration,
+    judged_with: JudgedWith,
+) -> Report {
     let fill = |mut m: JobMetrics| {
         if m.elapsed.is_zero() {
             m.elapsed = elapsed;
@@ -446,7 +459,8 @@ fn report_outcome(lease: Lease, outcome: Outcome, elapsed: Duration) -> Report {
                 offers.truncate(MAX_OFFERS_PER_RESULT);
             }
             match JobResult::found(lease, offers) {
-                Ok(mut result) => {
+                Ok(result) => {
+                    let mut result = result.judged_with(judged_with);
                     result.rounds = rounds.into_iter().take(MAX_ROUNDS).collect();
                     result.metrics = fill(metrics);
                     Report::Result(result)
@@ -463,7 +477,7 @@ fn report_outcome(lease: Lease, outcome: Outcome, elapsed: Duration) -> Report {
             }
         }
         Outcome::NotFound { rounds, metrics } => {
-            let mut result = JobResult::not_found(lease);
+            let mut result = JobResult::not_found(lease).judged_with(judged_with);
             result.rounds = rounds.into_iter().take(MAX_ROUNDS).collect();
             result.metrics = fill(metrics);
             Report::Result(result)
@@ -510,6 +524,7 @@ mod tests {
             tracestate: None,
             profile: None,
             lexicon: crate::judge::Lexicon::builtin(),
+            judged_with: JudgedWith::default(),
             limits: pb::Limits::default(),
         }
     }
@@ -735,7 +750,7 @@ mod tests {
             metrics: JobMetrics::default(),
         };
         assert!(matches!(
-            report_outcome(lease, empty, Duration::from_secs(1)),
+            report_outcome(lease, empty, Duration::from_secs(1), JudgedWith::default()),
             Report::Failure(_)
         ));
         let offer = |price| Offer {
@@ -755,12 +770,14 @@ mod tests {
             rounds: vec![],
             metrics: JobMetrics::default(),
         };
-        match report_outcome(lease, many, Duration::from_secs(1)) {
+        let judged = JudgedWith::current("0123456789abcdef");
+        match report_outcome(lease, many, Duration::from_secs(1), judged.clone()) {
             Report::Result(r) => {
                 assert_eq!(r.offers.len(), MAX_OFFERS_PER_RESULT);
                 assert_eq!(r.best_offer().unwrap().price, 0);
                 assert!(r.offers.iter().all(|o| o.price < 100));
                 assert_eq!(r.metrics.elapsed, Duration::from_secs(1));
+                assert_eq!(r.judged_with, judged, "the result names what judged it");
             }
             other => panic!("want a result, got {other:?}"),
         }

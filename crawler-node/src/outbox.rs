@@ -99,6 +99,8 @@ impl Report {
                 offers: r.offers.iter().map(pb::Offer::from).collect(),
                 rounds: r.rounds.iter().map(pb::RoundReport::from).collect(),
                 metrics: Some(pb::JobMetrics::from(&r.metrics)),
+                judge_version: r.judged_with.judge_version,
+                vocabulary_revision: r.judged_with.vocabulary_revision.clone(),
             }),
             Self::Failure(f) => Body::Failure(pb::JobFailure {
                 report_seq: seq,

@@ -12,7 +12,7 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use lps_profiles::vocabulary::Lexicon;
 use lps_proto::{
     PROTOCOL_VERSION,
-    model::{Lease, MallId, duration_from_pb},
+    model::{Lease, MallId, duration_from_pb, vocabulary_revision},
     pb,
 };
 use tonic::Status;
@@ -59,6 +59,9 @@ pub struct SiteProfiles {
     base: Arc<Lexicon>,
     /// Malls whose profile adds words: the base plus the additions.
     lexicons: HashMap<String, Arc<Lexicon>>,
+    /// `model::vocabulary_revision` of `base`, and of each of `lexicons`.
+    base_revision: String,
+    revisions: HashMap<String, String>,
     limits: pb::Limits,
 }
 
@@ -77,18 +80,25 @@ impl SiteProfiles {
         limits: pb::Limits,
         vocabulary: Option<pb::Vocabulary>,
     ) -> Self {
-        let base = match &vocabulary {
-            None => Lexicon::builtin(),
+        let (base, base_revision) = match &vocabulary {
+            None => (
+                Lexicon::builtin(),
+                vocabulary_revision(&Lexicon::builtin_wire(), None),
+            ),
             Some(v) => match Lexicon::compile(v, None) {
-                Ok(lexicon) => Arc::new(lexicon),
+                Ok(lexicon) => (Arc::new(lexicon), vocabulary_revision(v, None)),
                 Err(e) => {
                     warn!(error = %e, "the coordinator's vocabulary does not compile; judging with the built-in one");
-                    Lexicon::builtin()
+                    (
+                        Lexicon::builtin(),
+                        vocabulary_revision(&Lexicon::builtin_wire(), None),
+                    )
                 }
             },
         };
         let base_wire = vocabulary.unwrap_or_else(Lexicon::builtin_wire);
         let mut lexicons = HashMap::new();
+        let mut revisions = HashMap::new();
         for profile in &profiles {
             let Some(additions) = &profile.vocabulary else {
                 continue;
@@ -96,6 +106,10 @@ impl SiteProfiles {
             match Lexicon::compile(&base_wire, Some(additions)) {
                 Ok(lexicon) => {
                     lexicons.insert(profile.id.clone(), Arc::new(lexicon));
+                    revisions.insert(
+                        profile.id.clone(),
+                        vocabulary_revision(&base_wire, Some(additions)),
+                    );
                 }
                 Err(e) => {
                     warn!(mall = %profile.id, error = %e, "a profile's vocabulary does not compile; judging without its words");
@@ -109,8 +123,18 @@ impl SiteProfiles {
                 .collect(),
             base,
             lexicons,
+            base_revision,
+            revisions,
             limits,
         }
+    }
+
+    /// The revision of [`lexicon`](Self::lexicon)`(mall)`'s words, as the coordinator
+    /// computes it for the mall (`model::vocabulary_revision`).
+    pub fn vocabulary_revision(&self, mall: &MallId) -> &str {
+        self.revisions
+            .get(mall.as_str())
+            .unwrap_or(&self.base_revision)
     }
 
     /// The profile of `mall`, if the coordinator sent one.
@@ -276,5 +300,48 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    }
+
+    /// The revision a node reports for a mall is the one the coordinator computes from
+    /// the same Welcome: the base words, plus the mall's additions when it has some.
+    #[test]
+    fn each_mall_has_the_revision_of_its_words() {
+        let base = pb::Vocabulary {
+            stopwords: vec!["무료배송".into()],
+            ..Default::default()
+        };
+        let additions = pb::Vocabulary {
+            stopwords: vec!["로켓배송".into()],
+            ..Default::default()
+        };
+        let profiles = SiteProfiles::new(
+            vec![
+                pb::SiteProfile {
+                    id: "coupang".into(),
+                    vocabulary: Some(additions.clone()),
+                    ..Default::default()
+                },
+                pb::SiteProfile {
+                    id: "naver".into(),
+                    ..Default::default()
+                },
+            ],
+            pb::Limits::default(),
+            Some(base.clone()),
+        );
+        let mall = |id: &str| MallId::new(id).unwrap();
+        assert_eq!(
+            profiles.vocabulary_revision(&mall("coupang")),
+            vocabulary_revision(&base, Some(&additions))
+        );
+        assert_eq!(
+            profiles.vocabulary_revision(&mall("naver")),
+            vocabulary_revision(&base, None)
+        );
+        // No vocabulary from the coordinator: the built-in words' revision.
+        assert_eq!(
+            SiteProfiles::default().vocabulary_revision(&mall("naver")),
+            vocabulary_revision(&Lexicon::builtin_wire(), None)
+        );
     }
 }

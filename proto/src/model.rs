@@ -13,11 +13,15 @@ use std::{fmt, time::Duration};
 use crate::pb;
 
 pub mod delivery;
+pub mod judge;
 pub mod node;
+pub mod product;
 pub mod proxy;
 pub mod schedule;
 pub use delivery::*;
+pub use judge::*;
 pub use node::*;
+pub use product::*;
 pub use proxy::*;
 pub use schedule::*;
 
@@ -110,86 +114,6 @@ impl MallId {
 impl fmt::Display for MallId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
-    }
-}
-
-/// The product someone wants the lowest price of.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ProductSpec {
-    code: Option<String>,
-    name: String,
-}
-
-impl ProductSpec {
-    /// `name`: 1..=200 characters after trimming; `code`: optional, 1..=64 characters of
-    /// `[A-Za-z0-9._:-]`.
-    pub fn new(code: Option<&str>, name: &str) -> Result<Self, FieldError> {
-        let name = name.trim();
-        check_len("name", name, MAX_PRODUCT_NAME_CHARS)?;
-        if name.chars().any(char::is_control) {
-            return Err(FieldError::new(
-                "name",
-                "must not contain control characters",
-            ));
-        }
-        // NB: zero-width spaces, joiners, BOMs and direction marks are not white space to
-        // `trim`, and a name of them (or of punctuation alone) leaves nothing to search for.
-        if !name.chars().any(char::is_alphanumeric) {
-            return Err(FieldError::new(
-                "name",
-                "must contain a letter or a digit (it holds only spaces, invisible characters or punctuation)",
-            ));
-        }
-        let code = match code.map(str::trim) {
-            None | Some("") => None,
-            Some(code) => {
-                check_len("code", code, MAX_PRODUCT_CODE_CHARS)?;
-                if !code
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
-                {
-                    return Err(FieldError::new(
-                        "code",
-                        "only letters, digits, '.', '_', ':' and '-' are allowed",
-                    ));
-                }
-                Some(code.to_owned())
-            }
-        };
-        Ok(Self {
-            code,
-            name: name.to_owned(),
-        })
-    }
-
-    pub fn code(&self) -> Option<&str> {
-        self.code.as_deref()
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The stable identity of the product: `code:<code>` when it has a code, else
-    /// `name:<name>` with case folded and white space collapsed. Dedupe keys, the negative
-    /// cache and price history are keyed by it, so it never depends on anything that changes
-    /// between requests for the same product.
-    pub fn identity(&self) -> String {
-        match &self.code {
-            Some(code) => format!("code:{code}"),
-            None => {
-                let folded = self.name.to_lowercase();
-                let mut out = String::with_capacity(folded.len() + 5);
-                out.push_str("name:");
-                for (i, word) in folded.split_whitespace().enumerate() {
-                    if i > 0 {
-                        out.push(' ');
-                    }
-                    out.push_str(word);
-                }
-                out
-            }
-        }
     }
 }
 
@@ -488,10 +412,7 @@ impl TryFrom<pb::SearchRequest> for SearchRequest {
             .products
             .iter()
             .enumerate()
-            .map(|(i, p)| {
-                ProductSpec::new(Some(&p.code), &p.name)
-                    .map_err(|e| e.under(format!("products[{i}]")))
-            })
+            .map(|(i, p)| ProductSpec::try_from(p).map_err(|e| e.under(format!("products[{i}]"))))
             .collect::<Result<Vec<_>, _>>()?;
         let malls = req
             .malls
@@ -575,19 +496,9 @@ mod tests {
 
     fn product(name: &str) -> pb::Product {
         pb::Product {
-            code: String::new(),
             name: name.into(),
+            ..Default::default()
         }
-    }
-
-    #[test]
-    fn identity_is_stable_across_spacing_and_case() {
-        let a = ProductSpec::new(None, "  Coca Cola  500ml ").unwrap();
-        let b = ProductSpec::new(None, "coca cola 500ML").unwrap();
-        assert_eq!(a.identity(), b.identity());
-        assert_eq!(a.identity(), "name:coca cola 500ml");
-        let c = ProductSpec::new(Some("SKU-1"), "whatever").unwrap();
-        assert_eq!(c.identity(), "code:SKU-1");
     }
 
     #[test]
@@ -668,6 +579,7 @@ mod tests {
                     products: vec![pb::Product {
                         code: "bad code!".into(),
                         name: "x".into(),
+                        ..Default::default()
                     }],
                     ..Default::default()
                 },

@@ -1,6 +1,6 @@
 //! OpsService adapter: the ops snapshot, nodes and proxy ports for client (or admin)
-//! tokens; RetryDead and DrainNode for admin tokens only (PERMISSION_DENIED for a client
-//! token). Figures come from [`Searches`]; the drain message from [`control`].
+//! tokens; RetryDead, DrainNode and ClearNegativeCache for admin tokens only
+//! (PERMISSION_DENIED for a client token). Figures come from [`Searches`]; the drain message from [`control`].
 
 use std::{sync::Arc, time::Duration};
 
@@ -11,7 +11,11 @@ use lps_proto::{
 use tonic::{Request, Response, Status};
 use tracing::info;
 
-use super::{invalid, paging, search::delivery_to_pb, status};
+use super::{
+    invalid, paging,
+    search::{delivery_to_pb, history_product},
+    status,
+};
 use crate::{
     auth::{Role, Tokens},
     control,
@@ -25,6 +29,7 @@ use crate::{
 /// The OpsService implementation.
 #[derive(Debug, Clone)]
 pub struct OpsApi {
+    queue: Queue,
     searches: Searches,
     fleet: Fleet,
     ops: Ops,
@@ -40,7 +45,8 @@ impl OpsApi {
             outbox: Outbox::new(queue.pool().clone()),
             fleet: Fleet::new(queue.pool().clone()),
             ops: Ops::new(queue.clone()),
-            searches: Searches::new(queue),
+            searches: Searches::new(queue.clone()),
+            queue,
             tokens,
         }
     }
@@ -170,6 +176,38 @@ impl pb::ops_service_server::OpsService for OpsApi {
         );
         Ok(Response::new(pb::RetryDeadResponse {
             requeued: u32::try_from(requeued.len()).unwrap_or(u32::MAX),
+        }))
+    }
+
+    async fn clear_negative_cache(
+        &self,
+        request: Request<pb::ClearNegativeCacheRequest>,
+    ) -> Result<Response<pb::ClearNegativeCacheResponse>, Status> {
+        self.tokens.check(request.metadata(), Role::Admin)?;
+        let req = request.into_inner();
+        let product = history_product(req.product).map_err(invalid)?;
+        let malls = req
+            .malls
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| {
+                MallId::new(m.trim()).map_err(|e| FieldError::new(format!("malls[{i}]"), e.reason))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(invalid)?;
+        let cleared = self
+            .queue
+            .clear_negative_cache(&product, &malls)
+            .await
+            .map_err(status)?;
+        info!(
+            product = %product.identity(),
+            malls = malls.len(),
+            cleared,
+            "negative cache cleared"
+        );
+        Ok(Response::new(pb::ClearNegativeCacheResponse {
+            cleared: u32::try_from(cleared).unwrap_or(u32::MAX),
         }))
     }
 

@@ -201,14 +201,7 @@ pub fn schedule_to_pb(s: &Schedule) -> pb::Schedule {
     pb::Schedule {
         schedule_id: s.schedule_id,
         client: s.client.clone(),
-        products: s
-            .products
-            .iter()
-            .map(|p| pb::Product {
-                code: p.code().unwrap_or_default().to_owned(),
-                name: p.name().to_owned(),
-            })
-            .collect(),
+        products: s.products.iter().map(pb::Product::from).collect(),
         malls: s.malls.iter().map(ToString::to_string).collect(),
         interval,
         cron,

@@ -351,6 +351,7 @@ impl pb::search_service_server::SearchService for SearchApi {
             product: Some(pb::Product {
                 code: product.code().unwrap_or_default().to_owned(),
                 name: product.name().to_owned(),
+                ..Default::default()
             }),
             entries: entries.iter().map(history_entry_to_pb).collect(),
             next_page_token,
@@ -548,7 +549,7 @@ pub(crate) fn positive(field: &str, id: i64) -> Result<i64, Status> {
 
 /// The product of a price-history lookup: its code, or when it has none its name. A code
 /// without a name is fine here (the identity is the code).
-fn history_product(product: Option<pb::Product>) -> Result<ProductSpec, FieldError> {
+pub(super) fn history_product(product: Option<pb::Product>) -> Result<ProductSpec, FieldError> {
     let p = product.ok_or_else(|| FieldError::new("product", "required"))?;
     let code = p.code.trim();
     let name = if p.name.trim().is_empty() && !code.is_empty() {
@@ -677,10 +678,10 @@ pub fn delivery_to_pb(d: &DeliveryInfo) -> pb::Delivery {
 
 fn product_to_pb(p: &ProductStatus) -> pb::ProductStatus {
     pb::ProductStatus {
-        product: Some(pb::Product {
-            code: p.code.clone().unwrap_or_default(),
-            name: p.name.clone(),
-        }),
+        product: Some(
+            p.hints
+                .to_pb(p.code.as_deref().unwrap_or_default(), &p.name),
+        ),
         malls: p.malls.iter().map(mall_status_to_pb).collect(),
         lowest: p.lowest().map(pb::Offer::from),
         r#final: p.is_final(),
@@ -706,10 +707,10 @@ fn mall_status_to_pb(m: &MallStatus) -> pb::MallStatus {
 pub fn job_to_pb(j: &JobInfo) -> pb::Job {
     pb::Job {
         job_id: j.job_id,
-        product: Some(pb::Product {
-            code: j.product_code.clone().unwrap_or_default(),
-            name: j.product_name.clone(),
-        }),
+        product: Some(j.hints.to_pb(
+            j.product_code.as_deref().unwrap_or_default(),
+            &j.product_name,
+        )),
         mall: j.mall.to_string(),
         state: pb::JobState::from(j.state) as i32,
         priority: u32::from(j.priority),
@@ -824,6 +825,7 @@ mod tests {
         let p = history_product(Some(pb::Product {
             code: "SKU-1".into(),
             name: String::new(),
+            ..Default::default()
         }))
         .unwrap();
         assert_eq!(p.identity(), "code:SKU-1");

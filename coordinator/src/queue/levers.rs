@@ -1,12 +1,14 @@
-//! The operator's and client's levers on jobs: cancelling a search ([`Queue::cancel_search`])
-//! and putting dead jobs back ([`Queue::retry_dead`]). The search module validates the
-//! caller and tells the nodes; the job rows change only here.
+//! The operator's and client's levers on jobs: cancelling a search ([`Queue::cancel_search`]),
+//! putting dead jobs back ([`Queue::retry_dead`]) and forgetting a product's remembered
+//! not-found answers ([`Queue::clear_negative_cache`]). The search and ops adapters
+//! validate the caller and tell the nodes; the job and cache rows change only here.
 //!
 //! Cancellation safety: `cancel_search` is one transaction (mark, lock, cancel), so an
-//! aborted call committed all of it or nothing; `retry_dead` is one statement per try.
+//! aborted call committed all of it or nothing; `retry_dead` is one statement per try,
+//! `clear_negative_cache` one statement.
 
 use chrono::{DateTime, Utc};
-use lps_proto::model::{FieldError, JobState, Lease, MallId};
+use lps_proto::model::{FieldError, JobState, Lease, MallId, ProductSpec};
 use tracing::instrument;
 
 use super::{Cancelled, Error, JOB_CHANNEL, Queue};
@@ -34,6 +36,28 @@ pub struct RetryDeadFilter {
 }
 
 impl Queue {
+    /// Deletes the negative-cache entries of `product` (by its identity, every set of
+    /// hints it was asked with) on `malls` (empty: every mall); returns how many. The next
+    /// search for it on those malls crawls again.
+    #[instrument(name = "queue.clear_negative_cache", skip_all, err(level = "info"))]
+    pub async fn clear_negative_cache(
+        &self,
+        product: &ProductSpec,
+        malls: &[MallId],
+    ) -> Result<u64, Error> {
+        let malls: Vec<String> = malls.iter().map(ToString::to_string).collect();
+        let done = sqlx::query!(
+            "delete from negative_cache n using job j
+             where j.job_id = n.job_id and j.product_key = $1
+               and (cardinality($2::text[]) = 0 or j.mall = any($2))",
+            product.identity(),
+            &malls,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     /// Cancels a search in one transaction: marks it cancelled (the first cancel time is
     /// kept), locks its active jobs in job order, and cancels those no other active search
     /// shares — queued ones in place, running ones with their lease ended now (the node's

@@ -50,7 +50,8 @@ use std::{
 
 use chrono::{DateTime, Utc};
 use lps_proto::model::{
-    ErrorClass, FieldError, JobFailure, JobResult, JobState, Lease, MallId, Outcome, SearchRequest,
+    ErrorClass, FieldError, JobFailure, JobResult, JobState, Lease, MallId, Outcome, ProductHints,
+    SearchRequest,
 };
 use sqlx::PgPool;
 use tokio::sync::oneshot;
@@ -63,6 +64,62 @@ pub use outage::Outages;
 pub use settle::BatchCounts;
 pub use spend::{SPEND_WINDOW, Spent, check_cap as check_spend_cap};
 pub use types::*;
+
+/// Default of `LPS_NEGATIVE_TTL_NO_RESULTS`: a mall's own "no results" is remembered a day.
+pub const DEFAULT_NEGATIVE_TTL_NO_RESULTS: &str = "24h";
+/// Default of `LPS_NEGATIVE_TTL_JUDGED`: a judge's "none of these cards" is remembered for
+/// less, because rules and vocabularies get fixed and a wrong one must not stick.
+pub const DEFAULT_NEGATIVE_TTL_JUDGED: &str = "3h";
+/// The longest either negative-cache time may be.
+pub const MAX_NEGATIVE_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// What judges cards now: this build's judge and the vocabulary revision of each mall, as
+/// the nodes compute it from the Welcome (`model::vocabulary_revision`). A negative-cache
+/// entry answers a request only when it was written under the same (DESIGN §2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurrentJudge {
+    pub judge_version: u32,
+    /// The revision of the base vocabulary (a mall whose profile adds no words).
+    pub base_revision: String,
+    /// Malls whose profile adds words, with the revision of base plus additions.
+    pub revisions: HashMap<String, String>,
+}
+
+impl CurrentJudge {
+    /// This build's judge with `vocabulary` and the profiles' additions (`(mall,
+    /// additions)`), as a Welcome sends them.
+    pub fn new<'a>(
+        vocabulary: &lps_proto::pb::Vocabulary,
+        additions: impl IntoIterator<Item = (&'a str, &'a lps_proto::pb::Vocabulary)>,
+    ) -> Self {
+        Self {
+            judge_version: lps_proto::model::JUDGE_VERSION,
+            base_revision: lps_proto::model::vocabulary_revision(vocabulary, None),
+            revisions: additions
+                .into_iter()
+                .map(|(mall, words)| {
+                    (
+                        mall.to_owned(),
+                        lps_proto::model::vocabulary_revision(vocabulary, Some(words)),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The revision `mall`'s cards are judged with.
+    pub fn revision(&self, mall: &str) -> &str {
+        self.revisions.get(mall).unwrap_or(&self.base_revision)
+    }
+
+    /// What a node of this build reports having judged `mall`'s cards with.
+    pub fn judged_with(&self, mall: &str) -> lps_proto::model::JudgedWith {
+        lps_proto::model::JudgedWith {
+            judge_version: self.judge_version,
+            vocabulary_revision: self.revision(mall).to_owned(),
+        }
+    }
+}
 
 /// The NOTIFY channel that wakes claimers; the payload is the mall id.
 pub const JOB_CHANNEL: &str = "lps_job";
@@ -83,8 +140,12 @@ pub struct QueueConfig {
     /// Retry backoff: `min(cap, base * 2^(attempts-1))`, jittered to 50–100 %.
     pub backoff_base: Duration,
     pub backoff_cap: Duration,
-    /// How long a verified "not found" is answered from the negative cache.
-    pub negative_ttl: Duration,
+    /// How long a "not found" the mall said (no results, no card) is answered from the
+    /// negative cache; zero: not remembered.
+    pub negative_ttl_no_results: Duration,
+    /// How long a "not found" the judge decided (cards read, none accepted) is; at most
+    /// `negative_ttl_no_results`, zero: not remembered.
+    pub negative_ttl_judged: Duration,
     /// Most jobs one reaper pass ends.
     pub reap_batch: u32,
     /// Most batches of completions and claims running at once (each holds one pooled
@@ -113,7 +174,8 @@ impl Default for QueueConfig {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             backoff_base: default_duration(DEFAULT_BACKOFF_BASE),
             backoff_cap: default_duration(DEFAULT_BACKOFF_CAP),
-            negative_ttl: Duration::from_secs(24 * 3600),
+            negative_ttl_no_results: default_duration(DEFAULT_NEGATIVE_TTL_NO_RESULTS),
+            negative_ttl_judged: default_duration(DEFAULT_NEGATIVE_TTL_JUDGED),
             reap_batch: 500,
             max_batches_in_flight: 2,
             spend_cap_hourly_usd: None,
@@ -130,6 +192,9 @@ pub struct Queue {
     limited: Arc<LimitedMalls>,
     settler: Arc<settle::Settler>,
     outages: Arc<Outages>,
+    /// What judges cards now; `None` (a queue without nodes' vocabulary, as in tests):
+    /// only negative-cache entries that name no judge answer requests.
+    judge: Option<Arc<CurrentJudge>>,
 }
 
 /// Which malls have a concurrency cap or a start gap, as last read from the `mall` table
@@ -142,17 +207,23 @@ struct LimitedMalls(Mutex<Option<(Instant, Arc<HashSet<String>>)>>);
 /// How long a read of the limited malls is trusted (another replica may change a limit).
 const LIMITS_TTL: Duration = Duration::from_secs(1);
 
-/// SHA-256 (hex) of what a search asks for: products (code, name) in order, malls as a
-/// set (empty: every enabled mall), priority and `max_age`, and — only when it names any,
-/// so digests of requests without them did not change — its destinations as a set and
-/// `notify_each_product`. Two requests with one digest are the same request; the
+/// SHA-256 (hex) of what a search asks for: products (code, name, and their hints' key
+/// when they have hints) in order, malls as a set (empty: every enabled mall), priority
+/// and `max_age`, and — only when it names any, so digests of requests without them did
+/// not change — its destinations as a set and `notify_each_product`. Two requests with one digest are the same request; the
 /// idempotency key itself is not part of it.
 pub fn request_digest(req: &SearchRequest) -> String {
     use sha2::{Digest as _, Sha256};
     let mut malls: Vec<&str> = req.malls.iter().map(MallId::as_str).collect();
     malls.sort_unstable();
-    let products: Vec<(Option<&str>, &str)> =
-        req.products.iter().map(|p| (p.code(), p.name())).collect();
+    let products: Vec<serde_json::Value> = req
+        .products
+        .iter()
+        .map(|p| match p.hints_key() {
+            None => serde_json::json!([p.code(), p.name()]),
+            Some(hints) => serde_json::json!([p.code(), p.name(), hints]),
+        })
+        .collect();
     let mut canonical = serde_json::json!({
         "products": products,
         "malls": malls,
@@ -184,7 +255,23 @@ impl Queue {
             limited: Arc::default(),
             settler: Arc::default(),
             outages: Arc::default(),
+            judge: None,
         }
+    }
+
+    /// The same queue, its negative cache answering only with entries written under
+    /// `judge` (the coordinator sets it from the vocabulary it sends nodes).
+    #[must_use]
+    pub fn judging_with(self, judge: CurrentJudge) -> Self {
+        Self {
+            judge: Some(Arc::new(judge)),
+            ..self
+        }
+    }
+
+    /// What judges cards now, if set ([`Queue::judging_with`]).
+    pub fn current_judge(&self) -> Option<&CurrentJudge> {
+        self.judge.as_deref()
     }
 
     /// The same queue with its clock pinned to `now` (tests and replays).
@@ -259,16 +346,35 @@ impl Queue {
         let mut code = Vec::with_capacity(product_index.capacity());
         let mut name = Vec::with_capacity(product_index.capacity());
         let mut key = Vec::with_capacity(product_index.capacity());
+        let mut hints_key = Vec::with_capacity(product_index.capacity());
+        let mut brand = Vec::with_capacity(product_index.capacity());
+        let mut model_code = Vec::with_capacity(product_index.capacity());
+        let mut gtin = Vec::with_capacity(product_index.capacity());
+        let mut revision = Vec::with_capacity(product_index.capacity());
         for (i, product) in req.products.iter().enumerate() {
             let identity = product.identity();
+            let hints = product.hints();
             for m in &malls {
                 product_index.push(i32::try_from(i).unwrap_or(i32::MAX));
                 mall.push(m.as_str().to_owned());
                 code.push(product.code().map(str::to_owned));
                 name.push(product.name().to_owned());
                 key.push(identity.clone());
+                hints_key.push(product.hints_key());
+                brand.push(hints.brand().map(str::to_owned));
+                model_code.push(hints.model_code().map(str::to_owned));
+                gtin.push(hints.gtin().map(str::to_owned));
+                revision.push(
+                    self.judge
+                        .as_ref()
+                        .map(|j| j.revision(m.as_str()).to_owned()),
+                );
             }
         }
+        let judge_version = self
+            .judge
+            .as_ref()
+            .map(|j| i32::try_from(j.judge_version).unwrap_or(i32::MAX));
         let digest = request_digest(req);
         let destinations: Vec<String> = req.destinations.iter().map(|d| d.to_string()).collect();
         // NB: two calls with one new key race to insert it; the loser's statement fails on
@@ -296,6 +402,12 @@ impl Queue {
                 digest.as_str(),
                 &destinations,
                 req.notify_each_product,
+                &hints_key as &[Option<String>],
+                &brand as &[Option<String>],
+                &model_code as &[Option<String>],
+                &gtin as &[Option<String>],
+                judge_version,
+                &revision as &[Option<String>],
             )
             .fetch_one(&self.pool)
             .await;
@@ -626,11 +738,15 @@ impl Queue {
             &c.offer_seller,
             &c.offer_score,
             &c.node,
-            millis(self.config.negative_ttl),
+            millis(self.config.negative_ttl_no_results),
             now,
             &c.offer_shipping_status,
             &c.offer_list_price,
             &c.offer_flags,
+            &c.not_found_kind as &[Option<String>],
+            &c.judge_version as &[Option<i32>],
+            &c.vocabulary_revision as &[Option<String>],
+            millis(self.config.negative_ttl_judged),
         )
         .fetch_all(db)
         .await?;
@@ -927,6 +1043,11 @@ struct CompleteColumns {
     rounds: Vec<serde_json::Value>,
     bytes: Vec<i64>,
     cost: Vec<f64>,
+    /// `NotFoundKind::as_str` of a not-found, else `None`.
+    not_found_kind: Vec<Option<String>>,
+    /// What judged the cards (`None`: the node did not say).
+    judge_version: Vec<Option<i32>>,
+    vocabulary_revision: Vec<Option<String>>,
     offer_job: Vec<i64>,
     offer_rank: Vec<i16>,
     offer_title: Vec<String>,
@@ -951,6 +1072,9 @@ impl CompleteColumns {
             rounds: Vec::with_capacity(n),
             bytes: Vec::with_capacity(n),
             cost: Vec::with_capacity(n),
+            not_found_kind: Vec::with_capacity(n),
+            judge_version: Vec::with_capacity(n),
+            vocabulary_revision: Vec::with_capacity(n),
             ..Self::default()
         }
     }
@@ -989,6 +1113,13 @@ impl CompleteColumns {
         self.bytes
             .push(i64::try_from(r.metrics.bytes()).unwrap_or(i64::MAX));
         self.cost.push(r.metrics.cost_usd);
+        self.not_found_kind
+            .push(r.not_found_kind().map(|k| k.as_str().to_owned()));
+        let judged = r.judged_with.is_known().then_some(&r.judged_with);
+        self.judge_version
+            .push(judged.map(|j| i32::try_from(j.judge_version).unwrap_or(i32::MAX)));
+        self.vocabulary_revision
+            .push(judged.map(|j| j.vocabulary_revision.clone()));
         let mut offers: Vec<_> = r.offers.iter().collect();
         offers.sort_by_key(|o| offer_order(o));
         for (rank, o) in offers.into_iter().enumerate() {
@@ -1024,6 +1155,10 @@ impl CompleteColumns {
         self.rounds.extend_from_slice(&other.rounds);
         self.bytes.extend_from_slice(&other.bytes);
         self.cost.extend_from_slice(&other.cost);
+        self.not_found_kind.extend_from_slice(&other.not_found_kind);
+        self.judge_version.extend_from_slice(&other.judge_version);
+        self.vocabulary_revision
+            .extend_from_slice(&other.vocabulary_revision);
         self.offer_job.extend_from_slice(&other.offer_job);
         self.offer_rank.extend_from_slice(&other.offer_rank);
         self.offer_title.extend_from_slice(&other.offer_title);
@@ -1048,6 +1183,19 @@ fn offer_order(o: &lps_proto::model::Offer) -> (i64, bool, i64) {
     (o.effective_price(), !o.shipping.is_known(), o.shipping_fee)
 }
 
+/// A job's stored hints (columns of migration 0023), valid as they were on receive.
+pub(crate) fn stored_hints(
+    brand: Option<String>,
+    model_code: Option<String>,
+    gtin: Option<String>,
+) -> Result<ProductHints, FieldError> {
+    ProductHints::new(
+        brand.as_deref().unwrap_or_default(),
+        model_code.as_deref().unwrap_or_default(),
+        gtin.as_deref().unwrap_or_default(),
+    )
+}
+
 /// A row of `claim.sql` and `claim_unlimited.sql`.
 struct ClaimRow {
     /// The 1-based number of the request the job was claimed for.
@@ -1057,6 +1205,9 @@ struct ClaimRow {
     mall: String,
     product_code: Option<String>,
     product_name: String,
+    product_brand: Option<String>,
+    product_model_code: Option<String>,
+    product_gtin: Option<String>,
     priority: i16,
     attempts: i16,
     max_attempts: i16,
@@ -1081,6 +1232,7 @@ impl TryFrom<ClaimRow> for ClaimedJob {
             mall: MallId::new(r.mall)?,
             product_code: r.product_code,
             product_name: r.product_name,
+            hints: stored_hints(r.product_brand, r.product_model_code, r.product_gtin)?,
             priority: u8::try_from(r.priority).unwrap_or(u8::MAX),
             attempt: u32::try_from(r.attempts).unwrap_or_default() + 1,
             max_attempts: u32::try_from(r.max_attempts).unwrap_or_default(),

@@ -3,7 +3,7 @@
 use std::{str::FromStr, time::Duration};
 
 use chrono::{DateTime, Utc};
-use lps_proto::model::{ErrorClass, FieldError, JobState, Lease, MallId};
+use lps_proto::model::{ErrorClass, FieldError, JobState, Lease, MallId, ProductHints};
 
 /// Who asked, and the trace the jobs belong to.
 #[derive(Debug, Clone, Default)]
@@ -79,6 +79,8 @@ pub struct ClaimedJob {
     pub mall: MallId,
     pub product_code: Option<String>,
     pub product_name: String,
+    /// The caller's hints, sent to the node with the product.
+    pub hints: ProductHints,
     pub priority: u8,
     /// 1-based number of this attempt.
     pub attempt: u32,

@@ -37,8 +37,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use lps_proto::{
     model::{
-        DestinationName, FieldError, MallId, Offer, PriceMoveRule, Priority, ProductSpec,
-        ScheduleSpec, Timing, timestamp_to_pb,
+        DestinationName, FieldError, MallId, Offer, PriceMoveRule, Priority, ProductHints,
+        ProductSpec, ScheduleSpec, Timing, timestamp_to_pb,
     },
     pb,
 };
@@ -82,6 +82,13 @@ pub struct Schedule {
 struct StoredProduct {
     code: Option<String>,
     name: String,
+    // NB: absent from schedules stored before products had hints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    brand: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    model_code: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gtin: Option<String>,
 }
 
 fn stored_products(products: &[ProductSpec]) -> Json<Vec<StoredProduct>> {
@@ -91,6 +98,9 @@ fn stored_products(products: &[ProductSpec]) -> Json<Vec<StoredProduct>> {
             .map(|p| StoredProduct {
                 code: p.code().map(str::to_owned),
                 name: p.name().to_owned(),
+                brand: p.hints().brand().map(str::to_owned),
+                model_code: p.hints().model_code().map(str::to_owned),
+                gtin: p.hints().gtin().map(str::to_owned),
             })
             .collect(),
     )
@@ -101,7 +111,14 @@ fn read_products(products: serde_json::Value) -> Result<Vec<ProductSpec>, Error>
         .map_err(|e| Error::Internal(format!("stored schedule products: {e}")))?;
     stored
         .iter()
-        .map(|p| ProductSpec::new(p.code.as_deref(), &p.name).map_err(Error::from))
+        .map(|p| {
+            let hints = ProductHints::new(
+                p.brand.as_deref().unwrap_or_default(),
+                p.model_code.as_deref().unwrap_or_default(),
+                p.gtin.as_deref().unwrap_or_default(),
+            )?;
+            Ok(ProductSpec::new(p.code.as_deref(), &p.name)?.with_hints(hints))
+        })
         .collect()
 }
 
@@ -134,8 +151,15 @@ fn request_digest(spec: &ScheduleSpec) -> String {
     malls.sort_unstable();
     let mut destinations: Vec<&str> = spec.destinations.iter().map(|d| d.as_str()).collect();
     destinations.sort_unstable();
-    let products: Vec<(Option<&str>, &str)> =
-        spec.products.iter().map(|p| (p.code(), p.name())).collect();
+    // NB: as a search's digest: the hints' key only when a product has hints.
+    let products: Vec<serde_json::Value> = spec
+        .products
+        .iter()
+        .map(|p| match p.hints_key() {
+            None => serde_json::json!([p.code(), p.name()]),
+            Some(hints) => serde_json::json!([p.code(), p.name(), hints]),
+        })
+        .collect();
     let (interval_ms, cron) = match &spec.timing {
         Timing::Interval(d) => (Some(d.as_millis()), None),
         Timing::Cron(c) => (None, Some(c.as_str())),
@@ -681,14 +705,11 @@ fn causing_offers(product: &ProductStatus) -> Vec<&Offer> {
 /// A price-move `DeliveryEvent` in the proto3 JSON mapping.
 fn render_price_move(r: &PriceMoveRender<'_>) -> Result<String, Error> {
     let product = match r.spec {
-        Some(p) => pb::Product {
-            code: p.code().unwrap_or_default().to_owned(),
-            name: p.name().to_owned(),
-        },
-        None => pb::Product {
-            code: r.product.code.clone().unwrap_or_default(),
-            name: r.product.name.clone(),
-        },
+        Some(p) => pb::Product::from(p),
+        None => r.product.hints.to_pb(
+            r.product.code.as_deref().unwrap_or_default(),
+            &r.product.name,
+        ),
     };
     let reasons = r
         .fired

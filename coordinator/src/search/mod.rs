@@ -42,7 +42,7 @@ pub use types::*;
 use crate::{
     control,
     error::Error,
-    queue::{Queue, SearchCancelled},
+    queue::{Queue, SearchCancelled, stored_hints},
 };
 
 /// Most entries one price-history call returns.
@@ -133,6 +133,7 @@ impl Searches {
                     index,
                     code: r.product_code,
                     name: r.product_name,
+                    hints: stored_hints(r.product_brand, r.product_model_code, r.product_gtin)?,
                     malls: vec![item],
                 }),
             }
@@ -168,6 +169,7 @@ impl Searches {
             job_id: r.job_id,
             product_code: r.product_code,
             product_name: r.product_name,
+            hints: stored_hints(r.product_brand, r.product_model_code, r.product_gtin)?,
             offers: r
                 .offers
                 .0

@@ -3,7 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use lps_proto::model::{
-    CardClass, ErrorClass, JobState, MallId, Offer, Outcome, RoundReport, ShippingStatus,
+    CardClass, ErrorClass, JobState, MallId, Offer, Outcome, ProductHints, RoundReport,
+    ShippingStatus,
 };
 use serde::Deserialize;
 
@@ -50,6 +51,8 @@ pub struct ProductStatus {
     /// NB: taken from the job that answers the product. For an item answered from the store
     /// that is the earlier request's spelling of the same product (same identity).
     pub name: String,
+    /// The caller's hints, from the job too (the same hints: they are part of its key).
+    pub hints: ProductHints,
     /// In request order of the malls.
     pub malls: Vec<MallStatus>,
 }
@@ -114,6 +117,7 @@ pub struct JobInfo {
     pub job_id: i64,
     pub product_code: Option<String>,
     pub product_name: String,
+    pub hints: ProductHints,
     pub mall: MallId,
     pub state: JobState,
     pub priority: u8,
@@ -349,6 +353,7 @@ mod tests {
             index: 0,
             code: None,
             name: "p".into(),
+            hints: ProductHints::default(),
             malls: malls
                 .into_iter()
                 .enumerate()

@@ -369,6 +369,7 @@ mod tests {
             tracestate: None,
             profile: None,
             lexicon: crate::judge::Lexicon::builtin(),
+            judged_with: lps_proto::model::JudgedWith::default(),
             limits: Default::default(),
         }
     }

@@ -9,9 +9,12 @@
 //! judging of §5 live elsewhere and run only when these rules found nothing; they may
 //! overrule only a [`Verdict::wording_only`] rejection.)
 //!
+//! NB: a change here that can change a verdict bumps `lps_proto::model::JUDGE_VERSION`:
+//! remembered not-founds of the older rules then stop answering (DESIGN §2).
+//!
 //! # Flow
-//! A job builds one [`ProductQuery`] from the product name (plus optional brand and
-//! model-code hints) and the mall's lexicon, searches each of its [`rounds`](rounds()) in
+//! A job builds one [`ProductQuery`] from the product name (plus the caller's optional
+//! brand, model-code and GTIN hints, [`ProductQuery::with_hints`]) and the mall's lexicon, searches each of its [`rounds`](rounds()) in
 //! order until a round yields a match, and calls [`judge`] on every card title (the
 //! executor prices the cards judged the same and orders them best first).
 //!

@@ -22,10 +22,15 @@
 //! - [`with_model_code`](ProductQuery::with_model_code): the manufacturer's
 //!   model code (`SM-S928N`), added as a model token and so required in cards.
 //!   Never pass an internal SKU or a mall's product id here: it is not in titles.
+//! - [`with_gtin`](ProductQuery::with_gtin): the barcode, compared with a card's
+//!   (see `gtin.rs`).
+//! - [`with_hints`](ProductQuery::with_hints): all three as a caller sent them with
+//!   `lps.v1.Product`; how the node builds the query of an assigned job.
 
 use std::sync::Arc;
 
 use lps_profiles::vocabulary::Lexicon;
+use lps_proto::model::ProductHints;
 
 use super::gtin::Gtin;
 use super::quantity::{Quantity, WordRole};
@@ -309,6 +314,23 @@ impl ProductQuery {
     pub fn with_gtin(mut self, gtin: &str) -> Self {
         self.gtin = Gtin::parse(gtin);
         self
+    }
+
+    /// Adds every hint the caller sent with the product (`lps.v1.Product`'s brand, model
+    /// code and GTIN): what the node does with an assigned job's product.
+    #[must_use]
+    pub fn with_hints(self, hints: &ProductHints) -> Self {
+        let mut query = self;
+        if let Some(brand) = hints.brand() {
+            query = query.with_brand(brand);
+        }
+        if let Some(code) = hints.model_code() {
+            query = query.with_model_code(code);
+        }
+        if let Some(gtin) = hints.gtin() {
+            query = query.with_gtin(gtin);
+        }
+        query
     }
 
     /// The caller's GTIN, if a valid one was given.

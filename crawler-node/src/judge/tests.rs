@@ -1016,3 +1016,64 @@ fn a_card_word_in_place_of_a_compound_words_lead_is_another_maker() {
         ],
     );
 }
+
+/// The node's query of an assigned job: every hint the caller sent reaches the judge.
+#[test]
+fn a_callers_hints_reach_the_query() {
+    use lps_proto::model::ProductHints;
+    let hints = ProductHints::new("Samsung", "SM-S928N", "8801234567893").unwrap();
+    let query = must_query("갤럭시 S24 울트라 256GB").with_hints(&hints);
+    assert_eq!(query.gtin().map(|g| g.as_str()), Some("08801234567893"));
+    assert_eq!(query.brand(), Some("Samsung"));
+    // The model code is a required token: another model is not the product.
+    assert!(judge(&query, "삼성 갤럭시 S24 울트라 SM-S928N 256GB 자급제").same);
+    assert!(!judge(&query, "삼성 갤럭시 S24 울트라 SM-S926N 256GB 자급제").same);
+    // No hints: the query is the name's alone.
+    let plain = must_query("갤럭시 S24 울트라 256GB").with_hints(&ProductHints::default());
+    assert!(plain.gtin().is_none() && plain.brand().is_none());
+}
+
+/// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
+/// `lps_proto::model::JUDGE_VERSION` was last set.
+const JUDGE_SOURCES_SHA256: &str =
+    "856900fe1d02c1bc8ad7015f2dfad0aeea76d2d5301320c17df906758c587b83";
+
+/// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
+/// ends normalised), in name order, as one SHA-256.
+fn judge_sources_digest() -> String {
+    use sha2::{Digest as _, Sha256};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/judge");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs") && !p.ends_with("tests.rs"))
+        .collect();
+    files.sort();
+    let mut hash = Sha256::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("\r\n", "\n");
+        let rules = text
+            .find("#[cfg(test)]\nmod tests {")
+            .map_or(text.as_str(), |at| &text[..at]);
+        hash.update(file.file_name().unwrap().to_string_lossy().as_bytes());
+        hash.update(rules.as_bytes());
+    }
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A remembered not-found answers only while the judge that decided it is the one in use
+/// (DESIGN §2 "Negative cache"), which holds only if its version changes with its rules.
+#[test]
+fn the_judge_version_follows_the_rules() {
+    let digest = judge_sources_digest();
+    assert_eq!(
+        digest,
+        JUDGE_SOURCES_SHA256,
+        "the judge's rules changed: if a verdict can change, bump \
+         lps_proto::model::JUDGE_VERSION (now {}); then set JUDGE_SOURCES_SHA256 in \
+         crawler-node/src/judge/tests.rs to {digest}",
+        lps_proto::model::JUDGE_VERSION
+    );
+}

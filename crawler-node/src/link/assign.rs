@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use lps_proto::{
-    model::{FieldError, Lease, MallId, ProductSpec, timestamp_from_pb},
+    model::{FieldError, JudgedWith, Lease, MallId, ProductSpec, timestamp_from_pb},
     pb,
 };
 use tracing::warn;
@@ -27,8 +27,7 @@ pub(super) fn job_from_assign(
     let product = payload
         .product
         .ok_or_else(|| FieldError::new("payload.product", "missing"))?;
-    let product = ProductSpec::new(Some(&product.code), &product.name)
-        .map_err(|e| e.under("payload.product"))?;
+    let product = ProductSpec::try_from(&product).map_err(|e| e.under("payload.product"))?;
     let mall = MallId::new(payload.mall).map_err(|e| e.under("payload"))?;
     let deadline = match assign.deadline {
         Some(t) => timestamp_from_pb("deadline", t)?,
@@ -50,6 +49,7 @@ pub(super) fn job_from_assign(
         },
         profile: profiles.get(&mall),
         lexicon: profiles.lexicon(&mall),
+        judged_with: JudgedWith::current(profiles.vocabulary_revision(&mall)),
         limits: *profiles.limits(),
         product,
         mall,
@@ -75,6 +75,9 @@ mod tests {
                 product: Some(pb::Product {
                     code: "SKU-1".into(),
                     name: "삼다수 2L".into(),
+                    brand: "제주삼다수".into(),
+                    model_code: String::new(),
+                    gtin: "8801234567893".into(),
                 }),
                 mall: "naver".into(),
                 attempt: 1,
@@ -93,6 +96,9 @@ mod tests {
         );
         let job = job_from_assign(good.clone(), &profiles).unwrap();
         assert_eq!(job.product.code(), Some("SKU-1"));
+        // The caller's hints reach the job (and so the judge's query).
+        assert_eq!(job.product.hints().brand(), Some("제주삼다수"));
+        assert_eq!(job.product.hints().gtin(), Some("8801234567893"));
         assert_eq!(job.mall.as_str(), "naver");
         assert!(job.profile.is_some());
         assert_eq!(job.traceparent.as_deref(), Some("00-abc-def-01"));
@@ -109,6 +115,19 @@ mod tests {
         assert_eq!(
             job_from_assign(bad_mall, &profiles).unwrap_err().field,
             "payload.mall"
+        );
+        let mut bad_gtin = good.clone();
+        bad_gtin
+            .payload
+            .as_mut()
+            .unwrap()
+            .product
+            .as_mut()
+            .unwrap()
+            .gtin = "8801234567894".into();
+        assert_eq!(
+            job_from_assign(bad_gtin, &profiles).unwrap_err().field,
+            "payload.product.gtin"
         );
         let mut bad_name = good;
         bad_name

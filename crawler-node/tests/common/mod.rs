@@ -119,6 +119,7 @@ pub fn job(id: i64, name: &str, profile: pb::SiteProfile) -> Job {
         tracestate: None,
         profile: Some(Arc::new(profile)),
         lexicon: lps_crawler_node::judge::Lexicon::builtin(),
+        judged_with: lps_proto::model::JudgedWith::default(),
         limits: limits(),
     }
 }

@@ -460,6 +460,7 @@ pub fn assign(job_id: i64, name: &str, deadline: Duration) -> In {
             product: Some(pb::Product {
                 code: format!("SKU-{job_id}"),
                 name: name.into(),
+                ..Default::default()
             }),
             mall: MALL.into(),
             attempt: 1,

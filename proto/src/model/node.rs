@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use std::{collections::BTreeMap, time::Duration};
 
 use super::{
-    ErrorClass, FieldError, MallId, Outcome, check_len, duration_from_pb, timestamp_from_pb,
-    timestamp_to_pb,
+    ErrorClass, FieldError, JudgedWith, MallId, NotFoundKind, Outcome, check_len, duration_from_pb,
+    timestamp_from_pb, timestamp_to_pb,
 };
 use crate::pb;
 
@@ -453,6 +453,8 @@ pub struct JobResult {
     pub offers: Vec<Offer>,
     pub rounds: Vec<RoundReport>,
     pub metrics: JobMetrics,
+    /// What judged the cards (unknown from an older node).
+    pub judged_with: JudgedWith,
 }
 
 impl JobResult {
@@ -479,6 +481,7 @@ impl JobResult {
             offers,
             rounds: Vec::new(),
             metrics: JobMetrics::default(),
+            judged_with: JudgedWith::default(),
         })
     }
 
@@ -490,7 +493,20 @@ impl JobResult {
             offers: Vec::new(),
             rounds: Vec::new(),
             metrics: JobMetrics::default(),
+            judged_with: JudgedWith::default(),
         }
+    }
+
+    /// The same result, decided with `judged_with`.
+    #[must_use]
+    pub fn judged_with(mut self, judged_with: JudgedWith) -> Self {
+        self.judged_with = judged_with;
+        self
+    }
+
+    /// Why a not-found is one (`None` for a found result).
+    pub fn not_found_kind(&self) -> Option<NotFoundKind> {
+        (self.outcome == Outcome::NotFound).then(|| NotFoundKind::of(&self.rounds))
     }
 
     /// The cheapest offer whose effective price is known (ties: lower shipping, then the
@@ -541,9 +557,22 @@ impl TryFrom<pb::JobResult> for JobResult {
             .map(JobMetrics::try_from)
             .transpose()?
             .unwrap_or_default();
+        if r.vocabulary_revision.chars().count() > MAX_VOCABULARY_REVISION_CHARS {
+            return Err(FieldError::new(
+                "vocabulary_revision",
+                format!("longer than {MAX_VOCABULARY_REVISION_CHARS} characters"),
+            ));
+        }
+        result.judged_with = JudgedWith {
+            judge_version: r.judge_version,
+            vocabulary_revision: r.vocabulary_revision,
+        };
         Ok(result)
     }
 }
+
+/// Longest vocabulary revision a result may name (this build's are 16).
+const MAX_VOCABULARY_REVISION_CHARS: usize = 64;
 
 /// Most bytes of HTML a page evidence record keeps.
 pub const MAX_EVIDENCE_HTML_BYTES: usize = 32 * 1024;

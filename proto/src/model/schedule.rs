@@ -203,6 +203,7 @@ mod tests {
             products: vec![pb::Product {
                 code: String::new(),
                 name: "제주 삼다수 2L x 12".into(),
+                ..Default::default()
             }],
             interval: Some(prost_types::Duration {
                 seconds: 60,

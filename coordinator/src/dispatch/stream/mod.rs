@@ -494,10 +494,10 @@ pub fn assign(job: &ClaimedJob) -> pb::Assign {
         deadline: Some(model::timestamp_to_pb(job.deadline_at)),
         lease_until: Some(model::timestamp_to_pb(job.lease_until)),
         payload: Some(pb::JobPayload {
-            product: Some(pb::Product {
-                code: job.product_code.clone().unwrap_or_default(),
-                name: job.product_name.clone(),
-            }),
+            product: Some(job.hints.to_pb(
+                job.product_code.as_deref().unwrap_or_default(),
+                &job.product_name,
+            )),
             mall: job.mall.to_string(),
             attempt: job.attempt,
             max_attempts: job.max_attempts,

@@ -88,6 +88,7 @@ update job j set
     lease_until = clock.now + least($4::bigint, j.run_timeout_ms) * interval '1 millisecond'
 from picked p join wanted w using (slot), clock
 where j.job_id = p.job_id
-returning w.req as "req!", j.job_id, j.lease_epoch, j.mall, j.product_code, j.product_name, j.priority,
+returning w.req as "req!", j.job_id, j.lease_epoch, j.mall, j.product_code, j.product_name,
+          j.product_brand, j.product_model_code, j.product_gtin, j.priority,
           j.attempts, j.max_attempts, j.reclaims, j.created_at, j.run_started_at as "run_started_at!",
           j.deadline_at as "deadline_at!", j.lease_until as "lease_until!", j.traceparent, j.tracestate

@@ -9,15 +9,21 @@
 -- $7..$14 offers, flattened: job_id, rank, title, price, shipping_fee, url, seller, score;
 -- $18..$20 the same offers' shipping_status (ShippingStatus::as_str), list_price and flags
 -- (CardClass::as_str names joined by ',', '' for none).
--- $16 negative-cache TTL in ms, $17 now.
+-- $16 negative-cache TTL in ms of a not-found the mall said (no results), $24 of one the
+-- judge decided; 0 means not remembered (and an older entry for the key is forgotten).
+-- $21..$23 per job: the not-found's kind ('no_results', 'judged'; null for found), the
+-- judge version and vocabulary revision it was judged with (null: the node did not say).
+-- $17 now.
 -- The attempt row is inserted without spend: spend.sql, run next in the same transaction,
 -- records each report's bytes and cost on it (and on a lost lease's attempt alike).
 with
 clock as materialized (select coalesce($17::timestamptz, clock_timestamp()) as now),
 input as (
     select * from unnest($1::bigint[], $2::bigint[], $3::job_outcome[], $4::jsonb[],
-                         $5::bigint[], $6::float8[], $15::text[])
-        as i (job_id, lease_epoch, outcome, rounds, bytes, cost_usd, node_id)
+                         $5::bigint[], $6::float8[], $15::text[], $21::text[], $22::int[],
+                         $23::text[])
+        as i (job_id, lease_epoch, outcome, rounds, bytes, cost_usd, node_id, not_found_kind,
+              judge_version, vocabulary_revision)
 ),
 done as (
     update job j set
@@ -41,7 +47,10 @@ done as (
       -- its token (epochs are small integers anyone can guess).
       and j.node_id = i.node_id
     returning j.job_id, j.lease_epoch, j.dedupe_key, j.mall, j.outcome, i.node_id,
-              j.run_started_at
+              j.run_started_at, i.judge_version, i.vocabulary_revision,
+              coalesce(i.not_found_kind, 'judged') as not_found_kind,
+              case when i.not_found_kind = 'no_results' then $16::bigint
+                   else $24::bigint end as negative_ttl_ms
 ),
 attempt as (
     insert into job_attempt (job_id, lease_epoch, node_id, started_at, ended_at, ended)
@@ -60,17 +69,23 @@ offers as (
     join done d using (job_id)
 ),
 remember_not_found as (
-    insert into negative_cache (dedupe_key, job_id, created_at, expires_at)
-    select d.dedupe_key, d.job_id, clock.now, clock.now + $16::bigint * interval '1 millisecond'
+    insert into negative_cache (dedupe_key, job_id, created_at, expires_at, kind,
+                                judge_version, vocabulary_revision)
+    select d.dedupe_key, d.job_id, clock.now,
+           clock.now + d.negative_ttl_ms * interval '1 millisecond', d.not_found_kind,
+           d.judge_version, d.vocabulary_revision
     from done d, clock
-    where d.outcome = 'not_found'
+    where d.outcome = 'not_found' and d.negative_ttl_ms > 0
     on conflict (dedupe_key) do update
         set job_id = excluded.job_id, created_at = excluded.created_at,
-            expires_at = excluded.expires_at
+            expires_at = excluded.expires_at, kind = excluded.kind,
+            judge_version = excluded.judge_version,
+            vocabulary_revision = excluded.vocabulary_revision
 ),
 forget_not_found as (
     delete from negative_cache n using done d
-    where n.dedupe_key = d.dedupe_key and d.outcome = 'found'
+    where n.dedupe_key = d.dedupe_key
+      and (d.outcome = 'found' or d.negative_ttl_ms <= 0)
 ),
 stale as (
     insert into stale_report (job_id, lease_epoch, node_id, kind, received_at)

@@ -9,7 +9,14 @@
 -- product_code, product_name, product_key), $12 run_timeout_ms, $13 max_attempts,
 -- $14 now (null: the database clock), $15 client, $16 request digest (SHA-256 hex),
 -- $17 destinations to notify when final, $18 whether each product's final status is an
--- event too.
+-- event too, $19..$22 the items' hints (hints key, brand, model code, GTIN; null: none),
+-- $23 the judge version and $24 the items' vocabulary revisions the coordinator runs now
+-- (null: not known, as in tests): a negative-cache entry answers only when it was written
+-- under the same (migration 0024).
+--
+-- The dedupe key is '<mall>|<product key>', with '|<hints key>' after it when the product
+-- has hints (migration 0023): the same product asked with other hints is another job, and
+-- its cached answers are its own.
 --
 -- A search answered from the caches alone is final as it is stored: its delivery events
 -- are inserted here (a later job change cannot fire the trigger of migration 0018 for it).
@@ -17,9 +24,12 @@ with
 clock as materialized (select coalesce($14::timestamptz, clock_timestamp()) as now),
 input as (
     select (i.ord - 1)::int as item_no, i.product_index, i.mall, i.product_code,
-           i.product_name, i.product_key, i.mall || '|' || i.product_key as dedupe_key
-    from unnest($7::int[], $8::text[], $9::text[], $10::text[], $11::text[]) with ordinality
-        as i (product_index, mall, product_code, product_name, product_key, ord)
+           i.product_name, i.product_key, i.brand, i.model_code, i.gtin, i.vocabulary_revision,
+           i.mall || '|' || i.product_key || coalesce('|' || i.hints_key, '') as dedupe_key
+    from unnest($7::int[], $8::text[], $9::text[], $10::text[], $11::text[], $19::text[],
+                $20::text[], $21::text[], $22::text[], $24::text[]) with ordinality
+        as i (product_index, mall, product_code, product_name, product_key, hints_key, brand,
+              model_code, gtin, vocabulary_revision, ord)
 ),
 replay as (
     select search_id, request_digest from search_request
@@ -49,7 +59,10 @@ cached as (
             and j.finished_at >= clock.now - $2::bigint * interval '1 millisecond'
           order by j.finished_at desc limit 1) as fresh_job,
         (select n.job_id from negative_cache n
-          where n.dedupe_key = input.dedupe_key and n.expires_at > clock.now) as negative_job
+          where n.dedupe_key = input.dedupe_key and n.expires_at > clock.now
+            and n.judge_version is not distinct from $23::int
+            and n.vocabulary_revision is not distinct from input.vocabulary_revision)
+            as negative_job
     from input, clock
 ),
 need as (
@@ -59,10 +72,12 @@ need as (
 ),
 upserted as (
     insert into job (dedupe_key, mall, product_code, product_name, product_key, priority,
-                     run_after, created_at, run_timeout_ms, max_attempts, traceparent, tracestate)
+                     run_after, created_at, run_timeout_ms, max_attempts, traceparent, tracestate,
+                     product_brand, product_model_code, product_gtin)
     select distinct on (need.dedupe_key)
            need.dedupe_key, need.mall, need.product_code, need.product_name, need.product_key,
-           $1::smallint, clock.now, clock.now, $12::int, $13::smallint, $5::text, $6::text
+           $1::smallint, clock.now, clock.now, $12::int, $13::smallint, $5::text, $6::text,
+           need.brand, need.model_code, need.gtin
     from need, go, clock
     where go.ok
     order by need.dedupe_key, need.item_no

@@ -6,7 +6,8 @@
 -- Its runs come along oldest first (job_attempt rows as JSON, evidence included).
 -- $1 job_id, $2 client (null: any, an admin).
 select
-    j.job_id, j.product_code, j.product_name, j.mall,
+    j.job_id, j.product_code, j.product_name, j.product_brand, j.product_model_code,
+    j.product_gtin, j.mall,
     j.state as "state!: JobState",
     j.priority, j.attempts, j.max_attempts, j.reclaims, j.lease_epoch,
     coalesce(j.node_id,

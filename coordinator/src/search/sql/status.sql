@@ -22,6 +22,9 @@ select
     j.attempts,
     j.product_code,
     j.product_name,
+    j.product_brand,
+    j.product_model_code,
+    j.product_gtin,
     j.change_seq,
     coalesce(
         (select jsonb_agg(jsonb_build_object(

@@ -403,7 +403,7 @@ impl BrowserExecutor {
             }
         };
         let query = match ProductQuery::new(job.product.name(), job.lexicon.clone()) {
-            Ok(query) => query,
+            Ok(query) => query.with_hints(job.product.hints()),
             Err(err) => {
                 return fail(
                     ErrorClass::Permanent,
