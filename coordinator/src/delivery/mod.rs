@@ -448,6 +448,39 @@ pub fn backoff(attempt: u32, base: Duration, cap: Duration) -> Duration {
     full.mul_f64(0.5 + fastrand::f64() * 0.5)
 }
 
+/// A delivery on the wire.
+impl From<&DeliveryInfo> for lps_proto::pb::Delivery {
+    fn from(d: &DeliveryInfo) -> Self {
+        use lps_proto::{model::timestamp_to_pb, pb};
+        Self {
+            delivery_id: d.delivery_id,
+            event_id: d.event_id.to_string(),
+            destination: d.destination.clone(),
+            kind: match (d.schedule_id, d.product_index) {
+                (Some(_), _) => pb::DeliveryEventKind::PriceMove,
+                (None, Some(_)) => pb::DeliveryEventKind::ProductFinal,
+                (None, None) => pb::DeliveryEventKind::SearchFinal,
+            } as i32,
+            product_index: d.product_index,
+            state: match d.state {
+                DeliveryState::Pending => pb::DeliveryState::Pending,
+                DeliveryState::Delivering => pb::DeliveryState::Delivering,
+                DeliveryState::Delivered => pb::DeliveryState::Delivered,
+                DeliveryState::Dead => pb::DeliveryState::Dead,
+            } as i32,
+            attempts: d.attempts,
+            last_error: d.last_error.clone().unwrap_or_default(),
+            last_status: d.last_status.map_or(0, u32::from),
+            next_attempt_at: Some(timestamp_to_pb(d.next_attempt_at)),
+            created_at: Some(timestamp_to_pb(d.created_at)),
+            delivered_at: d.delivered_at.map(timestamp_to_pb),
+            search_id: d.search_id,
+            search_version: d.search_version,
+            schedule_id: d.schedule_id.unwrap_or_default(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,7 +38,7 @@ use super::{
     Claimed, DeliveryConfig, Outbox, Recorded, backoff,
     signature::{EVENT_ID_HEADER, SIGNATURE_HEADER, sign},
 };
-use crate::{grpc::search::status_to_pb, metrics::Metrics, queue::Wakeups, search::Searches};
+use crate::{metrics::Metrics, queue::Wakeups, search::Searches};
 
 /// The full name of the payload's proto type.
 pub const EVENT_TYPE: &str = "lps.v1.DeliveryEvent";
@@ -267,7 +267,7 @@ impl Worker {
     /// with that product only), in the proto3 JSON mapping.
     async fn render(&self, claim: &Claimed) -> Result<String, crate::error::Error> {
         let status = self.searches.status(claim.search_id).await?;
-        let mut search = status_to_pb(&status);
+        let mut search = lps_proto::pb::SearchStatus::from(&status);
         if let Some(index) = claim.product_index {
             let index = usize::try_from(index).unwrap_or(usize::MAX);
             search.products = search.products.into_iter().skip(index).take(1).collect();

@@ -11,11 +11,7 @@ use lps_proto::{
 use tonic::{Request, Response, Status};
 use tracing::info;
 
-use super::{
-    invalid, paging,
-    search::{delivery_to_pb, history_product},
-    status,
-};
+use super::{invalid, paging, search::history_product, status};
 use crate::{
     auth::{Role, Tokens},
     control,
@@ -242,7 +238,7 @@ impl pb::ops_service_server::OpsService for OpsApi {
             _ => String::new(),
         };
         Ok(Response::new(pb::ListDeliveriesResponse {
-            deliveries: page.items.iter().map(delivery_to_pb).collect(),
+            deliveries: page.items.iter().map(pb::Delivery::from).collect(),
             next_page_token,
         }))
     }
@@ -263,7 +259,7 @@ impl pb::ops_service_server::OpsService for OpsApi {
             destination = %delivery.destination,
             "dead delivery retried"
         );
-        Ok(Response::new(delivery_to_pb(&delivery)))
+        Ok(Response::new(pb::Delivery::from(&delivery)))
     }
 
     async fn drain_node(

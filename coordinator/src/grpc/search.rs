@@ -25,11 +25,11 @@ use super::{
 };
 use crate::{
     auth::{Caller, Tokens},
-    delivery::{DeliveryInfo, DeliveryState, Destinations, Outbox},
-    queue::{Disposition, EnqueueContext, Queue},
+    delivery::{Destinations, Outbox},
+    queue::{EnqueueContext, Queue},
     search::{
-        self, AttemptInfo, HistoryCursor, HistoryQuery, JobInfo, MallStatus, PriceHistoryEntry,
-        ProductStatus, SearchStatus, SearchSummary, Searches,
+        self, AttemptInfo, HistoryCursor, HistoryQuery, JobInfo, PriceHistoryEntry, SearchStatus,
+        SearchSummary, Searches,
     },
 };
 
@@ -188,7 +188,7 @@ impl pb::search_service_server::SearchService for SearchApi {
                     .map(|i| pb::SearchItem {
                         product_index: u32::try_from(i.product_index).unwrap_or(u32::MAX),
                         mall: i.mall.to_string(),
-                        disposition: disposition_to_pb(i.disposition) as i32,
+                        disposition: pb::Disposition::from(i.disposition) as i32,
                         job_id: i.job_id,
                     })
                     .collect(),
@@ -212,14 +212,14 @@ impl pb::search_service_server::SearchService for SearchApi {
         let (caller, _admitted) = self.admit(&request)?;
         let id = positive("search_id", request.into_inner().search_id)?;
         let status = self.status_for(&caller, id).await?;
-        let mut pb = status_to_pb(&status);
+        let mut pb = pb::SearchStatus::from(&status);
         pb.deliveries = self
             .outbox
             .for_search(id)
             .await
             .map_err(super::status)?
             .iter()
-            .map(delivery_to_pb)
+            .map(pb::Delivery::from)
             .collect();
         Ok(Response::new(pb))
     }
@@ -433,7 +433,12 @@ impl Watcher {
             let is_final = current.is_final();
             if current.version > last {
                 last = current.version;
-                if self.tx.send(Ok(status_to_pb(&current))).await.is_err() {
+                if self
+                    .tx
+                    .send(Ok(pb::SearchStatus::from(&current)))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -620,87 +625,6 @@ fn valid_traceparent(t: &str) -> bool {
         && parent.bytes().any(|b| b != b'0')
         && flags.len() >= 2
         && hex(&flags[..2], 2)
-}
-
-pub(crate) fn disposition_to_pb(d: Disposition) -> pb::Disposition {
-    match d {
-        Disposition::Queued => pb::Disposition::Queued,
-        Disposition::Joined => pb::Disposition::Joined,
-        Disposition::CachedResult => pb::Disposition::CachedResult,
-        Disposition::CachedNotFound => pb::Disposition::CachedNotFound,
-    }
-}
-
-/// A search's status on the wire.
-pub fn status_to_pb(s: &SearchStatus) -> pb::SearchStatus {
-    pb::SearchStatus {
-        search_id: s.search_id,
-        version: s.version,
-        created_at: Some(timestamp_to_pb(s.created_at)),
-        products: s.products.iter().map(product_to_pb).collect(),
-        r#final: s.is_final(),
-        cancelled: s.is_cancelled(),
-        client: s.client.clone(),
-        caller: s.caller.clone().unwrap_or_default(),
-        deliveries: Vec::new(),
-    }
-}
-
-/// A delivery on the wire.
-pub fn delivery_to_pb(d: &DeliveryInfo) -> pb::Delivery {
-    pb::Delivery {
-        delivery_id: d.delivery_id,
-        event_id: d.event_id.to_string(),
-        destination: d.destination.clone(),
-        kind: match (d.schedule_id, d.product_index) {
-            (Some(_), _) => pb::DeliveryEventKind::PriceMove,
-            (None, Some(_)) => pb::DeliveryEventKind::ProductFinal,
-            (None, None) => pb::DeliveryEventKind::SearchFinal,
-        } as i32,
-        product_index: d.product_index,
-        state: match d.state {
-            DeliveryState::Pending => pb::DeliveryState::Pending,
-            DeliveryState::Delivering => pb::DeliveryState::Delivering,
-            DeliveryState::Delivered => pb::DeliveryState::Delivered,
-            DeliveryState::Dead => pb::DeliveryState::Dead,
-        } as i32,
-        attempts: d.attempts,
-        last_error: d.last_error.clone().unwrap_or_default(),
-        last_status: d.last_status.map_or(0, u32::from),
-        next_attempt_at: Some(timestamp_to_pb(d.next_attempt_at)),
-        created_at: Some(timestamp_to_pb(d.created_at)),
-        delivered_at: d.delivered_at.map(timestamp_to_pb),
-        search_id: d.search_id,
-        search_version: d.search_version,
-        schedule_id: d.schedule_id.unwrap_or_default(),
-    }
-}
-
-fn product_to_pb(p: &ProductStatus) -> pb::ProductStatus {
-    pb::ProductStatus {
-        product: Some(
-            p.hints
-                .to_pb(p.code.as_deref().unwrap_or_default(), &p.name),
-        ),
-        malls: p.malls.iter().map(mall_status_to_pb).collect(),
-        lowest: p.lowest().map(pb::Offer::from),
-        r#final: p.is_final(),
-        possibly_lower: p.possibly_lower().map(pb::Offer::from),
-    }
-}
-
-fn mall_status_to_pb(m: &MallStatus) -> pb::MallStatus {
-    pb::MallStatus {
-        mall: m.mall.to_string(),
-        job_id: m.job_id,
-        disposition: disposition_to_pb(m.disposition) as i32,
-        state: pb::JobState::from(m.state) as i32,
-        outcome: m.outcome.map_or(0, |o| pb::Outcome::from(o) as i32),
-        offers: m.offers.iter().map(pb::Offer::from).collect(),
-        error_class: m.error_class.map_or(0, |c| pb::ErrorClass::from(c) as i32),
-        error: m.error.clone().unwrap_or_default(),
-        attempts: m.attempts,
-    }
 }
 
 /// A job on the wire.

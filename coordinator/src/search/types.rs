@@ -2,9 +2,12 @@
 //! summary, a cancel's report. Plain Rust types; the gRPC adapters translate them.
 
 use chrono::{DateTime, Utc};
-use lps_proto::model::{
-    CardClass, ErrorClass, JobState, MallId, Offer, Outcome, ProductHints, RoundReport,
-    ShippingStatus,
+use lps_proto::{
+    model::{
+        CardClass, ErrorClass, JobState, MallId, Offer, Outcome, ProductHints, RoundReport,
+        ShippingStatus, timestamp_to_pb,
+    },
+    pb,
 };
 use serde::Deserialize;
 
@@ -327,6 +330,67 @@ pub struct CancelReport {
     pub kept_shared: u32,
     /// Every job this call cancelled.
     pub cancelled: Vec<Cancelled>,
+}
+
+// The wire forms of the read side's types, beside the types.
+
+impl From<Disposition> for pb::Disposition {
+    fn from(d: Disposition) -> Self {
+        match d {
+            Disposition::Queued => Self::Queued,
+            Disposition::Joined => Self::Joined,
+            Disposition::CachedResult => Self::CachedResult,
+            Disposition::CachedNotFound => Self::CachedNotFound,
+        }
+    }
+}
+
+/// A search's status on the wire.
+impl From<&SearchStatus> for pb::SearchStatus {
+    fn from(s: &SearchStatus) -> Self {
+        Self {
+            search_id: s.search_id,
+            version: s.version,
+            created_at: Some(timestamp_to_pb(s.created_at)),
+            products: s.products.iter().map(pb::ProductStatus::from).collect(),
+            r#final: s.is_final(),
+            cancelled: s.is_cancelled(),
+            client: s.client.clone(),
+            caller: s.caller.clone().unwrap_or_default(),
+            deliveries: Vec::new(),
+        }
+    }
+}
+
+impl From<&ProductStatus> for pb::ProductStatus {
+    fn from(p: &ProductStatus) -> Self {
+        Self {
+            product: Some(
+                p.hints
+                    .to_pb(p.code.as_deref().unwrap_or_default(), &p.name),
+            ),
+            malls: p.malls.iter().map(pb::MallStatus::from).collect(),
+            lowest: p.lowest().map(pb::Offer::from),
+            r#final: p.is_final(),
+            possibly_lower: p.possibly_lower().map(pb::Offer::from),
+        }
+    }
+}
+
+impl From<&MallStatus> for pb::MallStatus {
+    fn from(m: &MallStatus) -> Self {
+        Self {
+            mall: m.mall.to_string(),
+            job_id: m.job_id,
+            disposition: pb::Disposition::from(m.disposition) as i32,
+            state: pb::JobState::from(m.state) as i32,
+            outcome: m.outcome.map_or(0, |o| pb::Outcome::from(o) as i32),
+            offers: m.offers.iter().map(pb::Offer::from).collect(),
+            error_class: m.error_class.map_or(0, |c| pb::ErrorClass::from(c) as i32),
+            error: m.error.clone().unwrap_or_default(),
+            attempts: m.attempts,
+        }
+    }
 }
 
 #[cfg(test)]
