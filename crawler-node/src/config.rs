@@ -8,7 +8,7 @@
 //! echoed in an error.
 //! Nothing here is persisted.
 
-use std::{fmt, net::SocketAddr, path::PathBuf, str::FromStr, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, str::FromStr, time::Duration};
 
 use clap::{Parser, ValueEnum};
 
@@ -42,41 +42,7 @@ pub const MAX_LLM_TIMEOUT: Duration = Duration::from_secs(120);
 /// Longest node id the coordinator accepts (`Hello.node_id`).
 pub const MAX_NODE_ID_CHARS: usize = 128;
 
-/// A secret string (the node token). `Debug` and `Display` print `***`; read it with
-/// [`Secret::expose`] only where it is put on the wire.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The secret itself. Never log it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-impl FromStr for Secret {
-    type Err = std::convert::Infallible;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Self(s.to_owned()))
-    }
-}
+pub use crate::secret::Secret;
 
 /// Log output format (`LPS_LOG_FORMAT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

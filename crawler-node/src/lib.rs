@@ -38,7 +38,9 @@ pub mod probe;
 pub mod profile_tool;
 pub mod proxy;
 pub mod retry;
+pub mod secret;
 pub mod selfcheck;
+mod state;
 pub mod welcome;
 
 pub use config::Config;

@@ -34,7 +34,7 @@ use std::{borrow::Cow, fmt, time::Duration};
 use serde::{Deserialize, Serialize};
 use tracing::{Instrument as _, Span, field::Empty, info_span, warn};
 
-use crate::{config::Secret, judge::normalize};
+use crate::{judge::normalize, secret::Secret};
 
 /// Most search strings taken from one keywords answer.
 pub const MAX_KEYWORDS: usize = 3;

@@ -23,7 +23,7 @@ use prometheus_client::{
 
 use lps_telemetry::exposition::{self, Format};
 
-use crate::proxy::SessionEndReason;
+use lps_proto::model::SessionEndReason;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MallLabels {

@@ -25,7 +25,7 @@ use lps_proto::{
 };
 use tracing::{debug, warn};
 
-use crate::proxy::{BlockEvent, SessionEnd};
+use lps_proto::model::{BlockEvent, SessionEnd};
 
 /// Something the node reports and the coordinator acknowledges.
 #[derive(Debug, Clone, PartialEq)]

@@ -22,7 +22,7 @@ use lps_proto::model::MallId;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info_span, instrument, warn};
 
-use crate::{config::Secret, outbox::Report};
+use crate::{outbox::Report, secret::Secret};
 
 /// A leased proxy port (one sticky exit IP).
 #[derive(Clone, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use tracing::debug;
 
 use crate::{
     config::{Config, ConfigError},
-    node::NodeError,
+    state::NodeError,
 };
 
 /// Connecting, sending Hello and receiving Welcome must finish within this.

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use super::{Link, Stream};
-use crate::node::NodeError;
+use crate::state::NodeError;
 
 /// After Goodbye, wait at most this long for the coordinator to end the stream.
 const GOODBYE_WAIT: Duration = Duration::from_secs(5);

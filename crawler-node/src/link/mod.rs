@@ -84,10 +84,10 @@ use crate::{
     host,
     jobs::{Event, Jobs},
     metrics::JobEnd,
-    node::{NodeError, Shared, StreamState},
     outbox::{Outbox, Report},
     proxy::{LinkInbox, LinkRequest},
     retry::{self, Backoff, Decision},
+    state::{NodeError, Shared, StreamState},
     welcome::{self, SiteProfiles, Welcome},
 };
 
@@ -451,7 +451,7 @@ impl Link {
                 })
                 .collect(),
             held_ports: self.desk.held_ports(),
-            instance: crate::node::INSTANCE.clone(),
+            instance: crate::state::INSTANCE.clone(),
         }
     }
 
@@ -774,7 +774,7 @@ impl Link {
             .set(i64::try_from(running_jobs).unwrap_or(i64::MAX));
         metrics.slots_free.set(i64::from(free_slots));
         self.shared.status.send_if_modified(|s| {
-            let next = crate::node::Status {
+            let next = crate::state::Status {
                 stream: if s.stream == StreamState::Stopped {
                     StreamState::Stopped
                 } else {
