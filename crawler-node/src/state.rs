@@ -58,7 +58,7 @@ impl Status {
     }
 }
 
-/// Why [`Node::run`] ended with an error (the process exits non-zero).
+/// Why [`Node::run`](crate::Node::run) ended with an error (the process exits non-zero).
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     #[error("invalid configuration: {0}")]
