@@ -7,14 +7,22 @@
 //! prints, per card source, what it matched and every card: each field as extracted, the
 //! card's classes and what the profile's policy does with them, the shipping as evaluated,
 //! and the judge's verdict. No coordinator, proxy or database is involved.
+//!
+//! It ends with the answer the job would report for the page — judged with the job's own
+//! [`judge_cards`] (class policy, page contrast, best first) and the search's rule for the
+//! answer (the lowest over offers whose shipping is known; a cheaper offer with unknown
+//! shipping beside it as `possibly_lower`; else not found and why): the `answer` line.
+//!
+//! `--json` writes one JSON object instead, for scripts. Its shape is documented in
+//! `docs/site-profiles.md` ("The probe"); keys are only ever added to it.
 
 use std::{io::Write, path::PathBuf, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use clap::Parser;
 use lps_profiles::{
-    compiled::{CompiledProfile, compile},
-    extract::{Card, SourceCards, apply_classes, extract_json},
+    compiled::{CompiledProfile, Field, compile, field_rules},
+    extract::{Card, RuleReport, SourceCards, apply_classes, extract_json},
     price::evaluate_facts,
 };
 use lps_proto::{model::CardClass, pb};
@@ -23,12 +31,15 @@ use crate::{
     chromium::{
         Browser, BrowserMode, ChromeDriver, LaunchOptions, PageRead, ProfileSlot,
         default_blocked_patterns,
-        page::{read_search_page, source_kind, wait_timeout},
+        page::{read_saved_page, read_search_page, source_kind, wait_timeout},
         parse::{fill_env, page_url, search_url},
     },
     config::{DEFAULT_CHROMEDRIVER_PATH, DEFAULT_CHROMIUM_PATH},
+    executor::browser::judge_cards,
     judge::{self, Lexicon, ProductQuery},
 };
+use lps_proto::model::{MallId, Offer};
+use serde_json::{Value, json};
 
 /// `crawler-node probe` arguments.
 #[derive(Debug, Clone, Parser)]
@@ -60,23 +71,88 @@ pub struct ProbeArgs {
     /// Also print each card's whole text.
     #[arg(long)]
     pub text: bool,
+    /// Write one JSON object (documented in docs/site-profiles.md) instead of the text
+    /// report.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs the probe and writes its report to `out`.
 pub async fn run(args: &ProbeArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let mut report = Report {
+        show_text: args.text,
+        ..Report::default()
+    };
+    let mut text = Vec::new();
+    run_into(args, &mut text, &mut report).await?;
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &report.into_json())?;
+        writeln!(out)?;
+    } else {
+        out.write_all(&text)?;
+    }
+    Ok(())
+}
+
+/// What `--json` writes; filled while the text report is written.
+#[derive(Debug, Default)]
+struct Report {
+    /// `--text`: each card's whole text in the text report.
+    show_text: bool,
+    profile: String,
+    url: String,
+    notes: Vec<String>,
+    verdict: Value,
+    sources: Vec<Value>,
+    answer: Value,
+}
+
+impl Report {
+    fn into_json(self) -> Value {
+        json!({
+            "profile": self.profile,
+            "url": self.url,
+            "notes": self.notes,
+            "verdict": self.verdict,
+            "sources": self.sources,
+            "answer": self.answer,
+        })
+    }
+}
+
+async fn run_into(args: &ProbeArgs, out: &mut impl Write, rep: &mut Report) -> anyhow::Result<()> {
     let profile = lps_profiles::format::parse_file(&args.profile)?;
     let wire = profile.wire;
-    let compiled = compile(&wire).map_err(|e| anyhow::anyhow!("{}: {}", e.field, e.reason))?;
+    let compiled = compile(&wire)
+        .map_err(|e| anyhow::anyhow!("{}: {}", e.field, e.reason))?
+        .explaining();
     let vocabulary = lps_profiles::vocabulary::load(args.vocabulary.as_deref())?;
     let lexicon = Lexicon::compile(&vocabulary, wire.vocabulary.as_ref())?;
     let query = ProductQuery::new(&args.query, Arc::new(lexicon)).context("--query")?;
     writeln!(out, "profile {} ({})", wire.id, wire.display_name)?;
+    rep.profile = wire.id.clone();
     if wire
         .sources
         .iter()
         .any(|s| matches!(s.kind, Some(pb::card_source::Kind::HttpApi(_))))
     {
-        return probe_api(&wire, &compiled, &query, &args.query, out).await;
+        return probe_api(&wire, &compiled, &query, &args.query, out, rep).await;
+    }
+    if args.html.is_some() {
+        // NB: a saved file has no fetch/XHR responses to capture: say so rather than let
+        // the author read an empty source as a wrong rule.
+        for (i, source) in wire.sources.iter().enumerate() {
+            if matches!(source.kind, Some(pb::card_source::Kind::CapturedJson(_))) {
+                let note = format!(
+                    "source #{i} {:?} reads the page's captured fetch/XHR responses: a saved \
+                     HTML file cannot provide them, so it reads nothing here (probe the live \
+                     page or --url to see it)",
+                    source.name
+                );
+                writeln!(out, "note {note}")?;
+                rep.notes.push(note);
+            }
+        }
     }
     let url = match (&args.html, &args.url) {
         (Some(file), _) => {
@@ -95,6 +171,7 @@ pub async fn run(args: &ProbeArgs, out: &mut impl Write) -> anyhow::Result<()> {
         }
     };
     writeln!(out, "url {url}")?;
+    rep.url = url.clone();
     let driver = ChromeDriver::managed(args.chromedriver.clone());
     let root = std::env::temp_dir().join(format!("lps-probe-{}", std::process::id()));
     std::fs::create_dir_all(&root).with_context(|| format!("{}", root.display()))?;
@@ -106,7 +183,11 @@ pub async fn run(args: &ProbeArgs, out: &mut impl Write) -> anyhow::Result<()> {
             ..LaunchOptions::new(args.chromium.clone(), BrowserMode::Headless)
         };
         let browser = Browser::launch(&driver_url, &slot, &options).await?;
-        let read = read_search_page(&browser, &wire, &compiled, &url).await;
+        let read = if args.html.is_some() {
+            read_saved_page(&browser, &wire, &compiled, &url).await
+        } else {
+            read_search_page(&browser, &wire, &compiled, &url).await
+        };
         browser.close().await;
         read
     }
@@ -114,7 +195,91 @@ pub async fn run(args: &ProbeArgs, out: &mut impl Write) -> anyhow::Result<()> {
     driver.stop().await;
     let _ = std::fs::remove_dir_all(&root);
     let read = result.context("the page could not be read")?;
-    report(&wire, &compiled, &query, read, args.text, out)
+    report(&wire, &compiled, &query, read, out, rep)
+}
+
+/// A verdict without cards: its text line, its JSON and the answer it means.
+fn no_cards(
+    out: &mut impl Write,
+    rep: &mut Report,
+    kind: &str,
+    detail: String,
+    not_found: &str,
+) -> anyhow::Result<()> {
+    writeln!(out, "verdict {kind} ({detail})")?;
+    rep.verdict = json!({ "kind": kind, "detail": detail });
+    answer_line(out, rep, None, None, not_found)
+}
+
+/// The `answer` line and JSON: what the job would report for this page.
+fn answer_line(
+    out: &mut impl Write,
+    rep: &mut Report,
+    lowest: Option<&Offer>,
+    possibly_lower: Option<&Offer>,
+    not_found: &str,
+) -> anyhow::Result<()> {
+    let brief = |o: &Offer| {
+        format!(
+            "{} {} + shipping {} {} = {} ({:?})",
+            o.title,
+            o.price,
+            o.shipping.as_str(),
+            o.shipping_fee,
+            o.effective_price(),
+            o.url
+        )
+    };
+    let offer_json = |o: &Offer| {
+        json!({
+            "title": o.title,
+            "price": o.price,
+            "shipping": o.shipping.as_str(),
+            "shipping_fee": o.shipping_fee,
+            "effective_price": o.effective_price(),
+            "url": o.url,
+            "seller": o.seller,
+            "match_score": o.match_score,
+        })
+    };
+    match (lowest, possibly_lower) {
+        (Some(l), maybe) => {
+            write!(out, "\nanswer lowest {}", brief(l))?;
+            if let Some(m) = maybe {
+                write!(out, "; possibly_lower (shipping unknown) {}", brief(m))?;
+            }
+            writeln!(out)?;
+        }
+        (None, Some(m)) => writeln!(
+            out,
+            "\nanswer no lowest (no matching offer has known shipping); possibly_lower (shipping unknown) {}",
+            brief(m)
+        )?,
+        (None, None) => writeln!(out, "\nanswer not_found ({not_found})")?,
+    }
+    rep.answer = json!({
+        "lowest": lowest.map(offer_json),
+        "possibly_lower": possibly_lower.map(offer_json),
+        "not_found": (lowest.is_none() && possibly_lower.is_none()).then_some(not_found),
+    });
+    Ok(())
+}
+
+/// The search's answer over one mall's offers, best first (`judge_cards`): the lowest
+/// over known shipping, and the cheapest unknown-shipping offer priced below it.
+// NB: the same rule as the coordinator's `search::types` `lowest`/`possibly_lower`, over
+// one mall's offers.
+fn answer_of(offers: &[Offer]) -> (Option<&Offer>, Option<&Offer>) {
+    let lowest = offers.iter().find(|o| o.effective_price_known());
+    let unknown = offers
+        .iter()
+        .filter(|o| !o.effective_price_known())
+        .min_by_key(|o| o.price);
+    let possibly_lower = match (lowest, unknown) {
+        (Some(l), Some(u)) if u.price >= l.effective_price() => None,
+        (_, u) => u,
+    };
+    (lowest, possibly_lower)
 }
 
 fn report(
@@ -122,43 +287,74 @@ fn report(
     compiled: &CompiledProfile,
     query: &ProductQuery,
     read: PageRead,
-    text: bool,
     out: &mut impl Write,
+    rep: &mut Report,
 ) -> anyhow::Result<()> {
     let page = match read {
         PageRead::Cards(page) => page,
         PageRead::NoResults => {
-            writeln!(out, "verdict no_results (the no-results marker shows)")?;
-            return Ok(());
+            return no_cards(
+                out,
+                rep,
+                "no_results",
+                "the no-results marker shows".into(),
+                "the mall has no results for the query",
+            );
         }
         PageRead::Blocked { marker, html_bytes } => {
-            writeln!(
+            return no_cards(
                 out,
-                "verdict blocked ({marker}, {html_bytes} bytes of HTML)"
-            )?;
-            return Ok(());
+                rep,
+                "blocked",
+                format!("{marker}, {html_bytes} bytes of HTML"),
+                "blocked: the job would retry on another IP, never answer",
+            );
         }
         PageRead::ErrorPage { url, code } => {
-            writeln!(
+            return no_cards(
                 out,
-                "verdict error_page ({url} {})",
-                code.unwrap_or_default()
-            )?;
-            return Ok(());
+                rep,
+                "error_page",
+                format!("{url} {}", code.unwrap_or_default()),
+                "an error page: the job would retry on another IP",
+            );
         }
         PageRead::HttpError { status } => {
-            writeln!(out, "verdict http_error (HTTP {status})")?;
-            return Ok(());
+            return no_cards(
+                out,
+                rep,
+                "http_error",
+                format!("HTTP {status}"),
+                "an HTTP error: the job would retry",
+            );
         }
         PageRead::Unreadable { reason, .. } => {
-            writeln!(out, "verdict unreadable ({reason})")?;
-            return Ok(());
+            return no_cards(
+                out,
+                rep,
+                "unreadable",
+                reason.clone(),
+                "only placeholders: the job fails `parse` and retries",
+            );
         }
         PageRead::Layout { reason, .. } => {
-            writeln!(out, "verdict layout ({reason})")?;
-            return Ok(());
+            return no_cards(
+                out,
+                rep,
+                "layout",
+                reason.clone(),
+                "no source found a card: the job fails `layout` at once",
+            );
         }
     };
+    rep.verdict = json!({
+        "kind": "cards",
+        "source": page.source,
+        "source_kind": page.source_kind,
+        "scrolls": page.scrolls,
+        "challenge_cleared": page.challenge_cleared,
+        "next_page": page.next_href,
+    });
     writeln!(
         out,
         "verdict cards from source {:?} ({}), {} scroll steps/clicks{}{}",
@@ -182,11 +378,33 @@ fn report(
             query,
             source,
             source.source_name == page.source,
-            text,
             out,
+            rep,
         )?;
     }
-    Ok(())
+    summarise(wire, compiled, query, page.cards, out, rep)
+}
+
+/// Judges the chosen source's cards as the job does and writes the answer.
+fn summarise(
+    wire: &pb::SiteProfile,
+    compiled: &CompiledProfile,
+    query: &ProductQuery,
+    cards: Vec<Card>,
+    out: &mut impl Write,
+    rep: &mut Report,
+) -> anyhow::Result<()> {
+    let mall = MallId::new(wire.id.clone()).context("the profile's id")?;
+    let read = cards.len();
+    let judged = judge_cards(query, cards, &mall, wire, compiled);
+    let (lowest, possibly_lower) = answer_of(&judged.offers);
+    let not_found = format!(
+        "{read} cards read, {} excluded by class {:?}, {} judged, none the product",
+        read.saturating_sub(judged.seen as usize),
+        judged.excluded,
+        judged.seen
+    );
+    answer_line(out, rep, lowest, possibly_lower, &not_found)
 }
 
 fn print_source(
@@ -195,9 +413,10 @@ fn print_source(
     query: &ProductQuery,
     source: &SourceCards,
     chosen: bool,
-    text: bool,
     out: &mut impl Write,
+    rep: &mut Report,
 ) -> anyhow::Result<()> {
+    let text = rep.show_text;
     let kind = wire
         .sources
         .get(source.source_index)
@@ -213,6 +432,15 @@ fn print_source(
         source.placeholders,
         source.unparsed,
     )?;
+    let fields = wire
+        .sources
+        .get(source.source_index)
+        .and_then(|s| s.fields.as_ref());
+    // Why the unparsed items have no title or price: their rules, as for a card.
+    for (n, rules) in source.unparsed_rules.iter().enumerate() {
+        writeln!(out, "  unparsed item {} (no title or no price):", n + 1)?;
+        print_rules(fields, rules, out)?;
+    }
     let classified = apply_classes(compiled, source.cards.clone());
     // The kept cards are judged together, as the job judges a page (page contrast).
     let page: Vec<judge::PageCard<'_>> = classified
@@ -224,6 +452,7 @@ fn print_source(
         })
         .collect();
     let verdicts = judge::judge_page(query, &page);
+    let mut cards_json = Vec::new();
     for (n, card) in source.cards.iter().enumerate() {
         let kept = classified
             .kept
@@ -233,17 +462,150 @@ fn print_source(
             .and_then(|k| classified.kept.get(k))
             .map(|(_, f)| f.clone());
         let verdict = kept.and_then(|k| verdicts.get(k));
-        print_card(wire, n + 1, card, flags, verdict, text, out)?;
+        cards_json.push(card_json(wire, fields, card, flags.as_deref(), verdict));
+        print_card(wire, fields, n + 1, card, flags, verdict, text, out)?;
     }
     if !classified.excluded.is_empty() {
         writeln!(out, "  excluded by class: {:?}", classified.excluded)?;
     }
+    rep.sources.push(json!({
+        "index": source.source_index,
+        "name": source.source_name,
+        "kind": kind,
+        "chosen": chosen,
+        "matched": source.matched,
+        "placeholders": source.placeholders,
+        "unparsed": source.unparsed,
+        "excluded": classified.excluded,
+        "cards": cards_json,
+        "unparsed_items": source
+            .unparsed_rules
+            .iter()
+            .map(|rules| rules_json(fields, rules))
+            .collect::<Vec<_>>(),
+    }));
     Ok(())
 }
 
+/// A rule as the profile writes it (`css "a.name" attr "title"`, `$.price regex "…"`).
+fn describe(rule: &pb::FieldRule) -> String {
+    let mut parts = Vec::new();
+    if !rule.constant.is_empty() {
+        parts.push(format!("constant {:?}", rule.constant));
+    } else if !rule.json.is_empty() {
+        parts.push(rule.json.clone());
+    } else if rule.css.is_empty() {
+        parts.push("the card".to_owned());
+    } else {
+        parts.push(format!("css {:?}", rule.css));
+    }
+    if !rule.attr.is_empty() {
+        parts.push(format!("attr {:?}", rule.attr));
+    }
+    if rule.own_text {
+        parts.push("own_text".to_owned());
+    }
+    if !rule.exclude.is_empty() {
+        parts.push(format!("exclude {:?}", rule.exclude));
+    }
+    if !rule.regex.is_empty() {
+        parts.push(format!("regex {:?}", rule.regex));
+    }
+    parts.join(" ")
+}
+
+fn rule_text(fields: Option<&pb::CardFields>, field: Field, index: usize) -> String {
+    fields
+        .and_then(|f| field_rules(f, field).get(index))
+        .map(describe)
+        .unwrap_or_default()
+}
+
+/// Every rule of every field, one line each: `title[0] css "a.name": used "…"`.
+fn print_rules(
+    fields: Option<&pb::CardFields>,
+    rules: &[RuleReport],
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    for r in rules {
+        let what = match &r.outcome {
+            lps_profiles::extract::RuleOutcome::Used(v) => format!("used {v:?}"),
+            lps_profiles::extract::RuleOutcome::Unused(v) => format!("unused {v:?}"),
+            other => format!("{}: {}", other.kind(), other.detail()),
+        };
+        writeln!(
+            out,
+            "      rule {}[{}] {}: {what}",
+            r.field.as_str(),
+            r.index,
+            rule_text(fields, r.field, r.index)
+        )?;
+    }
+    Ok(())
+}
+
+fn rules_json(fields: Option<&pb::CardFields>, rules: &[RuleReport]) -> Vec<Value> {
+    rules
+        .iter()
+        .map(|r| {
+            json!({
+                "field": r.field.as_str(),
+                "index": r.index,
+                "rule": rule_text(fields, r.field, r.index),
+                "outcome": r.outcome.kind(),
+                "detail": r.outcome.detail(),
+            })
+        })
+        .collect()
+}
+
+/// One card as `--json` shows it.
+fn card_json(
+    wire: &pb::SiteProfile,
+    fields: Option<&pb::CardFields>,
+    card: &Card,
+    flags: Option<&[CardClass]>,
+    verdict: Option<&judge::Verdict>,
+) -> Value {
+    let shipping = evaluate_facts(
+        &card.shipping_facts(),
+        card.price,
+        &wire.free_shipping_texts,
+    );
+    let names = |c: &[CardClass]| c.iter().map(|c| c.as_str()).collect::<Vec<_>>();
+    json!({
+        "title": card.title,
+        "price": card.price,
+        "list_price": card.list_price,
+        "coupon_price": card.coupon_price,
+        "shipping_text": card.shipping_text,
+        "shipping": {
+            "status": shipping.status.as_str(),
+            "fee": shipping.status.is_known().then_some(shipping.fee),
+            "fee_part": card.shipping_fee,
+            "threshold_part": card.shipping_threshold,
+            "type_part": card.shipping_type.as_ref().map(|(code, _)| code),
+        },
+        "seller": card.seller,
+        "link": card.link,
+        "classes": names(&card.classes),
+        "kept": flags.is_some(),
+        "flagged": flags.map(names).unwrap_or_default(),
+        "judge": verdict.map(|v| json!({
+            "same": v.same,
+            "score": v.score,
+            "reason": (!v.same).then(|| v.reason.to_string()),
+        })),
+        "read_errors": card.read_errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "rules": rules_json(fields, &card.rules),
+    })
+}
+
 /// One card: its fields, classes and the judge's verdict (`None`: excluded, not judged).
+#[allow(clippy::too_many_arguments)]
 fn print_card(
     wire: &pb::SiteProfile,
+    fields: Option<&pb::CardFields>,
     n: usize,
     card: &Card,
     flags: Option<Vec<CardClass>>,
@@ -301,6 +663,7 @@ fn print_card(
     for error in &card.read_errors {
         writeln!(out, "      unreadable rule {error}")?;
     }
+    print_rules(fields, &card.rules, out)?;
     let class_line = match &flags {
         Some(flags) if flags.is_empty() => format!("classes [{}] -> kept", names(&card.classes)),
         Some(flags) => format!(
@@ -329,6 +692,7 @@ async fn probe_api(
     query: &ProductQuery,
     text: &str,
     out: &mut impl Write,
+    rep: &mut Report,
 ) -> anyhow::Result<()> {
     let Some((index, api)) = wire
         .sources
@@ -343,6 +707,7 @@ async fn probe_api(
     };
     let url = page_url(&api.url_template, text, 1, 1);
     writeln!(out, "url {url}")?;
+    rep.url = url.clone();
     let client = reqwest::Client::builder()
         .timeout(wait_timeout(wire).max(Duration::from_secs(5)))
         .no_proxy()
@@ -358,6 +723,8 @@ async fn probe_api(
     let status = response.status();
     let body: serde_json::Value = response.json().await.context("the answer is not JSON")?;
     writeln!(out, "verdict HTTP {status}")?;
+    rep.verdict = json!({ "kind": "http", "detail": status.as_u16() });
     let source = extract_json(compiled, index, &body, &url);
-    print_source(wire, compiled, query, &source, true, false, out)
+    print_source(wire, compiled, query, &source, true, out, rep)?;
+    summarise(wire, compiled, query, source.cards, out, rep)
 }

@@ -46,6 +46,9 @@ use crate::{
 /// A card's whole text is clipped to this many characters (for the probe and the judge).
 pub const CARD_TEXT_CHARS: usize = 300;
 
+/// How many unparsed items of a source keep their rule reports when explaining.
+pub const UNPARSED_REPORTS: usize = 3;
+
 /// What one look at a result page gave (produced by the node's page script).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -110,6 +113,52 @@ pub struct Card {
     /// Rules that could not be read on this card, and why (`shipping[0] $.delivery: lands
     /// on an object, not a value`): the probe shows them; the next rule was tried.
     pub read_errors: Vec<String>,
+    /// Every rule of every field the source reads, and how it fared — filled only when the
+    /// profile explains its reading ([`CompiledProfile::explaining`], the probe).
+    pub rules: Vec<RuleReport>,
+}
+
+/// How one rule of a field fared on one item (the probe shows them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleReport {
+    pub field: Field,
+    /// The rule's place in the field's list (`price[1]`).
+    pub index: usize,
+    pub outcome: RuleOutcome,
+}
+
+/// What one rule read on one item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleOutcome {
+    /// Its value is the field's.
+    Used(String),
+    /// It read this, but the field took an earlier rule's value (or, for an amount field,
+    /// the text holds no amount that counts).
+    Unused(String),
+    /// It read nothing, and why: `selector matched nothing`, `attribute "title" missing`,
+    /// `path found nothing`, `regex matched nothing in "…"`, `empty`.
+    Empty(String),
+    /// Something is there that is no value (`$.delivery lands on an object, not a value`).
+    Unreadable(String),
+}
+
+impl RuleOutcome {
+    /// `used`, `unused`, `empty` or `unreadable`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Used(_) => "used",
+            Self::Unused(_) => "unused",
+            Self::Empty(_) => "empty",
+            Self::Unreadable(_) => "unreadable",
+        }
+    }
+
+    /// The value read, or why there is none.
+    pub fn detail(&self) -> &str {
+        match self {
+            Self::Used(s) | Self::Unused(s) | Self::Empty(s) | Self::Unreadable(s) => s,
+        }
+    }
 }
 
 impl Card {
@@ -145,6 +194,9 @@ pub struct SourceCards {
     pub placeholders: u32,
     /// Matched items without a title or a price that do have text.
     pub unparsed: u32,
+    /// The rule reports of the first [`UNPARSED_REPORTS`] unparsed items (why each has no
+    /// title or price), when the profile explains its reading.
+    pub unparsed_rules: Vec<Vec<RuleReport>>,
     /// Items the source matched at all (a captured item seen before is not counted again).
     pub matched: u32,
 }
@@ -330,8 +382,8 @@ enum Outcome {
     Card(Box<Card>),
     /// No title or price, no text.
     Placeholder,
-    /// No title or price, but text.
-    Unparsed,
+    /// No title or price, but text (and the rule reports, when explaining).
+    Unparsed(Vec<RuleReport>),
 }
 
 /// Counts one source's items as they are read.
@@ -365,7 +417,12 @@ impl Tally {
                 self.cards.cards.push(card);
             }
             Outcome::Placeholder => self.cards.placeholders += 1,
-            Outcome::Unparsed => self.cards.unparsed += 1,
+            Outcome::Unparsed(rules) => {
+                self.cards.unparsed += 1;
+                if !rules.is_empty() && self.cards.unparsed_rules.len() < UNPARSED_REPORTS {
+                    self.cards.unparsed_rules.push(rules);
+                }
+            }
         }
         self.cards.matched += 1;
     }
@@ -386,9 +443,10 @@ impl Tally {
 
 /// A matched item a card is read from.
 trait Item {
-    /// What `read` gives on this item, before a rule's regex (`Ok(None)`: nothing there;
-    /// `Err`: something there that is no value, e.g. a JSON path landing on an object).
-    fn read(&self, read: &Read) -> Result<Option<String>, String>;
+    /// What `read` gives on this item, before a rule's regex ([`Miss::Nothing`]: nothing
+    /// there, and why; [`Miss::Unreadable`]: something there that is no value, e.g. a JSON
+    /// path landing on an object).
+    fn read(&self, read: &Read) -> Result<String, Miss>;
     /// All of the item's text, unclipped.
     fn text(&self) -> String;
     /// All of the item's text with every element's text apart (DOM; see
@@ -409,21 +467,21 @@ struct DomItem<'a> {
 }
 
 impl Item for DomItem<'_> {
-    fn read(&self, read: &Read) -> Result<Option<String>, String> {
+    fn read(&self, read: &Read) -> Result<String, Miss> {
         let Read::Dom(DomRead { css, value }) = read else {
-            return Ok(None);
+            return Err(Miss::Nothing("a JSON rule on a DOM card".into()));
         };
         let element = match css {
             None => self.card,
             Some(selector) => match dom::first_match(self.card, selector) {
                 Some(element) => element,
-                None => return Ok(None),
+                None => return Err(Miss::Nothing("selector matched nothing".into())),
             },
         };
-        Ok(Some(match value {
+        Ok(match value {
             DomValue::Attr(name) => {
                 let Some(attr) = element.attr(name) else {
-                    return Ok(None);
+                    return Err(Miss::Nothing(format!("attribute {name:?} missing")));
                 };
                 if name.eq_ignore_ascii_case("href") || name.eq_ignore_ascii_case("src") {
                     resolve_url(self.base, attr)
@@ -433,7 +491,7 @@ impl Item for DomItem<'_> {
             }
             DomValue::Text { exclude } => dom::visible_text(element, exclude.as_ref()),
             DomValue::OwnText => dom::own_text(element),
-        }))
+        })
     }
 
     fn text(&self) -> String {
@@ -460,19 +518,19 @@ struct JsonItem<'a> {
 }
 
 impl Item for JsonItem<'_> {
-    fn read(&self, read: &Read) -> Result<Option<String>, String> {
+    fn read(&self, read: &Read) -> Result<String, Miss> {
         let Read::Json(path) = read else {
-            return Ok(None);
+            return Err(Miss::Nothing("a DOM rule on a JSON item".into()));
         };
         let Some(value) = path.first(self.value) else {
-            return Ok(None);
+            return Err(Miss::Nothing(format!("{path} found nothing")));
         };
         match jsonpath::value_text(value) {
-            Some(text) => Ok(Some(json::clean_markup(&text))),
-            None => Err(format!(
+            Some(text) => Ok(json::clean_markup(&text)),
+            None => Err(Miss::Unreadable(format!(
                 "{path} lands on {}, not a value",
                 jsonpath::type_name(value)
-            )),
+            ))),
         }
     }
 
@@ -506,8 +564,10 @@ fn read_card(item: &impl Item, source: &CompiledSource, profile: &CompiledProfil
     let (Some(title), Some(price_value)) = (title, price.value) else {
         return if text.is_empty() {
             Outcome::Placeholder
+        } else if profile.explains() {
+            Outcome::Unparsed(explain_fields(item, fields))
         } else {
-            Outcome::Unparsed
+            Outcome::Unparsed(Vec::new())
         };
     };
     let shipping_text = read_text(item, fields, Field::Shipping, &mut errors);
@@ -566,7 +626,57 @@ fn read_card(item: &impl Item, source: &CompiledSource, profile: &CompiledProfil
         title,
         key,
         read_errors: errors,
+        rules: if profile.explains() {
+            explain_fields(item, fields)
+        } else {
+            Vec::new()
+        },
     }))
+}
+
+/// Every rule of every field `fields` reads, applied to `item`, with the one whose value
+/// the field takes marked used.
+// NB: "used" follows read_text and read_number: the first non-empty value; for an amount,
+// the first text holding an amount that counts (never a 0 price).
+fn explain_fields(item: &impl Item, fields: &CompiledFields) -> Vec<RuleReport> {
+    let mut reports = Vec::new();
+    for field in Field::ALL {
+        let mut taken = false;
+        for (index, rule) in fields.get(field).iter().enumerate() {
+            let outcome = match apply(item, rule) {
+                Ok(value) => {
+                    let counts = !field.is_number()
+                        || pick_amount(&value, rule.pick)
+                            .is_some_and(|v| v > 0 || field == Field::ShippingFee);
+                    if counts && !taken {
+                        taken = true;
+                        RuleOutcome::Used(value)
+                    } else if counts {
+                        RuleOutcome::Unused(value)
+                    } else {
+                        RuleOutcome::Unused(format!("{value} (no amount that counts)"))
+                    }
+                }
+                Err(Miss::Nothing(why)) => RuleOutcome::Empty(why),
+                Err(Miss::Unreadable(why)) => RuleOutcome::Unreadable(why),
+            };
+            reports.push(RuleReport {
+                field,
+                index,
+                outcome,
+            });
+        }
+    }
+    reports
+}
+
+/// Why a rule read no value.
+enum Miss {
+    /// Nothing there (a selector matched nothing, an attribute is missing, a path found
+    /// nothing, the regex matched nothing, the value is empty).
+    Nothing(String),
+    /// Something there that is no value.
+    Unreadable(String),
 }
 
 /// The texts class patterns look at.
@@ -598,27 +708,34 @@ impl ClassTexts<'_> {
     }
 }
 
-/// One rule's value: read, regex applied, white space folded; `Ok(None)` when empty.
-fn apply(item: &impl Item, rule: &Rule) -> Result<Option<String>, String> {
+/// One rule's value: read, regex applied, white space folded; never empty.
+fn apply(item: &impl Item, rule: &Rule) -> Result<String, Miss> {
     let raw = match &rule.read {
         Read::Constant(value) => value.clone(),
-        read => match item.read(read)? {
-            Some(raw) => raw,
-            None => return Ok(None),
-        },
+        read => item.read(read)?,
     };
     let value = match &rule.regex {
-        None => Some(raw),
-        Some(regex) => regex.captures(&raw).and_then(|captures| {
-            captures
-                .get(1)
-                .or_else(|| captures.get(0))
-                .map(|m| m.as_str().to_owned())
-        }),
+        None => raw,
+        Some(regex) => regex
+            .captures(&raw)
+            .and_then(|captures| {
+                captures
+                    .get(1)
+                    .or_else(|| captures.get(0))
+                    .map(|m| m.as_str().to_owned())
+            })
+            .ok_or_else(|| {
+                Miss::Nothing(format!(
+                    "regex matched nothing in {:?}",
+                    clip(&dom::fold(&raw), 60)
+                ))
+            })?,
     };
-    Ok(value
-        .map(|value| dom::fold(&value))
-        .filter(|value| !value.is_empty()))
+    let value = dom::fold(&value);
+    if value.is_empty() {
+        return Err(Miss::Nothing("empty".into()));
+    }
+    Ok(value)
 }
 
 /// `field`'s rules read in order, each that cannot be read noted in `errors`.
@@ -633,8 +750,9 @@ fn rule_values<'a>(
         .iter()
         .enumerate()
         .filter_map(move |(i, rule)| match apply(item, rule) {
-            Ok(value) => value.map(|value| (rule, value)),
-            Err(why) => {
+            Ok(value) => Some((rule, value)),
+            Err(Miss::Nothing(_)) => None,
+            Err(Miss::Unreadable(why)) => {
                 errors.push(format!("{}[{i}]: {why}", field.as_str()));
                 None
             }
