@@ -29,7 +29,7 @@ use lps_proto::{model::CardClass, pb};
 
 use crate::{
     chromium::{
-        Browser, BrowserMode, ChromeDriver, LaunchOptions, PageRead, ProfileSlot,
+        Browser, BrowserMode, ChromeDriver, LaunchOptions, PageRead, ProfileSlot, Relay, Upstream,
         default_blocked_patterns,
         page::{read_saved_page, read_search_page, source_kind, wait_timeout},
         parse::{fill_env, page_url, search_url},
@@ -75,6 +75,79 @@ pub struct ProbeArgs {
     /// report.
     #[arg(long)]
     pub json: bool,
+    /// Go through this HTTP proxy (an exit IP): `http://[user:password@]host:port`. The
+    /// browser talks to a local relay that adds the credentials, as a job's does; an
+    /// `http_api` source's call goes through it too.
+    #[arg(long, env = "LPS_PROBE_PROXY")]
+    pub proxy: Option<String>,
+    /// Keep the browser's profile directory (cookies, storage) in DIR across probe runs,
+    /// so a session a mall handed out is presented again; without it every run starts
+    /// with a fresh profile and its cookies are dropped at the end.
+    #[arg(long, value_name = "DIR")]
+    pub keep_cookies: Option<PathBuf>,
+}
+
+/// A `--proxy` URL's parts.
+#[derive(Clone)]
+struct ProxyUrl {
+    host: String,
+    port: u16,
+    username: String,
+    password: String,
+}
+
+impl ProxyUrl {
+    fn parse(text: &str) -> anyhow::Result<Self> {
+        let url = reqwest::Url::parse(text).context("--proxy: not a URL")?;
+        anyhow::ensure!(
+            url.scheme() == "http",
+            "--proxy: only http:// proxies (an HTTP CONNECT gateway), not {}://",
+            url.scheme()
+        );
+        let host = url
+            .host_str()
+            .context("--proxy: the URL names no host")?
+            .to_owned();
+        let port = url.port_or_known_default().unwrap_or(80);
+        Ok(Self {
+            host,
+            port,
+            username: percent_decode(url.username()),
+            password: percent_decode(url.password().unwrap_or_default()),
+        })
+    }
+
+    /// The URL without its password, for the report.
+    fn shown(&self) -> String {
+        match self.username.as_str() {
+            "" => format!("http://{}:{}", self.host, self.port),
+            user => format!("http://{user}:***@{}:{}", self.host, self.port),
+        }
+    }
+}
+
+/// `%XX` escapes of a URL's user or password decoded (as a proxy client sends them).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Runs the probe and writes its report to `out`.
@@ -100,6 +173,8 @@ struct Report {
     /// `--text`: each card's whole text in the text report.
     show_text: bool,
     profile: String,
+    /// `--proxy`, without its password.
+    proxy: Option<String>,
     url: String,
     notes: Vec<String>,
     verdict: Value,
@@ -111,6 +186,7 @@ impl Report {
     fn into_json(self) -> Value {
         json!({
             "profile": self.profile,
+            "proxy": self.proxy,
             "url": self.url,
             "notes": self.notes,
             "verdict": self.verdict,
@@ -131,12 +207,17 @@ async fn run_into(args: &ProbeArgs, out: &mut impl Write, rep: &mut Report) -> a
     let query = ProductQuery::new(&args.query, Arc::new(lexicon)).context("--query")?;
     writeln!(out, "profile {} ({})", wire.id, wire.display_name)?;
     rep.profile = wire.id.clone();
+    let proxy = args.proxy.as_deref().map(ProxyUrl::parse).transpose()?;
+    if let Some(proxy) = &proxy {
+        writeln!(out, "proxy {}", proxy.shown())?;
+        rep.proxy = Some(proxy.shown());
+    }
     if wire
         .sources
         .iter()
         .any(|s| matches!(s.kind, Some(pb::card_source::Kind::HttpApi(_))))
     {
-        return probe_api(&wire, &compiled, &query, &args.query, out, rep).await;
+        return probe_api(&wire, &compiled, &query, &args.query, proxy, out, rep).await;
     }
     if args.html.is_some() {
         // NB: a saved file has no fetch/XHR responses to capture: say so rather than let
@@ -173,13 +254,36 @@ async fn run_into(args: &ProbeArgs, out: &mut impl Write, rep: &mut Report) -> a
     writeln!(out, "url {url}")?;
     rep.url = url.clone();
     let driver = ChromeDriver::managed(args.chromedriver.clone());
-    let root = std::env::temp_dir().join(format!("lps-probe-{}", std::process::id()));
+    let (root, keep) = match &args.keep_cookies {
+        Some(dir) => (dir.clone(), true),
+        None => (
+            std::env::temp_dir().join(format!("lps-probe-{}", std::process::id())),
+            false,
+        ),
+    };
     std::fs::create_dir_all(&root).with_context(|| format!("{}", root.display()))?;
+    if keep {
+        writeln!(out, "cookies kept in {}", root.display())?;
+    }
+    let relay = match &proxy {
+        Some(proxy) => {
+            let relay = Relay::start().await.context("starting the proxy relay")?;
+            relay.point_to(Some(Upstream::new(
+                proxy.host.clone(),
+                proxy.port,
+                &proxy.username,
+                &proxy.password,
+            )));
+            Some(relay)
+        }
+        None => None,
+    };
     let result = async {
         let driver_url = driver.url().await?;
         let slot = ProfileSlot::acquire(&root)?;
         let options = LaunchOptions {
             blocked: default_blocked_patterns(),
+            proxy: relay.as_ref().map(Relay::addr),
             ..LaunchOptions::new(args.chromium.clone(), BrowserMode::Headless)
         };
         let browser = Browser::launch(&driver_url, &slot, &options).await?;
@@ -193,7 +297,12 @@ async fn run_into(args: &ProbeArgs, out: &mut impl Write, rep: &mut Report) -> a
     }
     .await;
     driver.stop().await;
-    let _ = std::fs::remove_dir_all(&root);
+    if let Some(relay) = relay {
+        relay.stop().await;
+    }
+    if !keep {
+        let _ = std::fs::remove_dir_all(&root);
+    }
     let read = result.context("the page could not be read")?;
     report(&wire, &compiled, &query, read, out, rep)
 }
@@ -691,6 +800,7 @@ async fn probe_api(
     compiled: &CompiledProfile,
     query: &ProductQuery,
     text: &str,
+    proxy: Option<ProxyUrl>,
     out: &mut impl Write,
     rep: &mut Report,
 ) -> anyhow::Result<()> {
@@ -708,10 +818,17 @@ async fn probe_api(
     let url = page_url(&api.url_template, text, 1, 1);
     writeln!(out, "url {url}")?;
     rep.url = url.clone();
-    let client = reqwest::Client::builder()
+    let mut client = reqwest::Client::builder()
         .timeout(wait_timeout(wire).max(Duration::from_secs(5)))
-        .no_proxy()
-        .build()?;
+        .no_proxy();
+    if let Some(p) = proxy {
+        let mut through = reqwest::Proxy::all(format!("http://{}:{}", p.host, p.port))?;
+        if !p.username.is_empty() {
+            through = through.basic_auth(&p.username, &p.password);
+        }
+        client = client.proxy(through);
+    }
+    let client = client.build()?;
     let mut request = client.get(&url);
     for (name, value) in &api.headers {
         let resolved = fill_env(value, |var| std::env::var(var).ok()).map_err(|var| {
