@@ -845,3 +845,48 @@ async fn probe_api(
     print_source(wire, compiled, query, &source, true, out, rep)?;
     summarise(wire, compiled, query, source.cards, out, rep)
 }
+
+#[cfg(test)]
+mod tests {
+    use lps_proto::model::ShippingStatus;
+
+    use super::*;
+
+    fn offer(price: i64, fee: i64, shipping: ShippingStatus) -> Offer {
+        Offer {
+            mall: MallId::new("m").unwrap(),
+            title: format!("{price}+{fee}"),
+            price,
+            shipping_fee: fee,
+            url: String::new(),
+            seller: String::new(),
+            match_score: 1.0,
+            shipping,
+            list_price: 0,
+            flags: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_answer_is_the_lowest_over_known_shipping_and_a_cheaper_unknown_beside_it() {
+        use ShippingStatus::{Free, Paid, Unknown};
+        // Best first, as judge_cards orders them: known effective prices, then unknown.
+        let offers = [
+            offer(10_000, 2_500, Paid),
+            offer(12_900, 0, Free),
+            offer(9_000, 0, Unknown),
+        ];
+        let (lowest, maybe) = answer_of(&offers);
+        assert_eq!(lowest.map(Offer::effective_price), Some(12_500));
+        assert_eq!(maybe.map(|o| o.price), Some(9_000));
+        // An unknown offer priced at or above the lowest is not shown.
+        let offers = [offer(10_000, 0, Free), offer(10_000, 0, Unknown)];
+        assert_eq!(answer_of(&offers).1, None);
+        // Only unknown shipping: no lowest, the cheapest unknown beside the answer.
+        let offers = [offer(8_000, 0, Unknown), offer(7_000, 0, Unknown)];
+        let (lowest, maybe) = answer_of(&offers);
+        assert!(lowest.is_none());
+        assert_eq!(maybe.map(|o| o.price), Some(7_000));
+        assert_eq!(answer_of(&[]), (None, None));
+    }
+}
