@@ -78,12 +78,13 @@ pub struct ProbeArgs {
     /// Go through this HTTP proxy (an exit IP): `http://[user:password@]host:port`. The
     /// browser talks to a local relay that adds the credentials, as a job's does; an
     /// `http_api` source's call goes through it too.
-    #[arg(long, env = "LPS_PROBE_PROXY")]
+    // NB: the URL may carry a password: --help never shows the variable's value.
+    #[arg(long, env = "LPS_PROBE_PROXY", hide_env_values = true)]
     pub proxy: Option<String>,
     /// Keep the browser's profile directory (cookies, storage) in DIR across probe runs,
     /// so a session a mall handed out is presented again; without it every run starts
     /// with a fresh profile and its cookies are dropped at the end.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "LPS_PROBE_KEEP_COOKIES")]
     pub keep_cookies: Option<PathBuf>,
 }
 
