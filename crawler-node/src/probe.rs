@@ -708,6 +708,11 @@ fn card_json(
         })),
         "read_errors": card.read_errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "rules": rules_json(fields, &card.rules),
+        "joined": card.joined.as_ref().map(|j| json!({
+            "source": j.source,
+            "key": j.key,
+            "took": j.took.iter().map(|f| f.as_str()).collect::<Vec<_>>(),
+        })),
     })
 }
 
@@ -774,6 +779,20 @@ fn print_card(
         writeln!(out, "      unreadable rule {error}")?;
     }
     print_rules(fields, &card.rules, out)?;
+    if let Some(joined) = &card.joined {
+        writeln!(
+            out,
+            "      joined with source #{} by key {:?}: took {} from it (its values, not these rules')",
+            joined.source,
+            joined.key,
+            joined
+                .took
+                .iter()
+                .map(|f| f.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )?;
+    }
     let class_line = match &flags {
         Some(flags) if flags.is_empty() => format!("classes [{}] -> kept", names(&card.classes)),
         Some(flags) => format!(

@@ -116,6 +116,20 @@ pub struct Card {
     /// Every rule of every field the source reads, and how it fared — filled only when the
     /// profile explains its reading ([`CompiledProfile::explaining`], the probe).
     pub rules: Vec<RuleReport>,
+    /// The card of another source it was joined with (`join`), and the fields it took
+    /// from that card: those fields' values are the partner's, not its own rules'.
+    pub joined: Option<Joined>,
+}
+
+/// A card's partner in a joined source ([`crate::compiled::Join`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joined {
+    /// The partner's source index.
+    pub source: usize,
+    /// The key both cards read.
+    pub key: String,
+    /// The fields taken from the partner (a listed field the partner lacks is not).
+    pub took: Vec<Field>,
 }
 
 /// How one rule of a field fared on one item (the probe shows them).
@@ -298,21 +312,33 @@ fn join_sources(profile: &CompiledProfile, mut per_source: Vec<SourceCards>) -> 
             continue;
         };
         for card in &mut mine.cards {
-            if let Some(other) = card.key.as_ref().and_then(|k| partners.get(k)) {
-                take_fields(card, other, &join.take);
+            let Some(key) = card.key.clone() else {
+                continue;
+            };
+            if let Some(other) = partners.get(&key) {
+                let took = take_fields(card, other, &join.take);
+                card.joined = Some(Joined {
+                    source: join.source,
+                    key,
+                    took,
+                });
             }
         }
     }
     per_source
 }
 
-fn take_fields(card: &mut Card, other: &Card, take: &[Field]) {
-    for field in take {
+/// Takes `take`'s fields from `other` where it has them; the fields taken.
+fn take_fields(card: &mut Card, other: &Card, take: &[Field]) -> Vec<Field> {
+    let mut took = Vec::new();
+    for &field in take {
         match field {
             Field::Title => card.title.clone_from(&other.title),
             Field::Price => card.price = other.price,
-            Field::ListPrice => card.list_price = other.list_price.or(card.list_price),
-            Field::CouponPrice => card.coupon_price = other.coupon_price.or(card.coupon_price),
+            Field::ListPrice if other.list_price.is_some() => card.list_price = other.list_price,
+            Field::CouponPrice if other.coupon_price.is_some() => {
+                card.coupon_price = other.coupon_price;
+            }
             Field::Shipping if other.shipping_text.is_some() => {
                 card.shipping_text.clone_from(&other.shipping_text);
             }
@@ -327,12 +353,14 @@ fn take_fields(card: &mut Card, other: &Card, take: &[Field]) {
             }
             Field::Link if !other.link.is_empty() => card.link.clone_from(&other.link),
             Field::Seller if other.seller.is_some() => card.seller.clone_from(&other.seller),
-            _ => {}
+            _ => continue,
         }
+        took.push(field);
     }
     card.classes.extend(other.classes.iter().copied());
     card.classes.sort_unstable();
     card.classes.dedup();
+    took
 }
 
 /// Reads the JSON source `source_index` of `profile` on `body`, a JSON answer obtained
@@ -631,6 +659,7 @@ fn read_card(item: &impl Item, source: &CompiledSource, profile: &CompiledProfil
         } else {
             Vec::new()
         },
+        joined: None,
     }))
 }
 

@@ -1229,6 +1229,11 @@ fn sources_joined_per_card_by_a_key() {
         // The DOM's own price and link stay; the joined card's classes are added.
         assert_eq!(cards[1].price, 18_900);
         assert_eq!(cards[1].link, "https://www.example.com/p/12");
+        // Which card it was joined with, and what it took from it (for the probe).
+        let joined = cards[0].joined.as_ref().expect("joined");
+        assert_eq!(joined.source, 1);
+        assert_eq!(joined.took, [Field::Title, Field::Shipping]);
+        assert!(cards[2].joined.is_none());
     }
 }
 
