@@ -140,7 +140,12 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
 
     let ledger = match &config.ledger {
         Some(ledger_config) => {
-            let ledger = Ledger::new(pool.clone(), ledger_config.clone());
+            let ledger_config = ledger_config.clone().with_profile_budgets(
+                profiles
+                    .iter()
+                    .map(|p| (p.mall(), p.wire.ip_request_budget)),
+            );
+            let ledger = Ledger::new(pool.clone(), ledger_config);
             if settings.allowed {
                 let r = ledger
                     .reconcile()

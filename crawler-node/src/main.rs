@@ -78,7 +78,14 @@ async fn main() -> ExitCode {
 /// `crawler-node probe …`: a profile author's look at one page (`lps_crawler_node::probe`).
 async fn probe() -> ExitCode {
     let args = ProbeArgs::parse_from(std::env::args().skip(1));
-    let _telemetry = lps_telemetry::init("lps-crawler-node", lps_telemetry::LogFormat::Text);
+    // NB: stdout is the report (and `--json` must parse): the probe logs to stderr, at
+    // `warn` unless RUST_LOG says otherwise.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
     let mut out = std::io::stdout().lock();
     match lps_crawler_node::probe::run(&args, &mut out).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,13 +9,11 @@
 
 mod common;
 
-use std::{
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use common::{
-    Harness, TestEvents, TestProxies, alpha_profile, beta_profile, expect_found, job, run,
+    Harness, TestEvents, TestProxies, alpha_profile, beta_profile, expect_found, gamma_profile,
+    job, run,
 };
 use lps_crawler_node::{Outcome, chromium::process, proxy::SessionEndReason};
 use lps_proto::model::ErrorClass;
@@ -247,8 +245,10 @@ async fn a_blocked_ip_is_reported_and_rotated_and_the_job_still_done() {
     config.block_after = Some(2);
     let stack = Stack::start(config).await.unwrap();
     let ports: Vec<u16> = common::gateway_ports(&stack);
+    // The ledger grants exit-01 to each of the three jobs (each released it at its end),
+    // then exit-02 after the block.
     let proxies = Arc::new(TestProxies::new(
-        ports.clone(),
+        vec![ports[0], ports[0], ports[0], ports[1]],
         Some(("lps-node", "gw-s3cr3t-pw")),
         5,
     ));
@@ -269,7 +269,10 @@ async fn a_blocked_ip_is_reported_and_rotated_and_the_job_still_done() {
             assert!(metrics.bytes_in > 0, "bytes are metered through the relay");
             assert!(metrics.cost_usd > 0.0, "and priced");
             if id == 3 {
-                assert_eq!(metrics.ports_used, 1, "a new port after the block");
+                assert_eq!(
+                    metrics.ports_used, 2,
+                    "its own port, then a new one after the block"
+                );
             }
             // Credentials never reach a command line.
             for pid in process::pids_mentioning(&root.display().to_string()) {
@@ -281,19 +284,33 @@ async fn a_blocked_ip_is_reported_and_rotated_and_the_job_still_done() {
         let blocks = events.blocks();
         assert_eq!(blocks.len(), 1, "{blocks:?}");
         assert_eq!(blocks[0].port, Some(ports[0]));
-        assert_eq!(blocks[0].ip_request_no, 3);
+        assert_eq!(
+            blocks[0].ip_request_no, 1,
+            "the first search of job 3's IP session"
+        );
         assert_eq!(blocks[0].job_id, Some(3));
         assert!(blocks[0].marker.contains("captcha") || blocks[0].marker.starts_with("text:"));
+        // Every job released its IP session at its end; job 3's first one for the block.
         let releases = proxies.releases();
-        assert_eq!(releases[0].0, ports[0]);
-        assert_eq!(releases[0].1.reason, SessionEndReason::Block);
+        let ends: Vec<_> = releases
+            .iter()
+            .map(|(port, end)| {
+                (
+                    *port,
+                    end.reason,
+                    end.stats.job_id,
+                    (end.stats.requests, end.stats.ok, end.stats.blocked),
+                )
+            })
+            .collect();
         assert_eq!(
-            (
-                releases[0].1.stats.requests,
-                releases[0].1.stats.ok,
-                releases[0].1.stats.blocked
-            ),
-            (3, 2, 1)
+            ends,
+            [
+                (ports[0], SessionEndReason::Idle, Some(1), (1, 1, 0)),
+                (ports[0], SessionEndReason::Idle, Some(2), (1, 1, 0)),
+                (ports[0], SessionEndReason::Block, Some(3), (1, 0, 1)),
+                (ports[1], SessionEndReason::Idle, Some(3), (1, 1, 0)),
+            ]
         );
         let stats = stack.alpha.stats();
         assert_eq!(stats.searches.get("exit-01"), Some(&3));
@@ -304,61 +321,78 @@ async fn a_blocked_ip_is_reported_and_rotated_and_the_job_still_done() {
         );
     };
     harness.finish(check).await;
-    // Shutdown ended the last IP session.
-    let releases = proxies.releases();
-    let last = releases.last().unwrap();
-    assert_eq!(
-        (last.0, last.1.reason),
-        (ports[1], SessionEndReason::Shutdown)
-    );
+    // Nothing was left for shutdown to release.
+    assert_eq!(proxies.releases().len(), 4);
     stack.shutdown().await.unwrap();
 }
 
 #[tokio::test]
-async fn the_ip_budget_rotates_ports_and_warm_up_runs_once_per_exit_ip() {
+async fn a_profiles_ip_budget_rotates_mid_job_and_no_ip_session_outlives_its_job() {
     let _serial = common::serial().await;
-    let stack = Stack::start(StackConfig::new(2)).await.unwrap();
+    let stack = Stack::start(StackConfig::new(3)).await.unwrap();
     let ports: Vec<u16> = common::gateway_ports(&stack);
+    // The grant names no budget: the profile's applies (a ledger's grant carries it).
     let proxies = Arc::new(TestProxies::new(ports.clone(), None, 0));
     let harness = Harness::proxied("budget", true, proxies.clone(), Arc::default());
     let exec = harness.executor.clone();
-    let mut profile = alpha_profile(&stack.alpha);
-    profile.ip_request_budget = 2;
-    profile.warmup_url = format!("{}/", stack.alpha.base_url());
-    let warmups = Arc::new(Mutex::new(0));
+    let mut profile = gamma_profile(&stack.gamma);
+    // One result page per exit IP; the job limits' budget (3) is not the mall's.
+    profile.ip_request_budget = 1;
+    profile.warmup_url = format!("{}/", stack.gamma.base_url());
+    // A product whose results fill two pages (gamma reads `max_pages = 2`).
+    let catalog = stack.gamma.catalog().clone();
+    let two_pages = catalog
+        .products()
+        .iter()
+        .map(|p| p.name.clone())
+        .find(|name| {
+            lps_test_kit::mall::gamma::results(&catalog, name).len()
+                > lps_test_kit::mall::gamma::PAGE_SIZE
+        })
+        .expect("a gamma product with two result pages");
     let check = async {
-        for id in 1..=3 {
-            let name = ["삼다수 2L x 12", "햇반 210g 12개", "서울우유 1L 2개"][id - 1];
-            let (_, _, metrics) = expect_found(
-                run(
-                    &exec,
-                    job(i64::try_from(id).unwrap(), name, profile.clone()),
-                )
-                .await,
-                name,
-            );
-            if id == 2 {
-                assert_eq!(metrics.pages_loaded, 1, "warmed once per exit IP");
-            } else {
-                // The first job, and the third on the next port: a new exit IP's cookies
-                // start empty (exit-IP hygiene), so it is warmed again.
-                assert_eq!(metrics.pages_loaded, 2, "warm-up + search (job {id})");
-                *warmups.lock().unwrap() += 1;
-            }
-        }
-        // Two searches on the first port, then the budget ended its IP session.
-        let releases = proxies.releases();
-        assert_eq!(releases.len(), 1, "{releases:?}");
-        assert_eq!(
-            (releases[0].0, releases[0].1.reason),
-            (ports[0], SessionEndReason::Budget)
+        let (_, rounds, metrics) = expect_found(
+            run(&exec, job(1, &two_pages, profile.clone())).await,
+            &two_pages,
         );
-        assert_eq!(releases[0].1.stats.requests, 2);
-        let stats = stack.alpha.stats();
-        assert_eq!(stats.searches.get("exit-01"), Some(&2));
-        assert_eq!(stats.searches.get("exit-02"), Some(&1));
+        assert_eq!(rounds[0].pages, 2, "{rounds:?}");
+        assert_eq!(metrics.pages_loaded, 3, "warm-up + two result pages");
+        // Page 1 used up exit-01's budget: page 2 went out on exit-02, and the job's end
+        // released that one too.
+        let releases = proxies.releases();
+        let ends: Vec<_> = releases
+            .iter()
+            .map(|(port, end)| (*port, end.reason, end.stats.requests, end.stats.job_id))
+            .collect();
+        assert_eq!(
+            ends,
+            [
+                (ports[0], SessionEndReason::Budget, 1, Some(1)),
+                (ports[1], SessionEndReason::Budget, 1, Some(1)),
+            ],
+            "{releases:?}"
+        );
+        assert_eq!(metrics.ports_used, 2);
+        // A second job opens its own IP session, warms it up and releases it at its end,
+        // even with budget left.
+        profile.ip_request_budget = 5;
+        let (_, _, metrics) = expect_found(
+            run(&exec, job(2, "신라면 120g 5개입", profile.clone())).await,
+            "second",
+        );
+        assert!(metrics.pages_loaded >= 2, "warmed up again: {metrics:?}");
+        let releases = proxies.releases();
+        let last = releases.last().unwrap();
+        assert_eq!(
+            (last.0, last.1.reason, last.1.stats.job_id),
+            (ports[2], SessionEndReason::Idle, Some(2)),
+            "{releases:?}"
+        );
+        assert_eq!(releases.len(), 3);
     };
     harness.finish(check).await;
+    // Nothing was left for shutdown to release.
+    assert_eq!(proxies.releases().len(), 3);
     stack.shutdown().await.unwrap();
 }
 
@@ -447,10 +481,14 @@ async fn a_failing_gateway_port_is_released_and_another_one_used() {
         assert_eq!(offers[0].price, 9_600);
         assert_eq!(metrics.ports_used, 2);
         let releases = proxies.releases();
-        assert_eq!(releases.len(), 1, "{releases:?}");
+        let ends: Vec<_> = releases.iter().map(|(p, end)| (*p, end.reason)).collect();
         assert_eq!(
-            (releases[0].0, releases[0].1.reason),
-            (dead, SessionEndReason::ProxyError)
+            ends,
+            [
+                (dead, SessionEndReason::ProxyError),
+                (good, SessionEndReason::Idle)
+            ],
+            "the good port released at the job's end"
         );
         assert_eq!(stack.alpha.stats().searches.get("exit-01"), Some(&1));
     };

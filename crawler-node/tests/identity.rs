@@ -11,6 +11,7 @@ use common::{Harness, TestProxies, alpha_profile, expect_found, gamma_profile, j
 use lps_crawler_node::{
     BrowserExecutor,
     chromium::{BrowserMode, ChromeDriver, Display},
+    proxy::SessionEndReason,
     selfcheck::SelfCheck,
 };
 use lps_proto::{model::duration_to_pb, pb};
@@ -113,7 +114,14 @@ async fn page_loads_on_one_exit_ip_are_paced() {
         // Same exit IP: the second page waited for the gap (a lower bound only).
         assert!(second.elapsed() >= GAP, "{:?}", second.elapsed());
         assert_eq!(metrics.pages_loaded, 1);
-        assert_eq!(proxies.releases().len(), 0, "one IP session for both");
+        // Each job released its IP session; the second was granted the same port.
+        let releases = proxies.releases();
+        assert_eq!(releases.len(), 2, "{releases:?}");
+        assert!(
+            releases
+                .iter()
+                .all(|(_, end)| end.reason == SessionEndReason::Idle)
+        );
     };
     harness.finish(check).await;
     stack.shutdown().await.unwrap();

@@ -53,8 +53,10 @@ async fn result_of(coord: &FakeCoordinator, job_id: i64) -> pb::JobResult {
 async fn a_node_searches_a_mall_through_granted_proxies_and_releases_them() {
     let _serial = common::serial().await;
     let stack = gated_stack(2, Some(1)).await;
-    let grants = grant_plan(&stack);
+    let mut grants = grant_plan(&stack);
     let ports = grants.ports.clone();
+    // The ledger grants exit-01 to job 2 again (its job released it), then exit-02.
+    grants.ports = vec![ports[0], ports[0], ports[1]];
     let coord = FakeCoordinator::start_with(Behaviour {
         profiles: vec![alpha_profile(&stack.alpha)],
         grants: Some(grants),
@@ -92,12 +94,22 @@ async fn a_node_searches_a_mall_through_granted_proxies_and_releases_them() {
         );
         assert_eq!(metrics.ports_used, 1);
 
-        // A reconnect: the new Hello names the port still held.
+        // The job's end released its port, inside the job.
+        let release = wait_message(&coord, "job 1's release", |m| match m {
+            Out::ProxyRelease(r) if r.port == ports[0] => Some(r.clone()),
+            _ => None,
+        })
+        .await;
+        assert_eq!(release.reason, pb::SessionEndReason::Idle as i32);
+        assert_eq!(release.session.unwrap().job_id, 1);
+
+        // A reconnect: the new Hello holds no port (no IP session outlives its job).
         coord.kill(0, tonic::Status::unavailable("coordinator restart"));
         let hello = coord.hello(1).await;
-        assert_eq!(hello.held_ports, [ports[0]]);
+        assert!(hello.held_ports.is_empty(), "{:?}", hello.held_ports);
 
-        // Job 2: exit-01 is over the mall's budget → block, release, a new grant, found.
+        // Job 2: exit-01 again, now over what the mall tolerates → block, release, a new
+        // grant (exit-02), found.
         tokio::time::timeout(
             Duration::from_secs(10),
             handle.wait_for(|s| s.stream == StreamState::Connected && s.connects == 2),
@@ -115,32 +127,39 @@ async fn a_node_searches_a_mall_through_granted_proxies_and_releases_them() {
         .await;
         assert_eq!(
             (block.port, block.job_id, block.ip_request_no),
-            (ports[0], 2, 2)
+            (ports[0], 2, 1)
         );
         assert_eq!(block.mall, "testmall-alpha");
         assert!(block.headless);
         let release = wait_message(&coord, "the blocked port's release", |m| match m {
-            Out::ProxyRelease(r) if r.port == ports[0] => Some(r.clone()),
+            Out::ProxyRelease(r)
+                if r.port == ports[0] && r.reason == pb::SessionEndReason::Block as i32 =>
+            {
+                Some(r.clone())
+            }
             _ => None,
         })
         .await;
-        assert_eq!(release.reason, pb::SessionEndReason::Block as i32);
         let session = release.session.unwrap();
-        assert_eq!((session.requests, session.ok, session.blocked), (2, 1, 1));
+        assert_eq!((session.requests, session.ok, session.blocked), (1, 0, 1));
         let acquires = coord
             .all_messages()
             .iter()
             .filter(|(_, m)| matches!(m, Out::ProxyAcquire(a) if a.mall == "testmall-alpha"))
             .count();
-        assert_eq!(acquires, 2);
+        assert_eq!(acquires, 3);
 
-        // Shutdown: the held port is released (and acked) before Goodbye.
+        // Job 2's end released exit-02 before the node said Goodbye; shutdown had none left.
         drain(&shutdown, run).await;
         let messages = coord.messages(1);
         let released = messages
             .iter()
-            .position(|m| matches!(m, Out::ProxyRelease(r) if r.port == ports[1] && r.reason == pb::SessionEndReason::Shutdown as i32))
-            .expect("the last port released at shutdown");
+            .position(|m| matches!(m, Out::ProxyRelease(r) if r.port == ports[1] && r.reason == pb::SessionEndReason::Idle as i32))
+            .expect("exit-02 released at job 2's end");
+        assert!(
+            !messages.iter().any(|m| matches!(m, Out::ProxyRelease(r) if r.reason == pb::SessionEndReason::Shutdown as i32)),
+            "no IP session was left for shutdown"
+        );
         let goodbye = messages
             .iter()
             .position(|m| matches!(m, Out::Goodbye(_)))

@@ -95,9 +95,12 @@ async fn searches_blocks_and_bytes_show_up_in_metrics() {
     let _serial = common::serial().await;
     // A second search on one exit IP is blocked.
     let stack = gated_stack(2, Some(1)).await;
+    // Job 2 is granted the first IP again (job 1 released it at its end), then the second.
+    let mut grants = grant_plan(&stack);
+    grants.ports = vec![grants.ports[0], grants.ports[0], grants.ports[1]];
     let coord = FakeCoordinator::start_with(Behaviour {
         profiles: vec![alpha_profile(&stack.alpha)],
-        grants: Some(grant_plan(&stack)),
+        grants: Some(grants),
         lease_ttl: Duration::from_secs(10),
         ..Behaviour::default()
     })
@@ -153,7 +156,8 @@ async fn searches_blocks_and_bytes_show_up_in_metrics() {
         assert_eq!(sample(&text, "lps_node_jobs_running"), Some(0.0));
         assert_eq!(sample(&text, "lps_node_chromedriver_up"), Some(1.0));
 
-        // Job 2: the first IP is over the mall's budget → blocked, released, a new IP.
+        // Job 2: the first IP again, now over what the mall tolerates → blocked,
+        // released, a new IP.
         coord.send(0, assign(2, "햇반 210g 12개", Duration::from_secs(120)));
         let second = wait_found(&coord, 2).await;
         assert_eq!(second.outcome, pb::Outcome::Found as i32);
@@ -171,11 +175,15 @@ async fn searches_blocks_and_bytes_show_up_in_metrics() {
         );
         assert_eq!(block_loads, Some(1.0), "{text}");
 
+        // Each job's end released its last IP session; shutdown found none left.
+        let at_job_end =
+            format!("lps_node_ip_sessions_ended_total{{mall=\"{MALL}\",reason=\"idle\"}}");
+        assert_eq!(sample(&text, &at_job_end), Some(2.0), "{text}");
         drain(&shutdown, run).await;
         let text = metrics.encode();
         let at_shutdown =
             format!("lps_node_ip_sessions_ended_total{{mall=\"{MALL}\",reason=\"shutdown\"}}");
-        assert_eq!(sample(&text, &at_shutdown), Some(1.0), "{text}");
+        assert_eq!(sample(&text, &at_shutdown).unwrap_or(0.0), 0.0, "{text}");
     };
     harness.finish(check).await;
     stop_http.cancel();

@@ -56,9 +56,23 @@ pub struct CompiledProfile {
     page: PageSelectors,
     /// `shipping_types`, codes lower-cased.
     shipping_types: BTreeMap<String, ShippingStatus>,
+    /// Cards carry a report of every rule ([`crate::extract::Card::rules`]): the probe's.
+    explain: bool,
 }
 
 impl CompiledProfile {
+    /// This profile, reading cards with a report of every rule of every field (the probe;
+    /// a job never pays for it).
+    pub fn explaining(mut self) -> Self {
+        self.explain = true;
+        self
+    }
+
+    /// Whether cards carry rule reports.
+    pub fn explains(&self) -> bool {
+        self.explain
+    }
+
     /// The profile as received.
     pub fn profile(&self) -> &pb::SiteProfile {
         &self.profile
@@ -425,6 +439,7 @@ pub fn compile(profile: &pb::SiteProfile) -> Result<CompiledProfile, CompileErro
         classes: compile_classes(&profile.classes)?,
         page: compile_page(profile)?,
         shipping_types,
+        explain: false,
     })
 }
 
@@ -570,7 +585,8 @@ fn compile_join(
     })
 }
 
-fn field_rules(fields: &pb::CardFields, field: Field) -> &[pb::FieldRule] {
+/// The rules written for `field` in a source's `[sources.fields]` (compiled 1:1, in order).
+pub fn field_rules(fields: &pb::CardFields, field: Field) -> &[pb::FieldRule] {
     match field {
         Field::Title => &fields.title,
         Field::Price => &fields.price,

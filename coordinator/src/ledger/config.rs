@@ -185,6 +185,20 @@ impl LedgerConfig {
         }
     }
 
+    /// Adds the site profiles' own `ip_request_budget`s (0 = none) for the malls the
+    /// operator named no budget for: `LPS_IP_REQUEST_BUDGETS` (the operator, per mall) wins
+    /// over the profile (the mall's knowledge), which wins over `LPS_IP_REQUEST_BUDGET`
+    /// (the deployment's default). Grants then carry the budget that applies (DESIGN §4).
+    pub fn with_profile_budgets(
+        mut self,
+        budgets: impl IntoIterator<Item = (MallId, u32)>,
+    ) -> Self {
+        for (mall, budget) in budgets.into_iter().filter(|(_, b)| *b > 0) {
+            self.mall_budgets.entry(mall).or_insert(budget);
+        }
+        self
+    }
+
     /// The per-IP request budget for `mall`.
     pub fn budget_for(&self, mall: &MallId) -> u32 {
         self.mall_budgets
@@ -337,6 +351,33 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         ledger: LedgerArgs,
+    }
+
+    #[test]
+    fn a_profiles_budget_applies_unless_the_operator_named_one() {
+        let mall = |m: &str| MallId::new(m).unwrap();
+        let mut cfg = LedgerConfig::new("gw", PortSet::parse("1").unwrap(), "u", Secret::new("p"));
+        cfg.mall_budgets.insert(mall("naver"), 2);
+        let cfg = cfg.with_profile_budgets([
+            (mall("naver"), 5),
+            (mall("coupang"), 6),
+            (mall("testmall-alpha"), 0),
+        ]);
+        assert_eq!(
+            cfg.budget_for(&mall("naver")),
+            2,
+            "the operator's per-mall budget wins"
+        );
+        assert_eq!(
+            cfg.budget_for(&mall("coupang")),
+            6,
+            "the profile's own budget"
+        );
+        assert_eq!(
+            cfg.budget_for(&mall("testmall-alpha")),
+            DEFAULT_IP_REQUEST_BUDGET,
+            "0 = the deployment's"
+        );
     }
 
     fn args(argv: &[&str]) -> LedgerArgs {

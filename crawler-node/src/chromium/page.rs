@@ -51,6 +51,10 @@ const POLL_CARDS: u32 = 8;
 /// A page this long past navigation, finished loading and smaller than `min_html_bytes`,
 /// is a block without waiting for `wait_timeout` (a challenge page that names no marker).
 const SMALL_PAGE_GRACE: Duration = Duration::from_millis(1500);
+/// A saved page (the probe's `--html`) is complete once its document is ready: it is read
+/// this long after, time for its own scripts to render, never waited on for the profile's
+/// full `wait_timeout` (nothing more will arrive).
+const SAVED_PAGE_SETTLE: Duration = Duration::from_millis(1000);
 /// After a scroll step, how long a page that can still scroll is watched for new cards.
 const SCROLL_PAUSE: Duration = Duration::from_millis(350);
 /// Card elements per DOM source the final read takes at most (placeholders included).
@@ -408,6 +412,28 @@ pub async fn read_loaded_page(
     profile: &pb::SiteProfile,
     compiled: &CompiledProfile,
 ) -> Result<PageRead, BrowserError> {
+    read_page(browser, profile, compiled, false).await
+}
+
+/// Loads the saved page `url` (a `file://` URL) and reads it with `profile` as
+/// [`read_search_page`] does, except that the page is complete once its document is ready:
+/// a verdict comes [`SAVED_PAGE_SETTLE`] after that, not at the profile's `wait_timeout`.
+pub async fn read_saved_page(
+    browser: &Browser,
+    profile: &pb::SiteProfile,
+    compiled: &CompiledProfile,
+    url: &str,
+) -> Result<PageRead, BrowserError> {
+    browser.goto(url).await?;
+    read_page(browser, profile, compiled, true).await
+}
+
+async fn read_page(
+    browser: &Browser,
+    profile: &pb::SiteProfile,
+    compiled: &CompiledProfile,
+    saved: bool,
+) -> Result<PageRead, BrowserError> {
     let mut reader = Reader {
         browser,
         profile,
@@ -415,7 +441,7 @@ pub async fn read_loaded_page(
         captured: Vec::new(),
         loaded: Instant::now(),
     };
-    let wait = wait_timeout(profile);
+    let mut wait = wait_timeout(profile);
     let mut deadline = Instant::now() + wait;
     let mut challenge: Option<(usize, Instant)> = None;
     let mut challenge_cleared = false;
@@ -433,6 +459,13 @@ pub async fn read_loaded_page(
         };
         if let Some(verdict) = reader.interrupted(&look) {
             return Ok(verdict);
+        }
+        if saved && look.ready && challenge.is_none() {
+            let settled = reader.loaded + SAVED_PAGE_SETTLE;
+            if settled < deadline {
+                deadline = settled;
+                wait = SAVED_PAGE_SETTLE;
+            }
         }
         if let Some(index) = look.challenge {
             let since = challenge.map_or_else(Instant::now, |(_, since)| since);
@@ -763,6 +796,7 @@ mod tests {
             placeholders,
             unparsed,
             matched: placeholders + unparsed,
+            ..SourceCards::default()
         };
         let page = |s| PageCards {
             per_source: vec![s],

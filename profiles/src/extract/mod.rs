@@ -46,6 +46,9 @@ use crate::{
 /// A card's whole text is clipped to this many characters (for the probe and the judge).
 pub const CARD_TEXT_CHARS: usize = 300;
 
+/// How many unparsed items of a source keep their rule reports when explaining.
+pub const UNPARSED_REPORTS: usize = 3;
+
 /// What one look at a result page gave (produced by the node's page script).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -110,6 +113,66 @@ pub struct Card {
     /// Rules that could not be read on this card, and why (`shipping[0] $.delivery: lands
     /// on an object, not a value`): the probe shows them; the next rule was tried.
     pub read_errors: Vec<String>,
+    /// Every rule of every field the source reads, and how it fared — filled only when the
+    /// profile explains its reading ([`CompiledProfile::explaining`], the probe).
+    pub rules: Vec<RuleReport>,
+    /// The card of another source it was joined with (`join`), and the fields it took
+    /// from that card: those fields' values are the partner's, not its own rules'.
+    pub joined: Option<Joined>,
+}
+
+/// A card's partner in a joined source ([`crate::compiled::Join`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joined {
+    /// The partner's source index.
+    pub source: usize,
+    /// The key both cards read.
+    pub key: String,
+    /// The fields taken from the partner (a listed field the partner lacks is not).
+    pub took: Vec<Field>,
+}
+
+/// How one rule of a field fared on one item (the probe shows them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleReport {
+    pub field: Field,
+    /// The rule's place in the field's list (`price[1]`).
+    pub index: usize,
+    pub outcome: RuleOutcome,
+}
+
+/// What one rule read on one item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleOutcome {
+    /// Its value is the field's.
+    Used(String),
+    /// It read this, but the field took an earlier rule's value (or, for an amount field,
+    /// the text holds no amount that counts).
+    Unused(String),
+    /// It read nothing, and why: `selector matched nothing`, `attribute "title" missing`,
+    /// `path found nothing`, `regex matched nothing in "…"`, `empty`.
+    Empty(String),
+    /// Something is there that is no value (`$.delivery lands on an object, not a value`).
+    Unreadable(String),
+}
+
+impl RuleOutcome {
+    /// `used`, `unused`, `empty` or `unreadable`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Used(_) => "used",
+            Self::Unused(_) => "unused",
+            Self::Empty(_) => "empty",
+            Self::Unreadable(_) => "unreadable",
+        }
+    }
+
+    /// The value read, or why there is none.
+    pub fn detail(&self) -> &str {
+        match self {
+            Self::Used(s) | Self::Unused(s) | Self::Empty(s) | Self::Unreadable(s) => s,
+        }
+    }
 }
 
 impl Card {
@@ -151,6 +214,9 @@ pub struct SourceCards {
     pub placeholders: u32,
     /// Matched items without a title or a price that do have text.
     pub unparsed: u32,
+    /// The rule reports of the first [`UNPARSED_REPORTS`] unparsed items (why each has no
+    /// title or price), when the profile explains its reading.
+    pub unparsed_rules: Vec<Vec<RuleReport>>,
     /// Items the source matched at all (a captured item seen before is not counted again).
     pub matched: u32,
 }
@@ -252,21 +318,33 @@ fn join_sources(profile: &CompiledProfile, mut per_source: Vec<SourceCards>) -> 
             continue;
         };
         for card in &mut mine.cards {
-            if let Some(other) = card.key.as_ref().and_then(|k| partners.get(k)) {
-                take_fields(card, other, &join.take);
+            let Some(key) = card.key.clone() else {
+                continue;
+            };
+            if let Some(other) = partners.get(&key) {
+                let took = take_fields(card, other, &join.take);
+                card.joined = Some(Joined {
+                    source: join.source,
+                    key,
+                    took,
+                });
             }
         }
     }
     per_source
 }
 
-fn take_fields(card: &mut Card, other: &Card, take: &[Field]) {
-    for field in take {
+/// Takes `take`'s fields from `other` where it has them; the fields taken.
+fn take_fields(card: &mut Card, other: &Card, take: &[Field]) -> Vec<Field> {
+    let mut took = Vec::new();
+    for &field in take {
         match field {
             Field::Title => card.title.clone_from(&other.title),
             Field::Price => card.price = other.price,
-            Field::ListPrice => card.list_price = other.list_price.or(card.list_price),
-            Field::CouponPrice => card.coupon_price = other.coupon_price.or(card.coupon_price),
+            Field::ListPrice if other.list_price.is_some() => card.list_price = other.list_price,
+            Field::CouponPrice if other.coupon_price.is_some() => {
+                card.coupon_price = other.coupon_price;
+            }
             Field::Shipping if other.shipping_text.is_some() => {
                 card.shipping_text.clone_from(&other.shipping_text);
             }
@@ -281,12 +359,14 @@ fn take_fields(card: &mut Card, other: &Card, take: &[Field]) {
             }
             Field::Link if !other.link.is_empty() => card.link.clone_from(&other.link),
             Field::Seller if other.seller.is_some() => card.seller.clone_from(&other.seller),
-            _ => {}
+            _ => continue,
         }
+        took.push(field);
     }
     card.classes.extend(other.classes.iter().copied());
     card.classes.sort_unstable();
     card.classes.dedup();
+    took
 }
 
 /// Reads the JSON source `source_index` of `profile` on `body`, a JSON answer obtained
@@ -336,8 +416,8 @@ enum Outcome {
     Card(Box<Card>),
     /// No title or price, no text.
     Placeholder,
-    /// No title or price, but text.
-    Unparsed,
+    /// No title or price, but text (and the rule reports, when explaining).
+    Unparsed(Vec<RuleReport>),
 }
 
 /// Counts one source's items as they are read.
@@ -371,7 +451,12 @@ impl Tally {
                 self.cards.cards.push(card);
             }
             Outcome::Placeholder => self.cards.placeholders += 1,
-            Outcome::Unparsed => self.cards.unparsed += 1,
+            Outcome::Unparsed(rules) => {
+                self.cards.unparsed += 1;
+                if !rules.is_empty() && self.cards.unparsed_rules.len() < UNPARSED_REPORTS {
+                    self.cards.unparsed_rules.push(rules);
+                }
+            }
         }
         self.cards.matched += 1;
     }
@@ -392,9 +477,10 @@ impl Tally {
 
 /// A matched item a card is read from.
 trait Item {
-    /// What `read` gives on this item, before a rule's regex (`Ok(None)`: nothing there;
-    /// `Err`: something there that is no value, e.g. a JSON path landing on an object).
-    fn read(&self, read: &Read) -> Result<Option<String>, String>;
+    /// What `read` gives on this item, before a rule's regex ([`Miss::Nothing`]: nothing
+    /// there, and why; [`Miss::Unreadable`]: something there that is no value, e.g. a JSON
+    /// path landing on an object).
+    fn read(&self, read: &Read) -> Result<String, Miss>;
     /// All of the item's text, unclipped.
     fn text(&self) -> String;
     /// All of the item's text with every element's text apart (DOM; see
@@ -415,21 +501,21 @@ struct DomItem<'a> {
 }
 
 impl Item for DomItem<'_> {
-    fn read(&self, read: &Read) -> Result<Option<String>, String> {
+    fn read(&self, read: &Read) -> Result<String, Miss> {
         let Read::Dom(DomRead { css, value }) = read else {
-            return Ok(None);
+            return Err(Miss::Nothing("a JSON rule on a DOM card".into()));
         };
         let element = match css {
             None => self.card,
             Some(selector) => match dom::first_match(self.card, selector) {
                 Some(element) => element,
-                None => return Ok(None),
+                None => return Err(Miss::Nothing("selector matched nothing".into())),
             },
         };
-        Ok(Some(match value {
+        Ok(match value {
             DomValue::Attr(name) => {
                 let Some(attr) = element.attr(name) else {
-                    return Ok(None);
+                    return Err(Miss::Nothing(format!("attribute {name:?} missing")));
                 };
                 if name.eq_ignore_ascii_case("href") || name.eq_ignore_ascii_case("src") {
                     resolve_url(self.base, attr)
@@ -439,7 +525,7 @@ impl Item for DomItem<'_> {
             }
             DomValue::Text { exclude } => dom::visible_text(element, exclude.as_ref()),
             DomValue::OwnText => dom::own_text(element),
-        }))
+        })
     }
 
     fn text(&self) -> String {
@@ -466,19 +552,19 @@ struct JsonItem<'a> {
 }
 
 impl Item for JsonItem<'_> {
-    fn read(&self, read: &Read) -> Result<Option<String>, String> {
+    fn read(&self, read: &Read) -> Result<String, Miss> {
         let Read::Json(path) = read else {
-            return Ok(None);
+            return Err(Miss::Nothing("a DOM rule on a JSON item".into()));
         };
         let Some(value) = path.first(self.value) else {
-            return Ok(None);
+            return Err(Miss::Nothing(format!("{path} found nothing")));
         };
         match jsonpath::value_text(value) {
-            Some(text) => Ok(Some(json::clean_markup(&text))),
-            None => Err(format!(
+            Some(text) => Ok(json::clean_markup(&text)),
+            None => Err(Miss::Unreadable(format!(
                 "{path} lands on {}, not a value",
                 jsonpath::type_name(value)
-            )),
+            ))),
         }
     }
 
@@ -512,8 +598,10 @@ fn read_card(item: &impl Item, source: &CompiledSource, profile: &CompiledProfil
     let (Some(title), Some(price_value)) = (title, price.value) else {
         return if text.is_empty() {
             Outcome::Placeholder
+        } else if profile.explains() {
+            Outcome::Unparsed(explain_fields(item, fields))
         } else {
-            Outcome::Unparsed
+            Outcome::Unparsed(Vec::new())
         };
     };
     let shipping_text = read_text(item, fields, Field::Shipping, &mut errors);
@@ -572,7 +660,58 @@ fn read_card(item: &impl Item, source: &CompiledSource, profile: &CompiledProfil
         title,
         key,
         read_errors: errors,
+        rules: if profile.explains() {
+            explain_fields(item, fields)
+        } else {
+            Vec::new()
+        },
+        joined: None,
     }))
+}
+
+/// Every rule of every field `fields` reads, applied to `item`, with the one whose value
+/// the field takes marked used.
+// NB: "used" follows read_text and read_number: the first non-empty value; for an amount,
+// the first text holding an amount that counts (never a 0 price).
+fn explain_fields(item: &impl Item, fields: &CompiledFields) -> Vec<RuleReport> {
+    let mut reports = Vec::new();
+    for field in Field::ALL {
+        let mut taken = false;
+        for (index, rule) in fields.get(field).iter().enumerate() {
+            let outcome = match apply(item, rule) {
+                Ok(value) => {
+                    let counts = !field.is_number()
+                        || pick_amount(&value, rule.pick)
+                            .is_some_and(|v| v > 0 || field == Field::ShippingFee);
+                    if counts && !taken {
+                        taken = true;
+                        RuleOutcome::Used(value)
+                    } else if counts {
+                        RuleOutcome::Unused(value)
+                    } else {
+                        RuleOutcome::Unused(format!("{value} (no amount that counts)"))
+                    }
+                }
+                Err(Miss::Nothing(why)) => RuleOutcome::Empty(why),
+                Err(Miss::Unreadable(why)) => RuleOutcome::Unreadable(why),
+            };
+            reports.push(RuleReport {
+                field,
+                index,
+                outcome,
+            });
+        }
+    }
+    reports
+}
+
+/// Why a rule read no value.
+enum Miss {
+    /// Nothing there (a selector matched nothing, an attribute is missing, a path found
+    /// nothing, the regex matched nothing, the value is empty).
+    Nothing(String),
+    /// Something there that is no value.
+    Unreadable(String),
 }
 
 /// The texts class patterns look at.
@@ -604,27 +743,34 @@ impl ClassTexts<'_> {
     }
 }
 
-/// One rule's value: read, regex applied, white space folded; `Ok(None)` when empty.
-fn apply(item: &impl Item, rule: &Rule) -> Result<Option<String>, String> {
+/// One rule's value: read, regex applied, white space folded; never empty.
+fn apply(item: &impl Item, rule: &Rule) -> Result<String, Miss> {
     let raw = match &rule.read {
         Read::Constant(value) => value.clone(),
-        read => match item.read(read)? {
-            Some(raw) => raw,
-            None => return Ok(None),
-        },
+        read => item.read(read)?,
     };
     let value = match &rule.regex {
-        None => Some(raw),
-        Some(regex) => regex.captures(&raw).and_then(|captures| {
-            captures
-                .get(1)
-                .or_else(|| captures.get(0))
-                .map(|m| m.as_str().to_owned())
-        }),
+        None => raw,
+        Some(regex) => regex
+            .captures(&raw)
+            .and_then(|captures| {
+                captures
+                    .get(1)
+                    .or_else(|| captures.get(0))
+                    .map(|m| m.as_str().to_owned())
+            })
+            .ok_or_else(|| {
+                Miss::Nothing(format!(
+                    "regex matched nothing in {:?}",
+                    clip(&dom::fold(&raw), 60)
+                ))
+            })?,
     };
-    Ok(value
-        .map(|value| dom::fold(&value))
-        .filter(|value| !value.is_empty()))
+    let value = dom::fold(&value);
+    if value.is_empty() {
+        return Err(Miss::Nothing("empty".into()));
+    }
+    Ok(value)
 }
 
 /// `field`'s rules read in order, each that cannot be read noted in `errors`.
@@ -639,8 +785,9 @@ fn rule_values<'a>(
         .iter()
         .enumerate()
         .filter_map(move |(i, rule)| match apply(item, rule) {
-            Ok(value) => value.map(|value| (rule, value)),
-            Err(why) => {
+            Ok(value) => Some((rule, value)),
+            Err(Miss::Nothing(_)) => None,
+            Err(Miss::Unreadable(why)) => {
                 errors.push(format!("{}[{i}]: {why}", field.as_str()));
                 None
             }

@@ -1229,6 +1229,11 @@ fn sources_joined_per_card_by_a_key() {
         // The DOM's own price and link stay; the joined card's classes are added.
         assert_eq!(cards[1].price, 18_900);
         assert_eq!(cards[1].link, "https://www.example.com/p/12");
+        // Which card it was joined with, and what it took from it (for the probe).
+        let joined = cards[0].joined.as_ref().expect("joined");
+        assert_eq!(joined.source, 1);
+        assert_eq!(joined.took, [Field::Title, Field::Shipping]);
+        assert!(cards[2].joined.is_none());
     }
 }
 
@@ -1312,4 +1317,120 @@ fn a_join_names_a_source_with_a_key_and_fields_to_take() {
         assert_eq!(err.field, field, "{err}");
         assert!(err.reason.contains(says), "{err}");
     }
+}
+
+/// `(field[index], outcome kind, detail)` of every rule report of `rules`.
+fn reports(rules: &[RuleReport]) -> Vec<(String, &'static str, String)> {
+    rules
+        .iter()
+        .map(|r| {
+            (
+                format!("{}[{}]", r.field.as_str(), r.index),
+                r.outcome.kind(),
+                r.outcome.detail().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn an_explaining_profile_reports_every_rule_and_why_it_read_nothing() {
+    let fields = pb::CardFields {
+        title: vec![attr("a.name", "title"), css("a.name")],
+        price: vec![
+            css("div.missing"),
+            pb::FieldRule {
+                css: "div.price".into(),
+                regex: r"할인가 (\S+)".into(),
+                ..Default::default()
+            },
+            css("span.soldout"),
+            css("div.price"),
+        ],
+        link: vec![attr("a.name", "href")],
+        ..Default::default()
+    };
+    let p = profile(vec![dom_source("li.product-card", fields)]);
+    let html = r#"<li class="product-card"><a class="name" href="/p/1">햇반 210g</a>
+        <div class="price">29,900원</div><span class="soldout">품절</span></li>"#;
+    let plain = compile(&p).unwrap();
+    let card = &extract_page(&plain, &dom_snapshot(vec![html.into()])).per_source[0].cards[0];
+    assert!(card.rules.is_empty(), "a job's reading has no reports");
+    let explaining = compile(&p).unwrap().explaining();
+    let page = extract_page(&explaining, &dom_snapshot(vec![html.into()]));
+    let card = &page.per_source[0].cards[0];
+    assert_eq!(card.price, 29_900);
+    let at = |s: &str| s.to_owned();
+    assert_eq!(
+        reports(&card.rules),
+        [
+            (at("title[0]"), "empty", at("attribute \"title\" missing")),
+            (at("title[1]"), "used", at("햇반 210g")),
+            (at("price[0]"), "empty", at("selector matched nothing")),
+            (
+                at("price[1]"),
+                "empty",
+                at("regex matched nothing in \"29,900원\"")
+            ),
+            (at("price[2]"), "unused", at("품절 (no amount that counts)")),
+            (at("price[3]"), "used", at("29,900원")),
+            (at("link[0]"), "used", at("https://www.example.com/p/1")),
+        ]
+    );
+    // An item with text but no price: why, kept for the probe.
+    let broken = r#"<li class="product-card"><a class="name" href="/p/2">햇반</a></li>"#;
+    let page = extract_page(&explaining, &dom_snapshot(vec![broken.into()]));
+    let source = &page.per_source[0];
+    assert_eq!((source.cards.len(), source.unparsed), (0, 1));
+    let rules = reports(&source.unparsed_rules[0]);
+    assert!(
+        rules.contains(&(at("price[3]"), "empty", at("selector matched nothing"))),
+        "{rules:?}"
+    );
+}
+
+#[test]
+fn json_rule_reports_say_what_a_path_found() {
+    let fields = pb::CardFields {
+        title: vec![json("$.title")],
+        price: vec![json("$.price")],
+        link: vec![json("$.url")],
+        shipping: vec![json("$.delivery"), json("$.deliveryText")],
+        ..Default::default()
+    };
+    let p = profile(vec![embedded_source("script#data", "$.items[*]", fields)]);
+    let explaining = compile(&p).unwrap().explaining();
+    let blob = json!({"items": [{
+        "title": "햇반", "price": 9900, "url": "/p/1",
+        "delivery": {"type": "fee", "fee": 3000}
+    }]});
+    let snapshot = PageSnapshot {
+        url: PAGE.into(),
+        scripts: vec![Some(blob.to_string())],
+        ..Default::default()
+    };
+    let page = extract_page(&explaining, &snapshot);
+    let card = &page.per_source[0].cards[0];
+    let rules = reports(&card.rules);
+    let at = |s: &str| s.to_owned();
+    assert!(
+        rules.contains(&(
+            at("shipping[0]"),
+            "unreadable",
+            at("$.delivery lands on an object, not a value")
+        )),
+        "{rules:?}"
+    );
+    assert!(
+        rules.contains(&(
+            at("shipping[1]"),
+            "empty",
+            at("$.deliveryText found nothing")
+        )),
+        "{rules:?}"
+    );
+    assert!(
+        rules.contains(&(at("price[0]"), "used", at("9900"))),
+        "{rules:?}"
+    );
 }

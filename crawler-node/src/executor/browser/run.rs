@@ -8,7 +8,8 @@
 //!   request on the IP session, whatever its verdict;
 //! - a blocked page is reported (`BlockEvent`) before anything else happens to the IP, and
 //!   is never turned into "not found";
-//! - every IP session that ends here is reported through `Slot::end_ip`;
+//! - every IP session that ends here is reported through `Slot::end_ip`, and every one
+//!   this job opened ends here ([`Run::finish`]): none outlives its job;
 //! - the LLM endpoint is asked only after every rule-based round gave a healthy verdict
 //!   without a match, and each call is counted into the metrics (`run/llm.rs`).
 //!
@@ -734,6 +735,24 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The job is over, so is its IP session (DESIGN §4): the release is reported inside
+    /// the job — its trace, its ledger record — and no later job inherits a lease, a budget
+    /// count or cookies this job held. A session at its budget or past its window ends for
+    /// that reason; otherwise `idle` (nothing more to search on it: a plain release), or
+    /// `shutdown` when the run was cancelled.
+    fn end_job_ip(&mut self, cancelled: bool) {
+        let Some(ip) = self.slot.ip.as_ref() else {
+            return;
+        };
+        let reason = if cancelled {
+            SessionEndReason::Shutdown
+        } else {
+            ip.end_reason(&self.job.mall, self.ip_window(), IP_IDLE_LIMIT)
+                .unwrap_or(SessionEndReason::Idle)
+        };
+        self.slot.end_ip(self.proxies(), reason);
+    }
+
     // ------------------------------------------------------------------ the browser
 
     fn browser(&self) -> Result<&Browser, JobError> {
@@ -984,12 +1003,14 @@ impl<'a> Run<'a> {
                     info!(port = grant.port, budget, "ip session started");
                     self.slot.site_data_stale = true;
                     self.ports_used += 1;
-                    self.slot.ip = Some(IpSession::new(
-                        grant,
-                        self.job.mall.clone(),
-                        budget,
-                        self.job.job_id(),
-                    ));
+                    let mut ip =
+                        IpSession::new(grant, self.job.mall.clone(), budget, self.job.job_id());
+                    ip.last_page = self
+                        .slot
+                        .last_page
+                        .filter(|(port, _)| *port == ip.grant.port)
+                        .map(|(_, at)| at);
+                    self.slot.ip = Some(ip);
                     return Ok(());
                 }
                 Acquired::Unavailable { retry_at } => {
@@ -1025,7 +1046,8 @@ impl<'a> Run<'a> {
 
     /// The outcome of the run and its metrics; clears `suspect` when the run ended on its
     /// own.
-    pub(super) fn finish(self, result: Result<Found, Stop>) -> Outcome {
+    pub(super) fn finish(mut self, result: Result<Found, Stop>) -> Outcome {
+        self.end_job_ip(matches!(result, Err(Stop::Cancelled)));
         let metrics = self.metrics();
         self.inner
             .metrics

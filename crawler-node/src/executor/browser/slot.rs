@@ -5,6 +5,7 @@
 //! touched by one job at a time. Invariants:
 //! - `ip` is `Some` exactly while a port is held for this slot, and the relay points at that
 //!   port; [`Slot::end_ip`] is the only way to drop it, and it reports the `ProxyRelease`;
+//!   an IP session never outlives the job that opened it (`Run::finish` ends it);
 //! - `suspect` is set when a job starts and cleared when it ends on its own: still set at
 //!   the next start means the last run was dropped mid-call, so the browser is pinged
 //!   before it is trusted;
@@ -111,6 +112,10 @@ pub(super) struct Slot {
     /// profile directory keeps them across restarts) or its IP changed since. Cleared
     /// before its next page (DESIGN §5 "Exit-IP hygiene").
     pub(super) site_data_stale: bool,
+    /// The port and time of the last page loaded through an IP session that has ended: an
+    /// IP session ends with its job, but a next job granted the same port (the same exit
+    /// IP) is still paced from that page (DESIGN §5 "Per-IP pacing").
+    pub(super) last_page: Option<(u16, Instant)>,
 }
 
 impl Slot {
@@ -123,6 +128,7 @@ impl Slot {
             ip: None,
             suspect: false,
             site_data_stale: true,
+            last_page: None,
         }
     }
 
@@ -135,6 +141,9 @@ impl Slot {
             relay.point_to(None);
         }
         let end = ip.end(reason);
+        if let Some(at) = ip.last_page {
+            self.last_page = Some((ip.grant.port, at));
+        }
         info!(
             slot = self.index,
             port = end.port,
