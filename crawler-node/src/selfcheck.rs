@@ -183,8 +183,15 @@ const COLLECT_JS: &str = r#"(async function () {
   r.mimeTypes = n.mimeTypes ? n.mimeTypes.length : -1;
   r.hardwareConcurrency = n.hardwareConcurrency || 0;
   r.automationGlobals = safe(function () {
-    var re = /^(\$?cdc_|\$wdc_|__webdriver|__selenium|__driver|__fxdriver|_Selenium|callPhantom|_phantom|domAutomation)/;
-    return Object.getOwnPropertyNames(window).concat(Object.getOwnPropertyNames(document)).filter(function (k) { return re.test(k); });
+    var re = /^(\$?cdc_|\$wdc_|__webdriver|__selenium|__driver|__fxdriver|_Selenium|__nightmare|__puppeteer|__playwright|__pw|callPhantom|_phantom|domAutomation)/;
+    var builtins = ['Array', 'Object', 'Promise', 'Proxy', 'Symbol', 'JSON', 'Window', 'Function', 'Reflect'];
+    var found = Object.getOwnPropertyNames(window).concat(Object.getOwnPropertyNames(document)).filter(function (k) { return re.test(k); });
+    // chromedriver's builtin copies, whatever they are named (the node's copy renames them).
+    Object.getOwnPropertyNames(window).forEach(function (k) {
+      var v; try { v = window[k]; } catch (e) { return; }
+      builtins.forEach(function (b) { if (k !== b && v === window[b]) { found.push(k + '=' + b); } });
+    });
+    return found;
   }, []);
   r.brands = safe(function () { return n.userAgentData.brands.map(function (b) { return b.brand + '/' + b.version; }); }, null);
   r.uaDataPlatform = safe(function () { return n.userAgentData.platform; }, null);
@@ -215,10 +222,13 @@ const COLLECT_JS: &str = r#"(async function () {
     }
     return glyph('가') !== glyph('나');
   });
+  // NB: a DevTools client with Runtime enabled is sent every console argument serialised;
+  // serialising an Error formats its stack through Error.prepareStackTrace (fpscanner's
+  // hasCDP). The older test, a `stack` getter on the error, no longer fires on Chromium 156.
   r.cdpRuntime = safe(function () {
-    var hit = false, e = new Error();
-    Object.defineProperty(e, 'stack', { get: function () { hit = true; return ''; } });
-    console.debug(e);
+    var hit = false, original = Error.prepareStackTrace;
+    Error.prepareStackTrace = function (e, frames) { hit = true; return original ? original(e, frames) : String(e); };
+    try { console.log(new Error('self-check')); } finally { Error.prepareStackTrace = original; }
     return hit;
   });
   r.iframe = await safe(function () {

@@ -46,6 +46,10 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Chromium's own page-load timeout (navigation returns at DOMContentLoaded: `eager`).
 pub const PAGE_LOAD_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The identifier of chromedriver's document-start script: the first script added on its
+/// WebDriver session's page (identifiers count up per DevTools session from 1).
+const CHROMEDRIVER_SCRIPT_ID: &str = "1";
+
 /// Flags that keep Chromium quiet on a closed network (the identity's flags follow them:
 /// [`identity::flags`]).
 pub const QUIET_FLAGS: &[&str] = &[
@@ -204,6 +208,23 @@ impl Browser {
     /// The identity's CDP part (see [`identity`]): user-agent override with client hints
     /// and languages, the timezone, and the document-start script.
     async fn set_up_identity(&self, identity: Option<&Identity>) -> Result<(), BrowserError> {
+        // chromedriver's own document-start script, the first of its WebDriver session's,
+        // copies builtins into page globals (`cdc_…_Array`, renamed in the node's copy but
+        // still globals aliasing `Array`, `Promise`, …) for WebDriver's execute, which the
+        // node does not use ([`Self::script`]). Absent (another WebDriver server), the
+        // command fails and nothing is lost.
+        if let Err(err) = self
+            .cdp(
+                "Page.removeScriptToEvaluateOnNewDocument",
+                json!({ "identifier": CHROMEDRIVER_SCRIPT_ID }),
+            )
+            .await
+        {
+            if err.is_gone() {
+                return Err(err);
+            }
+            debug!(error = %err, "no chromedriver document-start script to remove");
+        }
         if let Some(identity) = identity {
             self.cdp(
                 "Network.setUserAgentOverride",
@@ -308,9 +329,19 @@ impl Browser {
 
     /// Sends one CDP command (through chromedriver) and returns its answer.
     pub async fn cdp(&self, method: &'static str, params: Value) -> Result<Value, BrowserError> {
+        self.cdp_as(method, method, params, CALL_TIMEOUT).await
+    }
+
+    /// [`Self::cdp`] named `what` in errors, under `timeout`.
+    async fn cdp_as(
+        &self,
+        what: &'static str,
+        method: &'static str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, BrowserError> {
         let cdp = self.driver.cdp();
-        self.call(method, CALL_TIMEOUT, cdp.send_raw(method, params))
-            .await
+        self.call(what, timeout, cdp.send_raw(method, params)).await
     }
 
     /// A wheel turn of `delta_y` pixels at (`x`, `y`) of the viewport: a trusted input
@@ -346,33 +377,62 @@ impl Browser {
         .await
     }
 
-    /// Runs a synchronous script with `args` and returns its JSON value.
+    /// Runs a synchronous script body (WebDriver style: `arguments[0]`, `return …`) with
+    /// `args` in the page's main world and returns its JSON value.
+    ///
+    /// NB: through CDP `Runtime.evaluate`, not WebDriver's execute: chromedriver's execute
+    /// needs the `Runtime` domain enabled, and a page sees an enabled `Runtime` (DESIGN §5
+    /// "Browser identity"; the node's chromedriver copy never enables it). `Runtime.evaluate`
+    /// needs no enabled domain and leaves nothing in the page.
     pub async fn script(&self, script: &str, args: Vec<Value>) -> Result<Value, BrowserError> {
-        let ret = self
-            .call(
+        let expression = format!(
+            "(function () {{\n{script}\n}}).apply(null, {});",
+            Value::Array(args)
+        );
+        let answer = self
+            .cdp_as(
                 "execute script",
+                "Runtime.evaluate",
+                json!({ "expression": expression, "returnByValue": true, "awaitPromise": false }),
                 CALL_TIMEOUT,
-                self.driver.execute(script.to_owned(), args),
             )
             .await?;
-        Ok(ret.json().clone())
+        evaluated(answer)
     }
 
-    /// Forgets the cookies of the current site (a burned identity).
+    /// Forgets the cookies of the current site (a burned identity): the cookies CDP
+    /// `Network.getCookies` lists for the page's URLs, each deleted by name, domain and path.
     pub async fn delete_cookies(&self) -> Result<(), BrowserError> {
-        self.call(
-            "delete cookies",
-            CALL_TIMEOUT,
-            self.driver.delete_all_cookies(),
+        let answer = self.cdp("Network.getCookies", json!({})).await?;
+        let cookies = answer
+            .get("cookies")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for cookie in cookies {
+            self.cdp(
+                "Network.deleteCookies",
+                json!({
+                    "name": cookie.get("name").cloned().unwrap_or(Value::Null),
+                    "domain": cookie.get("domain").cloned().unwrap_or(Value::Null),
+                    "path": cookie.get("path").cloned().unwrap_or(Value::Null),
+                }),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// A cheap call that proves the WebDriver session and the page's renderer answer.
+    pub async fn ping(&self) -> Result<(), BrowserError> {
+        self.cdp_as(
+            "ping",
+            "Runtime.evaluate",
+            json!({ "expression": "1", "returnByValue": true }),
+            Duration::from_secs(10),
         )
         .await
-    }
-
-    /// A cheap call that proves the WebDriver session answers.
-    pub async fn ping(&self) -> Result<(), BrowserError> {
-        self.call("ping", Duration::from_secs(10), self.driver.title())
-            .await
-            .map(drop)
+        .map(drop)
     }
 
     /// Quits the WebDriver session within [`CLOSE_TIMEOUT`]; kills the browser if that fails. No
@@ -463,6 +523,31 @@ fn capabilities(dir: &std::path::Path, options: &LaunchOptions) -> Capabilities 
         Value::Object(map) => Capabilities::from(map),
         _ => Capabilities::new(),
     }
+}
+
+/// The value of a `Runtime.evaluate` answer (`returnByValue`), or the script's exception.
+fn evaluated(answer: Value) -> Result<Value, BrowserError> {
+    if let Some(details) = answer.get("exceptionDetails") {
+        let shown = details
+            .pointer("/exception/description")
+            .and_then(Value::as_str)
+            .or_else(|| details.get("text").and_then(Value::as_str))
+            .unwrap_or("an exception");
+        let short: String = shown
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(300)
+            .collect();
+        return Err(BrowserError::WebDriver(format!(
+            "execute script: javascript error: {short}"
+        )));
+    }
+    Ok(answer
+        .pointer("/result/value")
+        .cloned()
+        .unwrap_or(Value::Null))
 }
 
 /// Sorts a WebDriver failure: does it mean the browser or its WebDriver session is gone?

@@ -1,0 +1,162 @@
+//! Leak pages through the node's own browser (DESIGN §5 "Browser identity"): real
+//! Chromium launched exactly as a job's (the node's chromedriver copy, flags, identity,
+//! CDP set-up) opens every leak page of the test kit, and no probe may see a leak, in
+//! headless and headful mode. A stock chromedriver without the identity set-up shows the
+//! DevTools-client and automation-globals probes do fire, so a pass means something.
+
+use std::{sync::Arc, time::Duration};
+
+use lps_crawler_node::chromium::{
+    Browser, BrowserMode, ChromeDriver, Display, LaunchOptions, ProfileSlot,
+};
+use lps_test_kit::leaks::{LeakPages, PROBES, Probe, probe};
+use serde_json::Value;
+use tokio::time::Instant;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// A probe that has not answered by then is broken (not a timing assertion: the probes
+/// wait at most 1.5 s themselves).
+const PROBE_DEADLINE: Duration = Duration::from_secs(20);
+
+/// What the probe saw: (leaked, seen).
+async fn run_probe(browser: &Browser, pages: &LeakPages, probe: &Probe) -> (bool, String) {
+    browser.goto(&pages.url(probe)).await.expect("navigate");
+    let deadline = Instant::now() + PROBE_DEADLINE;
+    loop {
+        let v = browser
+            .script("return window.__leakProbe || null;", Vec::new())
+            .await
+            .expect("read the probe");
+        if !v.is_null() {
+            return (
+                v["leaked"] != Value::Bool(false),
+                v["seen"].as_str().unwrap_or_default().to_owned(),
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "probe {} never answered",
+            probe.name
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs `probes` in one browser started through `driver`; returns (name, leaked, seen).
+async fn probe_all(
+    driver: &ChromeDriver,
+    mode: BrowserMode,
+    stealth: bool,
+    probes: &[&Probe],
+) -> Vec<(&'static str, bool, String)> {
+    let root = std::env::temp_dir().join(format!(
+        "lps-leaks-test-{}-{}-{}",
+        mode.as_str(),
+        std::process::id(),
+        fastrand::u32(..)
+    ));
+    std::fs::create_dir_all(&root).unwrap();
+    let slot = ProfileSlot::acquire(&root).unwrap();
+    let url = driver.url().await.expect("chromedriver");
+    let options = LaunchOptions {
+        stealth,
+        ..LaunchOptions::new(CHROMIUM.into(), mode)
+    };
+    let pages = LeakPages::start().await.unwrap();
+    let browser = Browser::launch(&url, &slot, &options)
+        .await
+        .expect("launch");
+    let mut out = Vec::new();
+    for p in probes {
+        let (leaked, seen) = run_probe(&browser, &pages, p).await;
+        out.push((p.name, leaked, seen));
+    }
+    browser.close().await;
+    drop(slot);
+    let _ = std::fs::remove_dir_all(&root);
+    out
+}
+
+fn render(results: &[(&str, bool, String)]) -> String {
+    results
+        .iter()
+        .map(|(name, leaked, seen)| {
+            format!("{} {name}: {seen}", if *leaked { "LEAK" } else { "ok  " })
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn nothing_leaks(mode: BrowserMode) {
+    let mut driver = ChromeDriver::managed(CHROMEDRIVER);
+    if mode == BrowserMode::Headful {
+        driver = driver.with_display(Arc::new(Display::new("/usr/bin/Xvfb")));
+    }
+    let all: Vec<&Probe> = PROBES.iter().collect();
+    let results = probe_all(&driver, mode, true, &all).await;
+    driver.stop().await;
+    if let Some(display) = driver.display() {
+        display.stop().await;
+    }
+    let shown = render(&results);
+    eprintln!("{} mode:\n{shown}", mode.as_str());
+    assert_eq!(results.len(), PROBES.len());
+    assert!(
+        results.iter().all(|(_, leaked, _)| !leaked),
+        "{} mode:\n{shown}",
+        mode.as_str()
+    );
+}
+
+#[tokio::test]
+async fn no_leak_page_sees_the_node_browser_headless() {
+    nothing_leaks(BrowserMode::Headless).await;
+}
+
+#[tokio::test]
+async fn no_leak_page_sees_the_node_browser_headful() {
+    nothing_leaks(BrowserMode::Headful).await;
+}
+
+/// The launch through the stock chromedriver (not the node's copy), without the identity
+/// set-up (`LPS_BROWSER_STEALTH=false`): the probes of what the copy and the set-up remove
+/// must fire, or they prove nothing.
+#[tokio::test]
+async fn the_probes_see_a_stock_chromedriver() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut stock = tokio::process::Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("stock chromedriver");
+    let deadline = Instant::now() + PROBE_DEADLINE;
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the stock chromedriver never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let driver = ChromeDriver::external(format!("http://127.0.0.1:{port}"));
+    let probes = [
+        probe("cdp-runtime").unwrap(),
+        probe("automation-globals").unwrap(),
+    ];
+    let results = probe_all(&driver, BrowserMode::Headless, false, &probes).await;
+    let _ = stock.kill().await;
+    let shown = render(&results);
+    eprintln!("stock chromedriver:\n{shown}");
+    assert!(
+        results.iter().all(|(_, leaked, _)| *leaked),
+        "stock chromedriver:\n{shown}"
+    );
+}

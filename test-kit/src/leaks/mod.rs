@@ -1,0 +1,117 @@
+//! Leak pages: one page per way a page can tell an automated browser, each running one
+//! probe as the page's own first script — as a detector a mall embeds would — and
+//! publishing its verdict in `window.__leakProbe`:
+//! `{ leaked: bool, seen: "what it saw" }` (absent while the probe still runs).
+//!
+//! The probes are this module's `.js` files ([`PROBES`]); [`LeakPages`] serves them on
+//! loopback at `/leak/<name>`. Tests drive a real Chromium through the node's launch path
+//! to every page and fail when a probe reports a leak; a test with a stock chromedriver
+//! shows each probe can fail. Nothing here is persisted.
+
+use std::net::SocketAddr;
+
+use axum::{
+    Router,
+    extract::Path,
+    http::StatusCode,
+    response::{Html, IntoResponse},
+    routing::get,
+};
+use tokio::net::TcpListener;
+
+/// One probe: what it tests and its script.
+#[derive(Debug, Clone, Copy)]
+pub struct Probe {
+    /// The page's name in `/leak/<name>`.
+    pub name: &'static str,
+    /// The signal, as a detector names it.
+    pub signal: &'static str,
+    /// The page's script.
+    pub script: &'static str,
+}
+
+/// Every probe (DESIGN §5 "Browser identity").
+pub const PROBES: &[Probe] = &[
+    Probe {
+        name: "cdp-runtime",
+        signal: "a DevTools client with Runtime enabled (console arguments serialised)",
+        script: include_str!("cdp_runtime.js"),
+    },
+    Probe {
+        name: "automation-globals",
+        signal: "automation globals (listed names, aliases of builtins)",
+        script: include_str!("automation_globals.js"),
+    },
+];
+
+/// The probe named `name`.
+pub fn probe(name: &str) -> Option<&'static Probe> {
+    PROBES.iter().find(|p| p.name == name)
+}
+
+/// The page of `probe`: its script first in `<head>`, before anything else runs.
+pub fn page(probe: &Probe) -> String {
+    format!(
+        "<!doctype html><html lang=\"ko\"><head><meta charset=\"utf-8\"><script>{}</script><title>{}</title></head><body><p>{}</p></body></html>",
+        probe.script, probe.name, probe.signal
+    )
+}
+
+/// The leak pages' loopback server; stops when dropped.
+#[derive(Debug)]
+pub struct LeakPages {
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LeakPages {
+    /// Serves every probe's page on `127.0.0.1:0`.
+    ///
+    /// # Errors
+    /// The listener cannot be bound.
+    pub async fn start() -> std::io::Result<Self> {
+        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let addr = listener.local_addr()?;
+        let app = Router::new().route("/leak/{name}", get(serve));
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self { addr, task })
+    }
+
+    /// The URL of `probe`'s page.
+    pub fn url(&self, probe: &Probe) -> String {
+        format!("http://{}/leak/{}", self.addr, probe.name)
+    }
+}
+
+impl Drop for LeakPages {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve(Path(name): Path<String>) -> impl IntoResponse {
+    match probe(&name) {
+        Some(p) => Html(page(p)).into_response(),
+        None => (StatusCode::NOT_FOUND, "no such probe").into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_probe_has_a_unique_name_and_publishes_its_verdict() {
+        for (i, p) in PROBES.iter().enumerate() {
+            assert!(
+                PROBES[..i].iter().all(|q| q.name != p.name),
+                "{} twice",
+                p.name
+            );
+            assert!(p.script.contains("window.__leakProbe"), "{}", p.name);
+            assert!(page(p).contains(p.script));
+        }
+    }
+}
