@@ -2,7 +2,9 @@
 //! Chromium launched exactly as a job's (the node's chromedriver copy, flags, identity,
 //! CDP set-up) opens every leak page of the test kit, and no probe may see a leak, in
 //! headless and headful mode. A stock chromedriver without the identity set-up shows the
-//! DevTools-client and automation-globals probes do fire, so a pass means something.
+//! DevTools-client and automation-globals probes do fire, and the node's browser without
+//! its DevTools connection to workers shows the contexts probe does, so a pass means
+//! something.
 
 use std::{sync::Arc, time::Duration};
 
@@ -47,7 +49,7 @@ async fn run_probe(browser: &Browser, pages: &LeakPages, probe: &Probe) -> (bool
 async fn probe_all(
     driver: &ChromeDriver,
     mode: BrowserMode,
-    stealth: bool,
+    (stealth, contexts): (bool, bool),
     probes: &[&Probe],
 ) -> Vec<(&'static str, bool, String)> {
     let root = std::env::temp_dir().join(format!(
@@ -61,6 +63,7 @@ async fn probe_all(
     let url = driver.url().await.expect("chromedriver");
     let options = LaunchOptions {
         stealth,
+        contexts,
         ..LaunchOptions::new(CHROMIUM.into(), mode)
     };
     let pages = LeakPages::start().await.unwrap();
@@ -94,7 +97,7 @@ async fn nothing_leaks(mode: BrowserMode) {
         driver = driver.with_display(Arc::new(Display::new("/usr/bin/Xvfb")));
     }
     let all: Vec<&Probe> = PROBES.iter().collect();
-    let results = probe_all(&driver, mode, true, &all).await;
+    let results = probe_all(&driver, mode, (true, true), &all).await;
     driver.stop().await;
     if let Some(display) = driver.display() {
         display.stop().await;
@@ -151,7 +154,7 @@ async fn the_probes_see_a_stock_chromedriver() {
         probe("cdp-runtime").unwrap(),
         probe("automation-globals").unwrap(),
     ];
-    let results = probe_all(&driver, BrowserMode::Headless, false, &probes).await;
+    let results = probe_all(&driver, BrowserMode::Headless, (false, false), &probes).await;
     let _ = stock.kill().await;
     let shown = render(&results);
     eprintln!("stock chromedriver:\n{shown}");
@@ -159,4 +162,23 @@ async fn the_probes_see_a_stock_chromedriver() {
         results.iter().all(|(_, leaked, _)| *leaked),
         "stock chromedriver:\n{shown}"
     );
+}
+
+/// The node's browser without its own DevTools connection to workers and frames: the page
+/// shows the identity, its workers do not, and the contexts probe must see that.
+#[tokio::test]
+async fn the_contexts_probe_sees_workers_left_out() {
+    let driver = ChromeDriver::managed(CHROMEDRIVER);
+    let results = probe_all(
+        &driver,
+        BrowserMode::Headless,
+        (true, false),
+        &[probe("contexts").unwrap()],
+    )
+    .await;
+    driver.stop().await;
+    let shown = render(&results);
+    eprintln!("without the contexts connection:\n{shown}");
+    assert!(results[0].1, "{shown}");
+    assert!(results[0].2.contains("worker webgl"), "{shown}");
 }

@@ -12,7 +12,8 @@
 //! | a DevTools client (`Runtime.enable` side effects) | the copy never sends `Runtime.enable`; the node's scripts run through CDP `Runtime.evaluate` |
 //! | `enable-automation` switch, automation extension | `excludeSwitches`, `useAutomationExtension: false` |
 //! | screen | `--screen-info` (headless) or the Xvfb screen (headful): 1920×1080 around a 1366×900 window |
-//! | WebGL vendor/renderer | a document-start script ([`STEALTH_JS`]) answers a common Intel/Mesa pair instead of SwiftShader, with native-looking functions |
+//! | WebGL vendor/renderer | a document-start script ([`STEALTH_JS`]) answers a common Intel/Mesa pair instead of SwiftShader, with native-looking functions; workers and out-of-process frames get it before they run ([`super::contexts`]) |
+//! | client hints in shared and service workers | the same override, sent to each worker target ([`super::contexts`]) |
 //! | `outerWidth`/`outerHeight` | the same script answers the known window size while a new renderer still reads 0x0 (a Chromium race at navigation) |
 //!
 //! Everything is applied before the first page: flags at launch, CDP commands and the
@@ -347,8 +348,8 @@ fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Runs before any page script in every document of the browser: the WebGL vendor and
-/// renderer (SwiftShader is software rendering, which no person's browser reports), and
+/// Runs before any page script in every document and worker of the browser (`self` is the
+/// window or the worker's global scope): the WebGL vendor and renderer (SwiftShader is software rendering, which no person's browser reports), and
 /// the outer window's size while a new renderer has not received it yet (Chromium answers
 /// 0x0 then), with patched functions that look native to `Function.prototype.toString`.
 pub const STEALTH_JS: &str = r#"(function () {
@@ -375,7 +376,7 @@ pub const STEALTH_JS: &str = r#"(function () {
   // Chromium then answers an outer window of 0x0, which no person's browser shows. The
   // window is never resized, so its size is known.
   [['outerWidth', %WIDTH%], ['outerHeight', %HEIGHT%]].forEach(function (pair) {
-    var d = Object.getOwnPropertyDescriptor(window, pair[0]);
+    var d = Object.getOwnPropertyDescriptor(self, pair[0]);
     if (!d || typeof d.get !== 'function') { return; }
     var nativeGet = d.get;
     var get = ({ get [pair[0]]() {
@@ -385,9 +386,9 @@ pub const STEALTH_JS: &str = r#"(function () {
     var getter = Object.getOwnPropertyDescriptor(get, pair[0]).get;
     disguised.set(getter, nativeToString.call(nativeGet));
     try { Object.defineProperty(getter, 'name', { value: nativeGet.name }); } catch (e) {}
-    try { Object.defineProperty(window, pair[0], { get: getter, set: d.set, configurable: d.configurable, enumerable: d.enumerable }); } catch (e) {}
+    try { Object.defineProperty(self, pair[0], { get: getter, set: d.set, configurable: d.configurable, enumerable: d.enumerable }); } catch (e) {}
   });
-  [window.WebGLRenderingContext, window.WebGL2RenderingContext].forEach(function (ctx) {
+  [self.WebGLRenderingContext, self.WebGL2RenderingContext].forEach(function (ctx) {
     if (!ctx) { return; }
     patch(ctx.prototype, 'getParameter', function (original) {
       return ({ getParameter(p) {

@@ -31,6 +31,7 @@ use tracing::{debug, info, instrument, warn};
 
 use super::{
     BrowserError,
+    contexts::{self, Contexts},
     http::WebDriverHttp,
     identity::{self, BrowserMode, Identity},
     process,
@@ -99,6 +100,9 @@ pub struct LaunchOptions {
     /// to measure what it costs (`LPS_BROWSER_STEALTH=false`): the browser then shows
     /// itself as plain headless Chromium.
     pub stealth: bool,
+    /// Give workers and out-of-process frames the identity too ([`Contexts`]; with
+    /// `stealth` only). Off only to measure what it removes (the leak tests).
+    pub contexts: bool,
 }
 
 impl LaunchOptions {
@@ -113,6 +117,7 @@ impl LaunchOptions {
             blocked: Vec::new(),
             mode,
             stealth: true,
+            contexts: true,
         }
     }
 }
@@ -124,6 +129,9 @@ pub struct Browser {
     dir: PathBuf,
     blocked: Vec<String>,
     launched: Instant,
+    /// The node's own DevTools connection (the identity in workers and frames); `None`
+    /// without the identity set-up. Ends with the browser.
+    contexts: Option<Contexts>,
     /// Malls whose warm-up page this browser has visited.
     pub warmed: HashSet<String>,
 }
@@ -170,6 +178,7 @@ impl Browser {
             dir,
             blocked: Vec::new(),
             launched: Instant::now(),
+            contexts: None,
             warmed: HashSet::new(),
         };
         if let Err(err) = browser.block_urls(&options.blocked).await {
@@ -179,11 +188,20 @@ impl Browser {
         // Before any page script runs, on every document of the browser: the identity
         // (client hints, languages, timezone, WebGL), and the recorder of what the page's
         // own fetch/XHR calls answer (for `captured_json` card sources).
-        if options.stealth
-            && let Err(err) = browser.set_up_identity(options.identity.as_ref()).await
-        {
-            browser.kill().await;
-            return Err(err);
+        if options.stealth {
+            if let Err(err) = browser.set_up_identity(options.identity.as_ref()).await {
+                browser.kill().await;
+                return Err(err);
+            }
+            if options.contexts {
+                match browser.watch_contexts(options.identity.as_ref()).await {
+                    Ok(contexts) => browser.contexts = Some(contexts),
+                    Err(err) => {
+                        browser.kill().await;
+                        return Err(err);
+                    }
+                }
+            }
         }
         if let Err(err) = browser
             .cdp(
@@ -260,6 +278,16 @@ impl Browser {
         )
         .await?;
         Ok(())
+    }
+
+    /// Starts the node's DevTools connection to this browser ([`Contexts`]): workers and
+    /// out-of-process frames get the identity before they run.
+    async fn watch_contexts(&self, identity: Option<&Identity>) -> Result<Contexts, BrowserError> {
+        let caps = self.driver.capabilities();
+        let address = contexts::debugger_address(caps).ok_or_else(|| {
+            BrowserError::Launch("chromedriver reported no debuggerAddress".to_owned())
+        })?;
+        Contexts::start(&address, identity).await
     }
 
     /// Clears every cookie and the storage of `origins` (an identity bound to another

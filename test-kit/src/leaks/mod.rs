@@ -4,7 +4,7 @@
 //! `{ leaked: bool, seen: "what it saw" }` (absent while the probe still runs).
 //!
 //! The probes are this module's `.js` files ([`PROBES`]); [`LeakPages`] serves them on
-//! loopback at `/leak/<name>`. Tests drive a real Chromium through the node's launch path
+//! loopback at `/leak/<name>` (and the contexts probe's worker scripts beside them). Tests drive a real Chromium through the node's launch path
 //! to every page and fail when a probe reports a leak; a test with a stock chromedriver
 //! shows each probe can fail. Nothing here is persisted.
 
@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use axum::{
     Router,
     extract::Path,
-    http::StatusCode,
+    http::{StatusCode, header},
     response::{Html, IntoResponse},
     routing::get,
 };
@@ -42,7 +42,17 @@ pub const PROBES: &[Probe] = &[
         signal: "automation globals (listed names, aliases of builtins)",
         script: include_str!("automation_globals.js"),
     },
+    Probe {
+        name: "contexts",
+        signal: "an identity that differs between the page and its iframes or workers",
+        script: concat!(include_str!("collect.js"), include_str!("contexts.js")),
+    },
 ];
+
+/// `collect`, what one context shows of the identity, for the contexts probe's workers.
+const COLLECT_JS: &str = include_str!("collect.js");
+/// The contexts probe's service worker.
+const CONTEXTS_SW_JS: &str = include_str!("contexts_sw.js");
 
 /// The probe named `name`.
 pub fn probe(name: &str) -> Option<&'static Probe> {
@@ -72,7 +82,13 @@ impl LeakPages {
     pub async fn start() -> std::io::Result<Self> {
         let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let addr = listener.local_addr()?;
-        let app = Router::new().route("/leak/{name}", get(serve));
+        let app = Router::new()
+            .route("/leak/{name}", get(serve))
+            .route("/leak/collect.js", get(|| async { script(COLLECT_JS) }))
+            .route(
+                "/leak/contexts-sw.js",
+                get(|| async { script(CONTEXTS_SW_JS) }),
+            );
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -89,6 +105,13 @@ impl Drop for LeakPages {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+fn script(source: &'static str) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        source,
+    )
 }
 
 async fn serve(Path(name): Path<String>) -> impl IntoResponse {
