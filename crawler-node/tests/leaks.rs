@@ -8,8 +8,9 @@
 
 use std::{sync::Arc, time::Duration};
 
-use lps_crawler_node::chromium::{
-    Browser, BrowserMode, ChromeDriver, Display, LaunchOptions, ProfileSlot,
+use lps_crawler_node::{
+    chromium::{Browser, BrowserMode, ChromeDriver, Display, LaunchOptions, ProfileSlot},
+    selfcheck::SelfCheck,
 };
 use lps_test_kit::leaks::{LeakPages, PROBES, Probe, probe};
 use serde_json::Value;
@@ -181,4 +182,57 @@ async fn the_contexts_probe_sees_workers_left_out() {
     eprintln!("without the contexts connection:\n{shown}");
     assert!(results[0].1, "{shown}");
     assert!(results[0].2.contains("worker webgl"), "{shown}");
+}
+
+/// The node's self-check runs the same probes: with the DevTools client left visible (a
+/// stock chromedriver) or the workers left out, it fails naming the probe.
+#[tokio::test]
+async fn the_self_check_names_each_protection_switched_off() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut stock = tokio::process::Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("stock chromedriver");
+    let deadline = Instant::now() + PROBE_DEADLINE;
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the stock chromedriver never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let managed = ChromeDriver::managed(CHROMEDRIVER);
+    let stock_driver = ChromeDriver::external(format!("http://127.0.0.1:{port}"));
+    for (driver, contexts, expected) in [
+        (&stock_driver, true, "leak page: DevTools client"),
+        (&managed, false, "leak page: contexts"),
+    ] {
+        let root = std::env::temp_dir().join(format!(
+            "lps-leaks-self-check-{}-{}",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        let check = SelfCheck {
+            chromium_path: CHROMIUM.into(),
+            mode: BrowserMode::Headless,
+            extra_args: Vec::new(),
+            profile_root: root.clone(),
+            contexts,
+        };
+        let report = check.run(driver).await.expect("self-check");
+        let _ = std::fs::remove_dir_all(&root);
+        let leaks: Vec<&str> = report.leaks().map(|i| i.name).collect();
+        assert!(leaks.contains(&expected), "{}", report.render());
+    }
+    managed.stop().await;
+    let _ = stock.kill().await;
 }
