@@ -12,7 +12,7 @@ use lps_crawler_node::{
     chromium::{Browser, BrowserMode, ChromeDriver, Display, LaunchOptions, ProfileSlot},
     selfcheck::SelfCheck,
 };
-use lps_test_kit::leaks::{LeakPages, PROBES, Probe, probe};
+use lps_test_kit::leaks::{LeakPages, PROBES, Probe, detectors, probe};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -24,7 +24,12 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(20);
 
 /// What the probe saw: (leaked, seen).
 async fn run_probe(browser: &Browser, pages: &LeakPages, probe: &Probe) -> (bool, String) {
-    browser.goto(&pages.url(probe)).await.expect("navigate");
+    read_verdict(browser, &pages.url(probe), probe.name).await
+}
+
+/// Opens `url` and waits for its `window.__leakProbe`.
+async fn read_verdict(browser: &Browser, url: &str, name: &str) -> (bool, String) {
+    browser.goto(url).await.expect("navigate");
     let deadline = Instant::now() + PROBE_DEADLINE;
     loop {
         let v = browser
@@ -37,11 +42,7 @@ async fn run_probe(browser: &Browser, pages: &LeakPages, probe: &Probe) -> (bool
                 v["seen"].as_str().unwrap_or_default().to_owned(),
             );
         }
-        assert!(
-            Instant::now() < deadline,
-            "probe {} never answered",
-            probe.name
-        );
+        assert!(Instant::now() < deadline, "{name} never answered");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -235,4 +236,58 @@ async fn the_self_check_names_each_protection_switched_off() {
     }
     managed.stop().await;
     let _ = stock.kill().await;
+}
+
+/// The public detectors (npm, fetched at test time into `target/`): BotD says no bot and
+/// fpscanner flags no signal, headless and headful. Without npm or the registry the test
+/// is skipped, except under `CI=true`, where it fails.
+#[tokio::test]
+async fn the_public_detectors_see_no_bot_in_the_node_browser() {
+    let cache = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/lps-detectors");
+    let found = match detectors::fetch(&cache) {
+        Ok(found) => found,
+        Err(e) if detectors::required() => panic!("the public detectors (CI=true): {e}"),
+        Err(e) => {
+            eprintln!("skipped: the public detectors could not be fetched: {e}");
+            return;
+        }
+    };
+    for mode in [BrowserMode::Headless, BrowserMode::Headful] {
+        let mut driver = ChromeDriver::managed(CHROMEDRIVER);
+        if mode == BrowserMode::Headful {
+            driver = driver.with_display(Arc::new(Display::new("/usr/bin/Xvfb")));
+        }
+        let root = std::env::temp_dir().join(format!(
+            "lps-detectors-test-{}-{}",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        std::fs::create_dir_all(&root).unwrap();
+        let slot = ProfileSlot::acquire(&root).unwrap();
+        let pages = LeakPages::start_with(Some(found.clone())).await.unwrap();
+        let url = driver.url().await.expect("chromedriver");
+        let options = LaunchOptions::new(CHROMIUM.into(), mode);
+        let browser = Browser::launch(&url, &slot, &options)
+            .await
+            .expect("launch");
+        let mut results = Vec::new();
+        for name in ["botd", "fpscanner"] {
+            let (leaked, seen) = read_verdict(&browser, &pages.detector_url(name), name).await;
+            results.push((name, leaked, seen));
+        }
+        browser.close().await;
+        driver.stop().await;
+        if let Some(display) = driver.display() {
+            display.stop().await;
+        }
+        drop(slot);
+        let _ = std::fs::remove_dir_all(&root);
+        let shown = render(&results);
+        eprintln!("{} mode:\n{shown}", mode.as_str());
+        assert!(
+            results.iter().all(|(_, leaked, _)| !leaked),
+            "{} mode:\n{shown}",
+            mode.as_str()
+        );
+    }
 }

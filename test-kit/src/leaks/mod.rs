@@ -8,7 +8,9 @@
 //! to every page and fail when a probe reports a leak; a test with a stock chromedriver
 //! shows each probe can fail. Nothing here is persisted.
 
-use std::net::SocketAddr;
+pub mod detectors;
+
+use std::{net::SocketAddr, sync::Arc};
 
 use axum::{
     Router,
@@ -80,9 +82,46 @@ impl LeakPages {
     /// # Errors
     /// The listener cannot be bound.
     pub async fn start() -> std::io::Result<Self> {
+        Self::start_with(None).await
+    }
+
+    /// [`Self::start`], with the public detectors' pages too: `/detector/botd` and
+    /// `/detector/fpscanner` ([`detectors`]).
+    ///
+    /// # Errors
+    /// The listener cannot be bound.
+    pub async fn start_with(detectors: Option<detectors::Detectors>) -> std::io::Result<Self> {
         let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let addr = listener.local_addr()?;
-        let app = Router::new()
+        let mut app = Router::new();
+        if let Some(d) = detectors {
+            let botd = Arc::new(d.botd);
+            let fpscanner = Arc::new(d.fpscanner);
+            app = app
+                .route(
+                    "/detector/botd",
+                    get(|| async { Html(detectors::BOTD_PAGE) }),
+                )
+                .route(
+                    "/detector/fpscanner",
+                    get(|| async { Html(detectors::FPSCANNER_PAGE) }),
+                )
+                .route(
+                    "/detector/botd.js",
+                    get(move || {
+                        let s = botd.clone();
+                        async move { module(&s) }
+                    }),
+                )
+                .route(
+                    "/detector/fpscanner.js",
+                    get(move || {
+                        let s = fpscanner.clone();
+                        async move { module(&s) }
+                    }),
+                );
+        }
+        let app = app
             .route("/leak/{name}", get(serve))
             .route("/leak/collect.js", get(|| async { script(COLLECT_JS) }))
             .route(
@@ -95,6 +134,12 @@ impl LeakPages {
         Ok(Self { addr, task })
     }
 
+    /// The URL of a public detector's page (`botd`, `fpscanner`; served by
+    /// [`Self::start_with`] only).
+    pub fn detector_url(&self, name: &str) -> String {
+        format!("http://{}/detector/{name}", self.addr)
+    }
+
     /// The URL of `probe`'s page.
     pub fn url(&self, probe: &Probe) -> String {
         format!("http://{}/leak/{}", self.addr, probe.name)
@@ -105,6 +150,14 @@ impl Drop for LeakPages {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+fn module(source: &str) -> axum::response::Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        source.to_owned(),
+    )
+        .into_response()
 }
 
 fn script(source: &'static str) -> impl IntoResponse {
