@@ -213,6 +213,11 @@ const PROBES: &[SelfProbe] = &[
         script: include_str!("../../test-kit/src/leaks/automation_globals.js"),
     },
     SelfProbe {
+        name: "leak page: native functions",
+        page: "native-functions",
+        script: include_str!("../../test-kit/src/leaks/native_functions.js"),
+    },
+    SelfProbe {
         name: "leak page: contexts",
         page: "contexts",
         script: concat!(
@@ -734,6 +739,7 @@ mod tests {
             "probes": {
                 "cdp-runtime": { "leaked": false, "seen": "prepareStackTrace ran 0 time(s)" },
                 "automation-globals": { "leaked": false, "seen": "none" },
+                "native-functions": { "leaked": false, "seen": "all native" },
                 "contexts": { "leaked": false, "seen": "all contexts agree" },
             },
         })

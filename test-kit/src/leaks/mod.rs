@@ -45,6 +45,11 @@ pub const PROBES: &[Probe] = &[
         script: include_str!("automation_globals.js"),
     },
     Probe {
+        name: "native-functions",
+        signal: "replaced builtins that do not read as native (fetch, XHR, WebGL, toString)",
+        script: include_str!("native_functions.js"),
+    },
+    Probe {
         name: "contexts",
         signal: "an identity that differs between the page and its iframes or workers",
         script: concat!(include_str!("collect.js"), include_str!("contexts.js")),
