@@ -193,12 +193,14 @@ impl Browser {
                 browser.kill().await;
                 return Err(err);
             }
+            // NB: a browser whose DevTools endpoint cannot be reached (a WebDriver server on
+            // another host reports its own `localhost`) still works; its workers then show
+            // the real WebGL renderer and brands, which the self-check reports.
             if options.contexts {
                 match browser.watch_contexts(options.identity.as_ref()).await {
                     Ok(contexts) => browser.contexts = Some(contexts),
                     Err(err) => {
-                        browser.kill().await;
-                        return Err(err);
+                        warn!(error = %err, "no devtools connection to the browser; workers keep their own identity");
                     }
                 }
             }
