@@ -124,6 +124,14 @@ impl SelfCheck {
             .route("/leak/{name}", get(probe_page))
             .route("/leak/collect.js", get(|| async { javascript(COLLECT_PROBE_JS) }))
             .route(
+                "/leak/contexts-frame",
+                get(|| async {
+                    Html(format!(
+                        "<!doctype html><html lang=\"ko\"><head><meta charset=\"utf-8\"><script>{CONTEXTS_FRAME_JS}</script></head><body></body></html>"
+                    ))
+                }),
+            )
+            .route(
                 "/leak/contexts-sw.js",
                 get(|| async { javascript(CONTEXTS_SW_JS) }),
             );
@@ -230,6 +238,11 @@ const PROBES: &[SelfProbe] = &[
 const COLLECT_PROBE_JS: &str = include_str!("../../test-kit/src/leaks/collect.js");
 /// The contexts probe's service worker.
 const CONTEXTS_SW_JS: &str = include_str!("../../test-kit/src/leaks/contexts_sw.js");
+/// The contexts probe's cross-site frame (served to `localhost`, another site).
+const CONTEXTS_FRAME_JS: &str = concat!(
+    include_str!("../../test-kit/src/leaks/collect.js"),
+    include_str!("../../test-kit/src/leaks/contexts_frame.js")
+);
 
 async fn probe_page(
     axum::extract::Path(name): axum::extract::Path<String>,

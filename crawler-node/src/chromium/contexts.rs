@@ -186,6 +186,9 @@ impl Attacher {
                 // NB: chromedriver's page already has the script (instance.rs); a second
                 // copy would wrap the patched functions twice, so only frames get it.
                 if kind == "iframe" {
+                    // NB: document-start scripts run only while the Page domain is enabled
+                    // on the session (chromedriver enables it on its page); not observable.
+                    out.push(self.command(s, "Page.enable", json!({})));
                     let source = self.script.clone();
                     out.push(self.command(
                         s,

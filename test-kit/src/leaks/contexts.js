@@ -37,6 +37,20 @@
       }, function () { done(null); });
     });
   }
+  // A cross-site frame (localhost is another site than 127.0.0.1): its own renderer
+  // process and DevTools target. It posts what it reads.
+  function inCrossSiteFrame() {
+    return new Promise(function (done) {
+      if (location.hostname !== '127.0.0.1') { done('skip'); return; }
+      var f = document.createElement('iframe');
+      f.style.display = 'none';
+      window.addEventListener('message', function (m) {
+        if (m.source === f.contentWindow && m.data && m.data.contextsProbe) { done(m.data.contextsProbe); }
+      });
+      f.src = 'http://localhost:' + location.port + '/leak/contexts-frame';
+      document.documentElement.appendChild(f);
+    });
+  }
   function inFrame(make) {
     return new Promise(function (done) {
       try {
@@ -56,10 +70,12 @@
     inWorker(),
     inSharedWorker(),
     inServiceWorker(),
+    inCrossSiteFrame(),
   ]).then(function (all) {
-    var names = ['iframe srcdoc', 'iframe about:blank', 'dedicated worker', 'shared worker', 'service worker'];
+    var names = ['iframe srcdoc', 'iframe about:blank', 'dedicated worker', 'shared worker', 'service worker', 'cross-site iframe'];
     var diffs = [];
     all.forEach(function (ctx, i) {
+      if (ctx === 'skip') { return; }
       if (!ctx) { diffs.push(names[i] + ': unreadable'); return; }
       Object.keys(ctx).forEach(function (k) {
         if (String(ctx[k]) !== String(page[k])) { diffs.push(names[i] + ' ' + k + ' ' + JSON.stringify(ctx[k]) + ' (page ' + JSON.stringify(page[k]) + ')'); }

@@ -60,6 +60,18 @@ pub const PROBES: &[Probe] = &[
 const COLLECT_JS: &str = include_str!("collect.js");
 /// The contexts probe's service worker.
 const CONTEXTS_SW_JS: &str = include_str!("contexts_sw.js");
+/// The contexts probe's cross-site frame (its page's script).
+pub const CONTEXTS_FRAME_JS: &str = concat!(
+    include_str!("collect.js"),
+    include_str!("contexts_frame.js")
+);
+
+/// The contexts probe's cross-site frame page.
+pub fn contexts_frame_page() -> String {
+    format!(
+        "<!doctype html><html lang=\"ko\"><head><meta charset=\"utf-8\"><script>{CONTEXTS_FRAME_JS}</script></head><body></body></html>"
+    )
+}
 
 /// The probe named `name`.
 pub fn probe(name: &str) -> Option<&'static Probe> {
@@ -129,6 +141,10 @@ impl LeakPages {
         let app = app
             .route("/leak/{name}", get(serve))
             .route("/leak/collect.js", get(|| async { script(COLLECT_JS) }))
+            .route(
+                "/leak/contexts-frame",
+                get(|| async { Html(contexts_frame_page()) }),
+            )
             .route(
                 "/leak/contexts-sw.js",
                 get(|| async { script(CONTEXTS_SW_JS) }),
