@@ -8,7 +8,12 @@
 //! (`Browser::launch` with the node's identity, headless or `--headful`); the plain one is
 //! Debian's chromedriver as shipped with `--headless=new --no-sandbox`.
 //!
-//! Usage: `cargo run -p lps-bench --bin detector-check -- --botd PATH [--headful]`.
+//! With `--fpscanner PATH` (npm `fpscanner`, MIT: `dist/fpScanner.es.js`) it also runs
+//! fpscanner's `collectFingerprint` and prints the names of the signals it flags
+//! (`fastBotDetectionDetails`), or `none`.
+//!
+//! Usage: `cargo run -p lps-bench --bin detector-check -- --botd PATH [--fpscanner PATH]
+//! [--headful]`.
 #![allow(clippy::print_stdout)]
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
@@ -27,6 +32,9 @@ struct Args {
     /// BotD's `botd.esm.js`.
     #[arg(long)]
     botd: PathBuf,
+    /// fpscanner's `fpScanner.es.js`.
+    #[arg(long)]
+    fpscanner: Option<PathBuf>,
     /// The node's browser in headful mode (under Xvfb).
     #[arg(long)]
     headful: bool,
@@ -38,6 +46,15 @@ import { load } from '/botd.esm.js';
 load().then(b => b.detect()).then(r => { window.__verdict = r; }, e => { window.__verdict = { error: String(e) }; });
 </script></body></html>"#;
 
+const FPSCANNER_PAGE: &str = r#"<!doctype html><html lang="ko"><head><meta charset="utf-8"><title>detector</title></head><body><p>검사</p>
+<script type="module">
+import FingerprintScanner from '/fpscanner.js';
+new FingerprintScanner().collectFingerprint({ encrypt: false }).then(fp => {
+  const d = fp.fastBotDetectionDetails || {};
+  window.__verdict = Object.keys(d).filter(k => d[k] && d[k].detected).join(', ') || 'none';
+}, e => { window.__verdict = { error: String(e) }; });
+</script></body></html>"#;
+
 const READ: &str = "return window.__verdict ? JSON.stringify(window.__verdict) : null;";
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -45,11 +62,23 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let script = std::fs::read_to_string(&args.botd)
         .with_context(|| format!("--botd {}", args.botd.display()))?;
-    let addr = serve(script).await?;
-    let url = format!("http://{addr}/");
+    let fpscanner = match &args.fpscanner {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("--fpscanner {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let addr = serve(script, fpscanner.clone()).await?;
+    let mut pages = vec![("BotD", format!("http://{addr}/"))];
+    if fpscanner.is_some() {
+        pages.push(("fpscanner", format!("http://{addr}/fpscanner")));
+    }
 
-    let plain = plain_headless(&url).await?;
-    println!("plain headless Chromium (chromedriver defaults): {plain}");
+    for (name, url) in &pages {
+        let plain = plain_headless(url).await?;
+        println!("{name}: plain headless Chromium (chromedriver defaults): {plain}");
+    }
 
     let mode = if args.headful {
         BrowserMode::Headful
@@ -65,14 +94,18 @@ async fn main() -> anyhow::Result<()> {
     let slot = ProfileSlot::acquire(&root)?;
     let options = LaunchOptions::new("/usr/bin/chromium".into(), mode);
     let browser = Browser::launch(&driver.url().await?, &slot, &options).await?;
-    browser.goto(&url).await?;
-    let mut verdict = Value::Null;
-    for _ in 0..100 {
-        verdict = browser.script(READ, Vec::new()).await?;
-        if !verdict.is_null() {
-            break;
+    let mut verdicts = Vec::new();
+    for (name, url) in &pages {
+        browser.goto(url).await?;
+        let mut verdict = Value::Null;
+        for _ in 0..100 {
+            verdict = browser.script(READ, Vec::new()).await?;
+            if !verdict.is_null() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        verdicts.push((name, verdict));
     }
     browser.close().await;
     driver.stop().await;
@@ -80,7 +113,13 @@ async fn main() -> anyhow::Result<()> {
         display.stop().await;
     }
     let _ = std::fs::remove_dir_all(&root);
-    println!("the node's browser ({}): {}", mode.as_str(), text(&verdict));
+    for (name, verdict) in verdicts {
+        println!(
+            "{name}: the node's browser ({}): {}",
+            mode.as_str(),
+            text(&verdict)
+        );
+    }
     Ok(())
 }
 
@@ -88,10 +127,24 @@ fn text(v: &Value) -> String {
     v.as_str().map_or_else(|| v.to_string(), str::to_owned)
 }
 
-async fn serve(script: String) -> anyhow::Result<SocketAddr> {
+async fn serve(script: String, fpscanner: Option<String>) -> anyhow::Result<SocketAddr> {
     use axum::{Router, http::header, response::Html, routing::get};
     let script = Arc::new(script);
+    let fpscanner = Arc::new(fpscanner.unwrap_or_default());
     let app = Router::new()
+        .route("/fpscanner", get(|| async { Html(FPSCANNER_PAGE) }))
+        .route(
+            "/fpscanner.js",
+            get(move || {
+                let script = fpscanner.clone();
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, "text/javascript")],
+                        (*script).clone(),
+                    )
+                }
+            }),
+        )
         .route("/", get(|| async { Html(PAGE) }))
         .route(
             "/botd.esm.js",

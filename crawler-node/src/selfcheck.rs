@@ -5,8 +5,11 @@
 //! job's is (same flags, mode, chromedriver copy and identity; direct, no proxy), reads
 //! every surface a bot detector reads — request headers, `navigator` in the page, an
 //! iframe and a worker, screen, timezone, WebGL, fonts, automation globals, permission
-//! states, CDP side effects — and compares each with the identity the node means to show.
-//! Every difference is a **leak**.
+//! states, CDP side effects — and compares each with the identity the node means to show;
+//! then it opens the test kit's leak pages (a DevTools client, automation globals, an
+//! identity that differs in iframes and workers: [`PROBES`]), the same probes the leak
+//! tests run. Every difference and every probe that fires is a **leak**, named in the
+//! report.
 //!
 //! The node runs it at start-up (the browser executor only): the number of leaks is the
 //! gauge `lps_node_browser_leaks`, and a node whose browser leaks is not ready (`/readyz`)
@@ -94,6 +97,9 @@ pub struct SelfCheck {
     pub extra_args: Vec<String>,
     /// A directory for the check's own profile slot (never a job's).
     pub profile_root: PathBuf,
+    /// Give workers and frames the identity, as a job's browser does
+    /// ([`LaunchOptions::contexts`]); off only to show that the check sees it off.
+    pub contexts: bool,
 }
 
 impl SelfCheck {
@@ -104,16 +110,31 @@ impl SelfCheck {
     pub async fn run(&self, driver: &ChromeDriver) -> anyhow::Result<Report> {
         let seen: Arc<Mutex<Option<HeaderMap>>> = Arc::new(Mutex::new(None));
         let record = seen.clone();
-        let app = Router::new().route(
-            "/",
-            get(move |headers: HeaderMap| {
-                let record = record.clone();
-                async move {
-                    *record.lock().unwrap_or_else(|e| e.into_inner()) = Some(headers);
-                    Html("<!doctype html><html lang=\"ko\"><head><meta charset=\"utf-8\"><title>self-check</title></head><body><p>자가 점검</p></body></html>")
-                }
-            }),
-        );
+        let app = Router::new()
+            .route(
+                "/",
+                get(move |headers: HeaderMap| {
+                    let record = record.clone();
+                    async move {
+                        *record.lock().unwrap_or_else(|e| e.into_inner()) = Some(headers);
+                        Html("<!doctype html><html lang=\"ko\"><head><meta charset=\"utf-8\"><title>self-check</title></head><body><p>자가 점검</p></body></html>")
+                    }
+                }),
+            )
+            .route("/leak/{name}", get(probe_page))
+            .route("/leak/collect.js", get(|| async { javascript(COLLECT_PROBE_JS) }))
+            .route(
+                "/leak/contexts-frame",
+                get(|| async {
+                    Html(format!(
+                        "<!doctype html><html lang=\"ko\"><head><meta charset=\"utf-8\"><script>{CONTEXTS_FRAME_JS}</script></head><body></body></html>"
+                    ))
+                }),
+            )
+            .route(
+                "/leak/contexts-sw.js",
+                get(|| async { javascript(CONTEXTS_SW_JS) }),
+            );
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
             .await
             .context("self-check page server")?;
@@ -126,6 +147,7 @@ impl SelfCheck {
         let slot = ProfileSlot::acquire(&self.profile_root).context("self-check profile")?;
         let options = LaunchOptions {
             extra_args: self.extra_args.clone(),
+            contexts: self.contexts,
             ..LaunchOptions::new(self.chromium_path.clone(), self.mode)
         };
         let browser = Browser::launch(&url, &slot, &options).await?;
@@ -142,23 +164,108 @@ impl SelfCheck {
     }
 }
 
-/// Loads the page and collects what its script reads.
+/// Loads the page and collects what its script reads, then every leak probe's page
+/// (`page["probes"][name]`: the probe's `{leaked, seen}`).
 async fn check_page(browser: &Browser, url: &str) -> anyhow::Result<Value> {
     browser.goto(url).await?;
     browser.script(COLLECT_JS, Vec::new()).await?;
+    let mut page = wait_for(browser, "window.__lpsSelfCheck", "the self-check page").await?;
+    let mut probes = serde_json::Map::new();
+    for probe in PROBES {
+        browser.goto(&format!("{url}leak/{}", probe.page)).await?;
+        let seen = wait_for(browser, "window.__leakProbe", probe.name).await?;
+        probes.insert(probe.page.to_owned(), seen);
+    }
+    page["probes"] = Value::Object(probes);
+    Ok(page)
+}
+
+/// Polls `global` in the page until it is set, within [`CHECK_TIMEOUT`].
+async fn wait_for(browser: &Browser, global: &str, what: &str) -> anyhow::Result<Value> {
     let deadline = Instant::now() + CHECK_TIMEOUT;
+    let read = format!("return {global} || null;");
     loop {
-        let value = browser
-            .script("return window.__lpsSelfCheck || null;", Vec::new())
-            .await?;
+        let value = browser.script(&read, Vec::new()).await?;
         if !value.is_null() {
             return Ok(value);
         }
         if Instant::now() >= deadline {
-            anyhow::bail!("the self-check page did not finish within {CHECK_TIMEOUT:?}");
+            anyhow::bail!("{what} did not finish within {CHECK_TIMEOUT:?}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// One leak probe of the test kit, as the self-check runs it.
+struct SelfProbe {
+    /// The report's item.
+    name: &'static str,
+    /// Its page, `/leak/<page>`.
+    page: &'static str,
+    /// The page's first script.
+    script: &'static str,
+}
+
+/// The test kit's leak probes (`test-kit/src/leaks/`, DESIGN §5 "Browser identity"), the
+/// same files its leak tests run: one home for each, so the self-check cannot fall behind
+/// the tests. Each runs as its page's first script, as a mall's detector would.
+const PROBES: &[SelfProbe] = &[
+    SelfProbe {
+        name: "leak page: DevTools client",
+        page: "cdp-runtime",
+        script: include_str!("../../test-kit/src/leaks/cdp_runtime.js"),
+    },
+    SelfProbe {
+        name: "leak page: automation globals",
+        page: "automation-globals",
+        script: include_str!("../../test-kit/src/leaks/automation_globals.js"),
+    },
+    SelfProbe {
+        name: "leak page: native functions",
+        page: "native-functions",
+        script: include_str!("../../test-kit/src/leaks/native_functions.js"),
+    },
+    SelfProbe {
+        name: "leak page: contexts",
+        page: "contexts",
+        script: concat!(
+            include_str!("../../test-kit/src/leaks/collect.js"),
+            include_str!("../../test-kit/src/leaks/contexts.js")
+        ),
+    },
+];
+/// The contexts probe's `collect`, loaded by its workers.
+const COLLECT_PROBE_JS: &str = include_str!("../../test-kit/src/leaks/collect.js");
+/// The contexts probe's service worker.
+const CONTEXTS_SW_JS: &str = include_str!("../../test-kit/src/leaks/contexts_sw.js");
+/// The contexts probe's cross-site frame (served to `localhost`, another site).
+const CONTEXTS_FRAME_JS: &str = concat!(
+    include_str!("../../test-kit/src/leaks/collect.js"),
+    include_str!("../../test-kit/src/leaks/contexts_frame.js")
+);
+
+async fn probe_page(
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    match PROBES.iter().find(|p| p.page == name) {
+        Some(p) => Html(format!(
+            "<!doctype html><html lang=\"ko\"><head><meta charset=\"utf-8\"><script>{}</script><title>{}</title></head><body><p>자가 점검</p></body></html>",
+            p.script, p.page
+        ))
+        .into_response(),
+        None => axum::http::StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+fn javascript(source: &'static str) -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/javascript; charset=utf-8",
+        )],
+        source,
+    )
 }
 
 /// Starts the page's checks; the result lands in `window.__lpsSelfCheck`.
@@ -183,8 +290,15 @@ const COLLECT_JS: &str = r#"(async function () {
   r.mimeTypes = n.mimeTypes ? n.mimeTypes.length : -1;
   r.hardwareConcurrency = n.hardwareConcurrency || 0;
   r.automationGlobals = safe(function () {
-    var re = /^(\$?cdc_|\$wdc_|__webdriver|__selenium|__driver|__fxdriver|_Selenium|callPhantom|_phantom|domAutomation)/;
-    return Object.getOwnPropertyNames(window).concat(Object.getOwnPropertyNames(document)).filter(function (k) { return re.test(k); });
+    var re = /^(\$?cdc_|\$wdc_|__webdriver|__selenium|__driver|__fxdriver|_Selenium|__nightmare|__puppeteer|__playwright|__pw|callPhantom|_phantom|domAutomation)/;
+    var builtins = ['Array', 'Object', 'Promise', 'Proxy', 'Symbol', 'JSON', 'Window', 'Function', 'Reflect'];
+    var found = Object.getOwnPropertyNames(window).concat(Object.getOwnPropertyNames(document)).filter(function (k) { return re.test(k); });
+    // chromedriver's builtin copies, whatever they are named (the node's copy renames them).
+    Object.getOwnPropertyNames(window).forEach(function (k) {
+      var v; try { v = window[k]; } catch (e) { return; }
+      builtins.forEach(function (b) { if (k !== b && v === window[b]) { found.push(k + '=' + b); } });
+    });
+    return found;
   }, []);
   r.brands = safe(function () { return n.userAgentData.brands.map(function (b) { return b.brand + '/' + b.version; }); }, null);
   r.uaDataPlatform = safe(function () { return n.userAgentData.platform; }, null);
@@ -215,10 +329,13 @@ const COLLECT_JS: &str = r#"(async function () {
     }
     return glyph('가') !== glyph('나');
   });
+  // NB: a DevTools client with Runtime enabled is sent every console argument serialised;
+  // serialising an Error formats its stack through Error.prepareStackTrace (fpscanner's
+  // hasCDP). The older test, a `stack` getter on the error, no longer fires on Chromium 156.
   r.cdpRuntime = safe(function () {
-    var hit = false, e = new Error();
-    Object.defineProperty(e, 'stack', { get: function () { hit = true; return ''; } });
-    console.debug(e);
+    var hit = false, original = Error.prepareStackTrace;
+    Error.prepareStackTrace = function (e, frames) { hit = true; return original ? original(e, frames) : String(e); };
+    try { console.log(new Error('self-check')); } finally { Error.prepareStackTrace = original; }
     return hit;
   });
   r.iframe = await safe(function () {
@@ -480,6 +597,15 @@ pub fn evaluate(identity: Option<&Identity>, headers: &HeaderMap, page: &Value) 
         (page["cdpRuntime"] != Value::Bool(false))
             .then(|| "console serialises arguments (a DevTools Runtime client)".to_owned()),
     );
+    for probe in PROBES {
+        let seen = &page["probes"][probe.page];
+        let leak = match seen.get("leaked") {
+            Some(Value::Bool(false)) => None,
+            Some(Value::Bool(true)) => Some(format!("the {} probe sees it", probe.page)),
+            _ => Some(format!("the {} probe did not run", probe.page)),
+        };
+        add(probe.name, text(&seen["seen"]), leak);
+    }
     let cores = page["hardwareConcurrency"].as_i64().unwrap_or(0);
     add(
         "hardwareConcurrency",
@@ -561,6 +687,7 @@ pub fn for_config(config: &crate::config::Config) -> SelfCheck {
             .cloned()
             .collect(),
         profile_root: self_check_root(&config.profile_root),
+        contexts: true,
     }
 }
 
@@ -622,6 +749,12 @@ mod tests {
             "cdpRuntime": false,
             "iframe": { "webdriver": false, "userAgent": ua, "languages": ["ko-KR"] },
             "worker": { "webdriver": null, "userAgent": ua, "languages": ["ko-KR", "ko", "en-US", "en"], "timezone": "Asia/Seoul" },
+            "probes": {
+                "cdp-runtime": { "leaked": false, "seen": "prepareStackTrace ran 0 time(s)" },
+                "automation-globals": { "leaked": false, "seen": "none" },
+                "native-functions": { "leaked": false, "seen": "all native" },
+                "contexts": { "leaked": false, "seen": "all contexts agree" },
+            },
         })
     }
 
@@ -675,6 +808,18 @@ mod tests {
             let leaks: Vec<&str> = report.leaks().map(|i| i.name).collect();
             assert_eq!(leaks, [item], "{key}: {}", report.render());
         }
+        let mut bad = page.clone();
+        bad["probes"]["contexts"] =
+            json!({ "leaked": true, "seen": "dedicated worker webgl \"SwiftShader\"" });
+        let report = evaluate(Some(&id), &headers(&ua, "ko-KR"), &bad);
+        assert_eq!(
+            report.leaks().map(|i| i.name).collect::<Vec<_>>(),
+            ["leak page: contexts"]
+        );
+        let mut bad = page.clone();
+        bad["probes"] = json!({});
+        let report = evaluate(Some(&id), &headers(&ua, "ko-KR"), &bad);
+        assert_eq!(report.leak_count(), PROBES.len(), "{}", report.render());
         let report = evaluate(Some(&id), &headers(&ua, "en-US,en;q=0.9"), &page);
         assert_eq!(
             report.leaks().map(|i| i.name).collect::<Vec<_>>(),

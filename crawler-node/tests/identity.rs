@@ -35,6 +35,7 @@ async fn self_check(mode: BrowserMode) {
         mode,
         extra_args: Vec::new(),
         profile_root: root.clone(),
+        contexts: true,
     };
     let report = check.run(&driver).await;
     driver.stop().await;

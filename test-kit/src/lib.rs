@@ -9,6 +9,9 @@
 //!   slow responses on demand.
 //! - [`gateway`]: the fake proxy gateway; K loopback ports, each a sticky "exit IP", that
 //!   forward only to allowed loopback addresses and tag requests with [`EXIT_IP_HEADER`].
+//! - [`leaks`]: leak pages, one probe each of what tells an automated browser (a DevTools
+//!   client, automation globals …), as a detector in a mall's page runs it, and the public
+//!   detectors (BotD, fpscanner) fetched from npm at test time.
 //! - [`catalog`]: what the malls sell (`test-kit/catalog.toml`), how a mall searches it,
 //!   and the truth a correct reading must report ([`Catalog::truth`]).
 //! - [`stack`]: the three malls plus a gateway in one call (what `lps-test-kit serve` runs).
@@ -22,6 +25,7 @@ pub mod binaries;
 pub mod catalog;
 pub mod checks;
 pub mod gateway;
+pub mod leaks;
 pub mod mall;
 pub mod stack;
 

@@ -15,7 +15,8 @@
 //! - The child runs in its own process group; [`ChromeDriver::stop`] kills that group, and
 //!   `kill_on_drop` covers a node that never called `stop`.
 //! - A managed chromedriver is a private copy without the `cdc_…` page globals detectors
-//!   look for ([`super::identity::patched_chromedriver`]), runs with
+//!   look for and without `Runtime.enable`, which made it an observable DevTools client
+//!   ([`super::identity::patched_chromedriver`]), runs with
 //!   `TZ=Asia/Seoul` (inherited by every Chromium it starts) and, in headful mode, with the
 //!   `DISPLAY` of the node's Xvfb ([`Display`]), which is (re)started before it.
 //!

@@ -8,10 +8,12 @@
 //! | `Accept-Language`, `navigator.languages` | `--lang`, `--accept-lang` and the override's `acceptLanguage`: ko-KR, ko, en-US, en |
 //! | timezone | `TZ=Asia/Seoul` in the environment of chromedriver (inherited by Chromium, so workers too) and CDP `Emulation.setTimezoneOverride` |
 //! | `navigator.webdriver` | `--disable-blink-features=AutomationControlled`: false natively in pages, frames and workers, nothing patched |
-//! | chromedriver's `cdc_…` globals | a private copy of chromedriver with those names changed ([`patched_chromedriver`]) |
+//! | chromedriver's `cdc_…` globals | a private copy of chromedriver with those names changed ([`patched_chromedriver`]), and its document-start script removed at launch |
+//! | a DevTools client (`Runtime.enable` side effects) | the copy never sends `Runtime.enable`; the node's scripts run through CDP `Runtime.evaluate` |
 //! | `enable-automation` switch, automation extension | `excludeSwitches`, `useAutomationExtension: false` |
 //! | screen | `--screen-info` (headless) or the Xvfb screen (headful): 1920×1080 around a 1366×900 window |
-//! | WebGL vendor/renderer | a document-start script ([`STEALTH_JS`]) answers a common Intel/Mesa pair instead of SwiftShader, with native-looking functions |
+//! | WebGL vendor/renderer | a document-start script ([`STEALTH_JS`]) answers a common Intel/Mesa pair instead of SwiftShader, with native-looking functions; workers and out-of-process frames get it before they run ([`super::contexts`]) |
+//! | client hints in shared and service workers | the same override, sent to each worker target ([`super::contexts`]) |
 //! | `outerWidth`/`outerHeight` | the same script answers the known window size while a new renderer still reads 0x0 (a Chromium race at navigation) |
 //!
 //! Everything is applied before the first page: flags at launch, CDP commands and the
@@ -203,10 +205,29 @@ fn parse_version(text: &str) -> Option<String> {
 /// The prefix of chromedriver's page globals (`cdc_…_Array`), which detectors look for.
 const CDC_PREFIX: &[u8] = b"cdc_adoQpoasnfa76pfcZLmcfl_";
 
-/// A private copy of the chromedriver at `original`, in `dir`, with its `cdc_…` global
-/// names replaced by another identifier of the same length (so the binary stays valid).
-/// The copy is made once per chromedriver build (named by its size and modification time)
-/// and reused. A chromedriver without those names is used as it is.
+/// The CDP command that makes chromedriver an observable DevTools client, and the harmless
+/// command of the same length put in its place (chromedriver already enables `Network`).
+///
+/// NB: with the `Runtime` domain enabled by any client, V8 serialises every `console.*`
+/// argument for it: logging an `Error` reads its `stack`, which runs a page-planted
+/// `Error.prepareStackTrace` — a page sees that a DevTools client listens (fpscanner's
+/// `hasCDP`). Chromium 156's chromedriver enables it twice on every page target; without
+/// it chromedriver cannot run WebDriver scripts (it finds no execution context), so the
+/// node runs its scripts through CDP `Runtime.evaluate` instead ([`super::Browser::script`]).
+const RUNTIME_ENABLE: &[u8; 14] = b"Runtime.enable";
+const RUNTIME_ENABLE_STANDIN: &[u8; 14] = b"Network.enable";
+
+/// How the private copy differs from the original; part of the copy's name, so a copy made
+/// by an older node (with fewer changes) is never reused.
+const COPY_SCHEME: &str = "v2";
+
+/// A private copy of the chromedriver at `original`, in `dir`, made once per chromedriver
+/// build (named by its size and modification time) and reused, with:
+/// - its `cdc_…` global names replaced by another identifier of the same length;
+/// - its `Runtime.enable` commands replaced by `Network.enable` ([`RUNTIME_ENABLE`]).
+///
+/// Every change keeps the binary's length and layout. A chromedriver with neither is used
+/// as it is. What a change missed (another chromedriver build) the self-check still sees.
 ///
 /// # Errors
 /// The original cannot be read, or the copy cannot be written.
@@ -217,16 +238,26 @@ pub fn patched_chromedriver(original: &Path, dir: &Path) -> std::io::Result<Path
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs());
-    let target = dir.join(format!("chromedriver-{}-{stamp}", meta.len()));
+    let target = dir.join(format!("chromedriver-{COPY_SCHEME}-{}-{stamp}", meta.len()));
     if target.exists() {
         return Ok(target);
     }
     let bytes = std::fs::read(original)?;
-    if !contains(&bytes, CDC_PREFIX) {
+    let mut patched = if contains(&bytes, CDC_PREFIX) {
+        replace_all(&bytes, CDC_PREFIX, &replacement_prefix())
+    } else {
+        bytes.clone()
+    };
+    let runtime_sites = disable_runtime_enable(&mut patched);
+    if runtime_sites == 0 {
+        warn!(
+            chromedriver = %original.display(),
+            "no Runtime.enable command found in chromedriver; the self-check tells whether a DevTools client shows"
+        );
+    }
+    if patched == bytes {
         return Ok(original.to_path_buf());
     }
-    let replacement = replacement_prefix();
-    let patched = replace_all(&bytes, CDC_PREFIX, &replacement);
     std::fs::create_dir_all(dir)?;
     let partial = dir.join(format!(".chromedriver-{}.partial", std::process::id()));
     std::fs::write(&partial, patched)?;
@@ -237,6 +268,55 @@ pub fn patched_chromedriver(original: &Path, dir: &Path) -> std::io::Result<Path
     }
     std::fs::rename(&partial, &target)?;
     Ok(target)
+}
+
+/// Replaces chromedriver's `Runtime.enable` commands by [`RUNTIME_ENABLE_STANDIN`] in
+/// `binary`; returns how many places changed.
+///
+/// The name is in the binary in two forms: a NUL-terminated string, and — where the
+/// compiler builds the 14-byte `std::string` in place — two overlapping 8-byte immediates,
+/// `movabs r, "e.enable"` (bytes 6..14) then, a few instructions later, `movabs r,
+/// "Runtime."` (bytes 0..8). Both immediates of one site change together.
+fn disable_runtime_enable(binary: &mut [u8]) -> usize {
+    let mut sites = 0;
+    let mut nul_terminated = Vec::with_capacity(16);
+    nul_terminated.push(0);
+    nul_terminated.extend_from_slice(RUNTIME_ENABLE);
+    nul_terminated.push(0);
+    let mut i = 0;
+    while let Some(at) = find(&binary[i..], &nul_terminated).map(|k| k + i) {
+        binary[at + 1..at + 15].copy_from_slice(RUNTIME_ENABLE_STANDIN);
+        sites += 1;
+        i = at + 15;
+    }
+    let (head, tail) = (&RUNTIME_ENABLE[..8], &RUNTIME_ENABLE[6..]);
+    let (new_head, new_tail) = (&RUNTIME_ENABLE_STANDIN[..8], &RUNTIME_ENABLE_STANDIN[6..]);
+    let is_movabs = |b: &[u8], at: usize| {
+        at >= 2 && matches!(b[at - 2], 0x48 | 0x49) && (0xb8..=0xbf).contains(&b[at - 1])
+    };
+    let mut i = 0;
+    while let Some(at) = find(&binary[i..], tail).map(|k| k + i) {
+        i = at + 8;
+        if !is_movabs(binary, at) {
+            continue;
+        }
+        // The head's store follows within a few instructions.
+        let window = (at + 8)..(at + 48).min(binary.len());
+        let Some(head_at) = find(&binary[window.clone()], head).map(|k| k + window.start) else {
+            continue;
+        };
+        if !is_movabs(binary, head_at) {
+            continue;
+        }
+        binary[at..at + 8].copy_from_slice(new_tail);
+        binary[head_at..head_at + 8].copy_from_slice(new_head);
+        sites += 1;
+    }
+    sites
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// An identifier as long as [`CDC_PREFIX`], random per copy, that no detector lists.
@@ -268,13 +348,11 @@ fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Runs before any page script in every document of the browser: the WebGL vendor and
-/// renderer (SwiftShader is software rendering, which no person's browser reports), and
+/// Runs before any page script in every document and worker of the browser (`self` is the
+/// window or the worker's global scope): the WebGL vendor and renderer (SwiftShader is software rendering, which no person's browser reports), and
 /// the outer window's size while a new renderer has not received it yet (Chromium answers
 /// 0x0 then), with patched functions that look native to `Function.prototype.toString`.
 pub const STEALTH_JS: &str = r#"(function () {
-  if (window.__lpsIdentity) { return; }
-  try { Object.defineProperty(window, '__lpsIdentity', { value: true, enumerable: false }); } catch (e) { return; }
   var VENDOR = %VENDOR%, RENDERER = %RENDERER%;
   var nativeToString = Function.prototype.toString;
   var disguised = new WeakMap();
@@ -298,7 +376,7 @@ pub const STEALTH_JS: &str = r#"(function () {
   // Chromium then answers an outer window of 0x0, which no person's browser shows. The
   // window is never resized, so its size is known.
   [['outerWidth', %WIDTH%], ['outerHeight', %HEIGHT%]].forEach(function (pair) {
-    var d = Object.getOwnPropertyDescriptor(window, pair[0]);
+    var d = Object.getOwnPropertyDescriptor(self, pair[0]);
     if (!d || typeof d.get !== 'function') { return; }
     var nativeGet = d.get;
     var get = ({ get [pair[0]]() {
@@ -308,9 +386,9 @@ pub const STEALTH_JS: &str = r#"(function () {
     var getter = Object.getOwnPropertyDescriptor(get, pair[0]).get;
     disguised.set(getter, nativeToString.call(nativeGet));
     try { Object.defineProperty(getter, 'name', { value: nativeGet.name }); } catch (e) {}
-    try { Object.defineProperty(window, pair[0], { get: getter, set: d.set, configurable: d.configurable, enumerable: d.enumerable }); } catch (e) {}
+    try { Object.defineProperty(self, pair[0], { get: getter, set: d.set, configurable: d.configurable, enumerable: d.enumerable }); } catch (e) {}
   });
-  [window.WebGLRenderingContext, window.WebGL2RenderingContext].forEach(function (ctx) {
+  [self.WebGLRenderingContext, self.WebGL2RenderingContext].forEach(function (ctx) {
     if (!ctx) { return; }
     patch(ctx.prototype, 'getParameter', function (original) {
       return ({ getParameter(p) {
@@ -365,6 +443,32 @@ mod tests {
                 .iter()
                 .any(|f| f.starts_with("--headless"))
         );
+    }
+
+    #[test]
+    fn the_chromedriver_copy_never_enables_runtime() {
+        // The two forms in chromedriver 156: a C string, and a 14-byte std::string built
+        // in place by two overlapping `movabs` stores (bytes 6..14, then 0..8).
+        let mut binary = Vec::new();
+        binary.extend_from_slice(b"\0Log.enable\0Runtime.enable\0Page.enable\0");
+        binary.extend_from_slice(
+            b"\x48\xb8e.enable\x49\x89\x44\x24\x06\x48\xb8Runtime.\x49\x89\x04\x24",
+        );
+        // Not a Runtime.enable: `Runtime.evaluate` and a lone immediate stay as they are.
+        binary.extend_from_slice(b"\x48\xb8Runtime.\x48\xb8evaluate \x48\xb8e.enable\x90\x90");
+        let before = binary.clone();
+        assert_eq!(disable_runtime_enable(&mut binary), 2);
+        assert_eq!(binary.len(), before.len());
+        assert!(!contains(&binary, b"Runtime.enable"));
+        assert!(contains(&binary, b"\0Network.enable\0Page.enable\0"));
+        assert!(contains(
+            &binary,
+            b"\x48\xb8k.enable\x49\x89\x44\x24\x06\x48\xb8Network."
+        ));
+        assert!(contains(
+            &binary,
+            b"\x48\xb8Runtime.\x48\xb8evaluate \x48\xb8e.enable\x90\x90"
+        ));
     }
 
     #[test]

@@ -31,6 +31,7 @@ use tracing::{debug, info, instrument, warn};
 
 use super::{
     BrowserError,
+    contexts::{self, Contexts},
     http::WebDriverHttp,
     identity::{self, BrowserMode, Identity},
     process,
@@ -45,6 +46,10 @@ pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(60);
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Chromium's own page-load timeout (navigation returns at DOMContentLoaded: `eager`).
 pub const PAGE_LOAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The identifier of chromedriver's document-start script: the first script added on its
+/// WebDriver session's page (identifiers count up per DevTools session from 1).
+const CHROMEDRIVER_SCRIPT_ID: &str = "1";
 
 /// Flags that keep Chromium quiet on a closed network (the identity's flags follow them:
 /// [`identity::flags`]).
@@ -95,6 +100,9 @@ pub struct LaunchOptions {
     /// to measure what it costs (`LPS_BROWSER_STEALTH=false`): the browser then shows
     /// itself as plain headless Chromium.
     pub stealth: bool,
+    /// Give workers and out-of-process frames the identity too ([`Contexts`]; with
+    /// `stealth` only). Off only to measure what it removes (the leak tests).
+    pub contexts: bool,
 }
 
 impl LaunchOptions {
@@ -109,6 +117,7 @@ impl LaunchOptions {
             blocked: Vec::new(),
             mode,
             stealth: true,
+            contexts: true,
         }
     }
 }
@@ -120,6 +129,9 @@ pub struct Browser {
     dir: PathBuf,
     blocked: Vec<String>,
     launched: Instant,
+    /// The node's own DevTools connection (the identity in workers and frames); `None`
+    /// without the identity set-up. Ends with the browser.
+    contexts: Option<Contexts>,
     /// Malls whose warm-up page this browser has visited.
     pub warmed: HashSet<String>,
 }
@@ -166,6 +178,7 @@ impl Browser {
             dir,
             blocked: Vec::new(),
             launched: Instant::now(),
+            contexts: None,
             warmed: HashSet::new(),
         };
         if let Err(err) = browser.block_urls(&options.blocked).await {
@@ -175,11 +188,22 @@ impl Browser {
         // Before any page script runs, on every document of the browser: the identity
         // (client hints, languages, timezone, WebGL), and the recorder of what the page's
         // own fetch/XHR calls answer (for `captured_json` card sources).
-        if options.stealth
-            && let Err(err) = browser.set_up_identity(options.identity.as_ref()).await
-        {
-            browser.kill().await;
-            return Err(err);
+        if options.stealth {
+            if let Err(err) = browser.set_up_identity(options.identity.as_ref()).await {
+                browser.kill().await;
+                return Err(err);
+            }
+            // NB: a browser whose DevTools endpoint cannot be reached (a WebDriver server on
+            // another host reports its own `localhost`) still works; its workers then show
+            // the real WebGL renderer and brands, which the self-check reports.
+            if options.contexts {
+                match browser.watch_contexts(options.identity.as_ref()).await {
+                    Ok(contexts) => browser.contexts = Some(contexts),
+                    Err(err) => {
+                        warn!(error = %err, "no devtools connection to the browser; workers keep their own identity");
+                    }
+                }
+            }
         }
         if let Err(err) = browser
             .cdp(
@@ -204,6 +228,23 @@ impl Browser {
     /// The identity's CDP part (see [`identity`]): user-agent override with client hints
     /// and languages, the timezone, and the document-start script.
     async fn set_up_identity(&self, identity: Option<&Identity>) -> Result<(), BrowserError> {
+        // chromedriver's own document-start script, the first of its WebDriver session's,
+        // copies builtins into page globals (`cdc_…_Array`, renamed in the node's copy but
+        // still globals aliasing `Array`, `Promise`, …) for WebDriver's execute, which the
+        // node does not use ([`Self::script`]). Absent (another WebDriver server), the
+        // command fails and nothing is lost.
+        if let Err(err) = self
+            .cdp(
+                "Page.removeScriptToEvaluateOnNewDocument",
+                json!({ "identifier": CHROMEDRIVER_SCRIPT_ID }),
+            )
+            .await
+        {
+            if err.is_gone() {
+                return Err(err);
+            }
+            debug!(error = %err, "no chromedriver document-start script to remove");
+        }
         if let Some(identity) = identity {
             self.cdp(
                 "Network.setUserAgentOverride",
@@ -239,6 +280,16 @@ impl Browser {
         )
         .await?;
         Ok(())
+    }
+
+    /// Starts the node's DevTools connection to this browser ([`Contexts`]): workers and
+    /// out-of-process frames get the identity before they run.
+    async fn watch_contexts(&self, identity: Option<&Identity>) -> Result<Contexts, BrowserError> {
+        let caps = self.driver.capabilities();
+        let address = contexts::debugger_address(caps).ok_or_else(|| {
+            BrowserError::Launch("chromedriver reported no debuggerAddress".to_owned())
+        })?;
+        Contexts::start(&address, identity).await
     }
 
     /// Clears every cookie and the storage of `origins` (an identity bound to another
@@ -308,9 +359,19 @@ impl Browser {
 
     /// Sends one CDP command (through chromedriver) and returns its answer.
     pub async fn cdp(&self, method: &'static str, params: Value) -> Result<Value, BrowserError> {
+        self.cdp_as(method, method, params, CALL_TIMEOUT).await
+    }
+
+    /// [`Self::cdp`] named `what` in errors, under `timeout`.
+    async fn cdp_as(
+        &self,
+        what: &'static str,
+        method: &'static str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, BrowserError> {
         let cdp = self.driver.cdp();
-        self.call(method, CALL_TIMEOUT, cdp.send_raw(method, params))
-            .await
+        self.call(what, timeout, cdp.send_raw(method, params)).await
     }
 
     /// A wheel turn of `delta_y` pixels at (`x`, `y`) of the viewport: a trusted input
@@ -346,33 +407,62 @@ impl Browser {
         .await
     }
 
-    /// Runs a synchronous script with `args` and returns its JSON value.
+    /// Runs a synchronous script body (WebDriver style: `arguments[0]`, `return …`) with
+    /// `args` in the page's main world and returns its JSON value.
+    ///
+    /// NB: through CDP `Runtime.evaluate`, not WebDriver's execute: chromedriver's execute
+    /// needs the `Runtime` domain enabled, and a page sees an enabled `Runtime` (DESIGN §5
+    /// "Browser identity"; the node's chromedriver copy never enables it). `Runtime.evaluate`
+    /// needs no enabled domain and leaves nothing in the page.
     pub async fn script(&self, script: &str, args: Vec<Value>) -> Result<Value, BrowserError> {
-        let ret = self
-            .call(
+        let expression = format!(
+            "(function () {{\n{script}\n}}).apply(null, {});",
+            Value::Array(args)
+        );
+        let answer = self
+            .cdp_as(
                 "execute script",
+                "Runtime.evaluate",
+                json!({ "expression": expression, "returnByValue": true, "awaitPromise": false }),
                 CALL_TIMEOUT,
-                self.driver.execute(script.to_owned(), args),
             )
             .await?;
-        Ok(ret.json().clone())
+        evaluated(answer)
     }
 
-    /// Forgets the cookies of the current site (a burned identity).
+    /// Forgets the cookies of the current site (a burned identity): the cookies CDP
+    /// `Network.getCookies` lists for the page's URLs, each deleted by name, domain and path.
     pub async fn delete_cookies(&self) -> Result<(), BrowserError> {
-        self.call(
-            "delete cookies",
-            CALL_TIMEOUT,
-            self.driver.delete_all_cookies(),
+        let answer = self.cdp("Network.getCookies", json!({})).await?;
+        let cookies = answer
+            .get("cookies")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for cookie in cookies {
+            self.cdp(
+                "Network.deleteCookies",
+                json!({
+                    "name": cookie.get("name").cloned().unwrap_or(Value::Null),
+                    "domain": cookie.get("domain").cloned().unwrap_or(Value::Null),
+                    "path": cookie.get("path").cloned().unwrap_or(Value::Null),
+                }),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// A cheap call that proves the WebDriver session and the page's renderer answer.
+    pub async fn ping(&self) -> Result<(), BrowserError> {
+        self.cdp_as(
+            "ping",
+            "Runtime.evaluate",
+            json!({ "expression": "1", "returnByValue": true }),
+            Duration::from_secs(10),
         )
         .await
-    }
-
-    /// A cheap call that proves the WebDriver session answers.
-    pub async fn ping(&self) -> Result<(), BrowserError> {
-        self.call("ping", Duration::from_secs(10), self.driver.title())
-            .await
-            .map(drop)
+        .map(drop)
     }
 
     /// Quits the WebDriver session within [`CLOSE_TIMEOUT`]; kills the browser if that fails. No
@@ -463,6 +553,31 @@ fn capabilities(dir: &std::path::Path, options: &LaunchOptions) -> Capabilities 
         Value::Object(map) => Capabilities::from(map),
         _ => Capabilities::new(),
     }
+}
+
+/// The value of a `Runtime.evaluate` answer (`returnByValue`), or the script's exception.
+fn evaluated(answer: Value) -> Result<Value, BrowserError> {
+    if let Some(details) = answer.get("exceptionDetails") {
+        let shown = details
+            .pointer("/exception/description")
+            .and_then(Value::as_str)
+            .or_else(|| details.get("text").and_then(Value::as_str))
+            .unwrap_or("an exception");
+        let short: String = shown
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(300)
+            .collect();
+        return Err(BrowserError::WebDriver(format!(
+            "execute script: javascript error: {short}"
+        )));
+    }
+    Ok(answer
+        .pointer("/result/value")
+        .cloned()
+        .unwrap_or(Value::Null))
 }
 
 /// Sorts a WebDriver failure: does it mean the browser or its WebDriver session is gone?

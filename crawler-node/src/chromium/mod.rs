@@ -5,6 +5,8 @@
 //!   external `LPS_WEBDRIVER_URL`);
 //! - [`identity`]: one consistent browser identity (user agent, client hints, languages,
 //!   timezone, screen, no automation traces) and the headless/headful mode;
+//! - [`contexts`]: the node's own DevTools connection, which gives workers and
+//!   out-of-process frames the page's identity before they run;
 //! - [`display`]: the Xvfb of headful mode, started and supervised by the node;
 //! - [`profile`]: user-data-dir slots under `LPS_PROFILE_ROOT`, one exclusive file lock each;
 //! - [`instance`]: one browser (a running Chromium and its WebDriver session): launch
@@ -20,6 +22,7 @@
 //! be replaced.
 
 pub mod chromedriver;
+pub mod contexts;
 pub mod display;
 pub mod error_pages;
 mod http;

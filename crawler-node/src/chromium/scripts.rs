@@ -38,28 +38,44 @@ pub const CAPTURE_JS: &str = r#"(function () {
     total += text.length;
     store.push({ url: String(url || ''), body: text });
   }
+  // NB: the replacements must read as the builtins they replace (a detector compares
+  // `Function.prototype.toString` output, own `toString`, `prototype`, `name`, `length`):
+  // method shorthand has no `prototype`, and `toString` is layered over whatever it is now
+  // (native, or the identity script's) with the replacements shown as the originals.
+  var priorToString = Function.prototype.toString;
+  var shown = new WeakMap();
+  var layered = ({ toString() {
+    var s = shown.get(this);
+    return s !== undefined ? s : priorToString.call(this);
+  } }).toString;
+  shown.set(layered, priorToString.call(priorToString));
+  function disguise(replaced, original) {
+    shown.set(replaced, priorToString.call(original));
+    try { Object.defineProperty(replaced, 'name', { value: original.name }); } catch (e) {}
+    try { Object.defineProperty(replaced, 'length', { value: original.length }); } catch (e) {}
+    return replaced;
+  }
+  try { Object.defineProperty(Function.prototype, 'toString', { value: layered, writable: true, configurable: true, enumerable: false }); } catch (e) {}
   var nativeFetch = window.fetch;
   if (typeof nativeFetch === 'function') {
-    var fetch = function () {
+    var fetch = disguise(({ fetch() {
       var answer = nativeFetch.apply(this, arguments);
       answer.then(function (r) {
         fail(r.url, r.status);
         try { r.clone().text().then(function (t) { keep(r.url, t); }, function () {}); } catch (e) {}
       }, function () {});
       return answer;
-    };
-    var nativeToString = Function.prototype.toString;
-    try {
-      Object.defineProperty(fetch, 'toString', { value: function () { return nativeToString.call(nativeFetch); } });
-      Object.defineProperty(fetch, 'name', { value: 'fetch' });
-    } catch (e) {}
-    window.fetch = fetch;
+    } }).fetch, nativeFetch);
+    try { Object.defineProperty(window, 'fetch', { value: fetch, writable: true, configurable: true, enumerable: true }); } catch (e) { window.fetch = fetch; }
   }
   if (window.XMLHttpRequest) {
     var urls = new WeakMap();
     var proto = XMLHttpRequest.prototype, open = proto.open, send = proto.send;
-    proto.open = function (method, url) { try { urls.set(this, url); } catch (e) {} return open.apply(this, arguments); };
-    proto.send = function () {
+    var replaceMethod = function (name, replaced, original) {
+      try { Object.defineProperty(proto, name, { value: disguise(replaced, original), writable: true, configurable: true, enumerable: true }); } catch (e) {}
+    };
+    replaceMethod('open', ({ open(method, url) { try { urls.set(this, url); } catch (e) {} return open.apply(this, arguments); } }).open, open);
+    replaceMethod('send', ({ send() {
       var xhr = this;
       xhr.addEventListener('load', function () {
         try {
@@ -70,7 +86,7 @@ pub const CAPTURE_JS: &str = r#"(function () {
         } catch (e) {}
       });
       return send.apply(this, arguments);
-    };
+    } }).send, send);
   }
 })();"#;
 
