@@ -7,7 +7,7 @@
 //! iframe and a worker, screen, timezone, WebGL, fonts, automation globals, permission
 //! states, CDP side effects — and compares each with the identity the node means to show;
 //! then it opens the test kit's leak pages (a DevTools client, automation globals, an
-//! identity that differs in iframes and workers: [`PROBES`]), the same probes the leak
+//! identity that differs in iframes and workers: `PROBES`), the same probes the leak
 //! tests run. Every difference and every probe that fires is a **leak**, named in the
 //! report.
 //!

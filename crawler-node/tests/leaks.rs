@@ -124,16 +124,13 @@ async fn no_leak_page_sees_the_node_browser_headful() {
     nothing_leaks(BrowserMode::Headful).await;
 }
 
-/// The launch through the stock chromedriver (not the node's copy), without the identity
-/// set-up (`LPS_BROWSER_STEALTH=false`): the probes of what the copy and the set-up remove
-/// must fire, or they prove nothing.
-#[tokio::test]
-async fn the_probes_see_a_stock_chromedriver() {
+/// The stock chromedriver (not the node's copy) on a free port, once it listens.
+async fn stock_chromedriver() -> (tokio::process::Child, u16) {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let mut stock = tokio::process::Command::new(CHROMEDRIVER)
+    let stock = tokio::process::Command::new(CHROMEDRIVER)
         .arg(format!("--port={port}"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -151,6 +148,15 @@ async fn the_probes_see_a_stock_chromedriver() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    (stock, port)
+}
+
+/// The launch through the stock chromedriver (not the node's copy), without the identity
+/// set-up (`LPS_BROWSER_STEALTH=false`): the probes of what the copy and the set-up remove
+/// must fire, or they prove nothing.
+#[tokio::test]
+async fn the_probes_see_a_stock_chromedriver() {
+    let (mut stock, port) = stock_chromedriver().await;
     let driver = ChromeDriver::external(format!("http://127.0.0.1:{port}"));
     let probes = [
         probe("cdp-runtime").unwrap(),
@@ -189,28 +195,7 @@ async fn the_contexts_probe_sees_workers_left_out() {
 /// stock chromedriver) or the workers left out, it fails naming the probe.
 #[tokio::test]
 async fn the_self_check_names_each_protection_switched_off() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let mut stock = tokio::process::Command::new(CHROMEDRIVER)
-        .arg(format!("--port={port}"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("stock chromedriver");
-    let deadline = Instant::now() + PROBE_DEADLINE;
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the stock chromedriver never listened"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (mut stock, port) = stock_chromedriver().await;
     let managed = ChromeDriver::managed(CHROMEDRIVER);
     let stock_driver = ChromeDriver::external(format!("http://127.0.0.1:{port}"));
     for (driver, contexts, expected) in [

@@ -224,7 +224,7 @@ const COPY_SCHEME: &str = "v2";
 /// A private copy of the chromedriver at `original`, in `dir`, made once per chromedriver
 /// build (named by its size and modification time) and reused, with:
 /// - its `cdc_…` global names replaced by another identifier of the same length;
-/// - its `Runtime.enable` commands replaced by `Network.enable` ([`RUNTIME_ENABLE`]).
+/// - its `Runtime.enable` commands replaced by `Network.enable` (`RUNTIME_ENABLE`).
 ///
 /// Every change keeps the binary's length and layout. A chromedriver with neither is used
 /// as it is. What a change missed (another chromedriver build) the self-check still sees.

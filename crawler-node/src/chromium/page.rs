@@ -417,7 +417,7 @@ pub async fn read_loaded_page(
 
 /// Loads the saved page `url` (a `file://` URL) and reads it with `profile` as
 /// [`read_search_page`] does, except that the page is complete once its document is ready:
-/// a verdict comes [`SAVED_PAGE_SETTLE`] after that, not at the profile's `wait_timeout`.
+/// a verdict comes `SAVED_PAGE_SETTLE` after that, not at the profile's `wait_timeout`.
 pub async fn read_saved_page(
     browser: &Browser,
     profile: &pb::SiteProfile,
