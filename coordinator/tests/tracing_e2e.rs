@@ -687,7 +687,9 @@ async fn one_search_is_one_trace_across_coordinator_and_node_and_no_secret_leaks
         || ![
             "webdriver.new_session",
             "webdriver.navigate",
-            "webdriver.execute",
+            // The node's scripts run through chromedriver's CDP endpoint (no Runtime.enable
+            // on the page: DESIGN §5 "Browser identity").
+            "webdriver.post_goog_cdp_execute",
         ]
         .iter()
         .all(|c| webdriver.contains(c))

@@ -102,7 +102,14 @@ impl Contexts {
                     }
                 }
             }
-            .instrument(info_span!("browser.contexts")),
+            // A root span that follows from the launch: the connection lives as long as
+            // the browser, and a child would hold the launch (and the job above it) open,
+            // so neither would be exported while the node runs.
+            .instrument({
+                let span = info_span!(parent: None, "browser.contexts");
+                span.follows_from(tracing::Span::current());
+                span
+            }),
         );
         Ok(Self { task })
     }
