@@ -42,7 +42,7 @@ pub enum Report {
     /// A proxy port goes back to the ledger; `session` is its IP session's end.
     ProxyRelease {
         port: u16,
-        /// The grant's lease id (see [`Grant::lease_id`](crate::proxy::Grant::lease_id)).
+        /// The grant's lease id (`proxy::Grant::lease_id`).
         lease_id: i64,
         session: SessionEnd,
     },

@@ -3,7 +3,7 @@
 //! each profile at start-up and stops on the first [`CompileError`], which names the field
 //! the way the profile file spells it (`sources[0].fields.price[1].css`,
 //! `classes.ad.texts[0].regex`, `more.next_page.selector`); a crawler node compiles a
-//! profile once per job and extracts every page with it ([`crate::extract`]).
+//! profile once per job and extracts every page with it (the `extract` module).
 //!
 //! Defaults that belong to the mechanism are applied here, so the wire profile stays as
 //! written: a price or coupon-price rule that reads text and sets no `exclude` leaves out
@@ -56,7 +56,7 @@ pub struct CompiledProfile {
     page: PageSelectors,
     /// `shipping_types`, codes lower-cased.
     shipping_types: BTreeMap<String, ShippingStatus>,
-    /// Cards carry a report of every rule ([`crate::extract::Card::rules`]): the probe's.
+    /// Cards carry a report of every rule (`extract::Card::rules`): the probe's.
     explain: bool,
 }
 
