@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The crates' module floors (DESIGN §1 "Layout"), checked by scripts/test.sh.
 
-For each crate's `src/`, an edge A -> B joins two top-level modules when code of A names
-`crate::B` (a `use`, a path, or an item of a `crate::{…}` group). Comments and unit-test
-code (`#[cfg(test)]` items, `tests.rs` files) are left out: tests may reach anywhere.
+For each crate's `src/`, an edge A -> B joins two top-level modules when a file of A names
+`crate::B` (a `use`, a path, an item of a `crate::{…}` group, or an intra-doc link: a doc
+comment that links up the layers is a reference too). Unit-test code (`#[cfg(test)]` items,
+`tests.rs` files) is left out: tests may reach anywhere.
 
 Fails (exit 1) when
 - any crate has an import cycle between its top-level modules (each circle is printed);
@@ -32,16 +33,6 @@ LAYERS = [
 ]
 MAX_UPWARD = 4
 CONFIG_IMPORTERS = {"app", "main", "config", "lib"}
-
-
-def strip_comments(text):
-    """Drops `//` comments (doc comments included), keeping string literals intact enough
-    for path scanning (a `//` inside a string is rare in these crates and harmless)."""
-    out = []
-    for line in text.split("\n"):
-        i = line.find("//")
-        out.append(line if i < 0 else line[:i])
-    return "\n".join(out)
 
 
 def strip_test_items(text):
@@ -121,7 +112,7 @@ def module_edges(src):
             if name == "tests.rs" or f"{os.sep}tests{os.sep}" in f"{os.sep}{rel}":
                 continue
             with open(path, encoding="utf-8") as f:
-                text = strip_test_items(strip_comments(f.read()))
+                text = strip_test_items(f.read())
             names = re.findall(r"\bcrate::([a-z_][a-z0-9_]*)", text)
             for group in crate_groups(text):
                 names += group_items(group)
