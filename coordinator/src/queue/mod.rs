@@ -207,6 +207,21 @@ struct LimitedMalls(Mutex<Option<(Instant, Arc<HashSet<String>>)>>);
 /// How long a read of the limited malls is trusted (another replica may change a limit).
 const LIMITS_TTL: Duration = Duration::from_secs(1);
 
+/// The products of a request as its digest reads them: `[code, name]`, and the hints' key
+/// third only when a product has hints (so digests of products without them never
+/// changed). Searches and schedules digest their products the same way.
+pub(crate) fn digest_products(
+    products: &[lps_proto::model::ProductSpec],
+) -> Vec<serde_json::Value> {
+    products
+        .iter()
+        .map(|p| match p.hints_key() {
+            None => serde_json::json!([p.code(), p.name()]),
+            Some(hints) => serde_json::json!([p.code(), p.name(), hints]),
+        })
+        .collect()
+}
+
 /// SHA-256 (hex) of what a search asks for: products (code, name, and their hints' key
 /// when they have hints) in order, malls as a set (empty: every enabled mall), priority
 /// and `max_age`, and — only when it names any, so digests of requests without them did
@@ -216,16 +231,8 @@ pub fn request_digest(req: &SearchRequest) -> String {
     use sha2::{Digest as _, Sha256};
     let mut malls: Vec<&str> = req.malls.iter().map(MallId::as_str).collect();
     malls.sort_unstable();
-    let products: Vec<serde_json::Value> = req
-        .products
-        .iter()
-        .map(|p| match p.hints_key() {
-            None => serde_json::json!([p.code(), p.name()]),
-            Some(hints) => serde_json::json!([p.code(), p.name(), hints]),
-        })
-        .collect();
     let mut canonical = serde_json::json!({
-        "products": products,
+        "products": digest_products(&req.products),
         "malls": malls,
         "priority": req.priority.get(),
         "max_age_ms": req.max_age.map(millis),

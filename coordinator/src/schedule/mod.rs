@@ -151,15 +151,7 @@ fn request_digest(spec: &ScheduleSpec) -> String {
     malls.sort_unstable();
     let mut destinations: Vec<&str> = spec.destinations.iter().map(|d| d.as_str()).collect();
     destinations.sort_unstable();
-    // NB: as a search's digest: the hints' key only when a product has hints.
-    let products: Vec<serde_json::Value> = spec
-        .products
-        .iter()
-        .map(|p| match p.hints_key() {
-            None => serde_json::json!([p.code(), p.name()]),
-            Some(hints) => serde_json::json!([p.code(), p.name(), hints]),
-        })
-        .collect();
+    let products = crate::queue::digest_products(&spec.products);
     let (interval_ms, cron) = match &spec.timing {
         Timing::Interval(d) => (Some(d.as_millis()), None),
         Timing::Cron(c) => (None, Some(c.as_str())),
