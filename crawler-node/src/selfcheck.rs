@@ -724,6 +724,18 @@ mod tests {
 
     use super::*;
 
+    /// The self-check runs every leak probe of the test kit, each with the test's own script:
+    /// a probe added there and forgotten here fails this test.
+    #[test]
+    fn the_self_check_runs_the_test_kits_probes() {
+        let own: Vec<(&str, &str)> = PROBES.iter().map(|p| (p.page, p.script)).collect();
+        let kit: Vec<(&str, &str)> = lps_test_kit::leaks::PROBES
+            .iter()
+            .map(|p| (p.name, p.script))
+            .collect();
+        assert_eq!(own, kit);
+    }
+
     #[test]
     fn the_self_check_profile_lives_inside_the_profile_root_and_is_no_job_slot() {
         let root = Path::new("/var/lib/lps/profiles");
