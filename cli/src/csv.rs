@@ -35,7 +35,9 @@ use lps_proto::{
     pb,
 };
 
-use super::{disposition, error_class, job_state, outcome, shipping, timestamp};
+use super::{
+    disposition, effective_price, error_class, job_state, mall_offer, outcome, shipping, timestamp,
+};
 
 /// The UTF-8 byte-order mark, as `--bom` writes it and as the reader skips it.
 pub const BOM: &str = "\u{feff}";
@@ -247,15 +249,6 @@ fn write(header: &[&str], rows: Vec<Vec<String>>, bom: bool) -> String {
     out
 }
 
-/// The offer a mall's row shows: its lowest with known shipping, else its lowest at all.
-fn mall_offer(offers: &[pb::Offer]) -> Option<&pb::Offer> {
-    offers
-        .iter()
-        .filter(|o| shipping(o) != ShippingStatus::Unknown)
-        .min_by_key(|o| o.effective_price)
-        .or_else(|| offers.iter().min_by_key(|o| o.price))
-}
-
 /// Price cells: price, shipping, shipping fee, effective price, currency. With unknown
 /// shipping the fee and effective price are left empty (the effective price is not known).
 fn price_cells(
@@ -369,10 +362,13 @@ pub fn search_status(s: &pb::SearchStatus, bom: bool) -> String {
                 (p.name.clone(), p.code.clone())
             });
         for m in &p.malls {
-            let offer = mall_offer(&m.offers);
+            let offer = mall_offer(m);
             let lowest = match (offer, &p.lowest) {
                 (Some(o), Some(l)) => {
-                    o.mall == l.mall && o.url == l.url && o.effective_price == l.effective_price
+                    o.mall == l.mall
+                        && o.url == l.url
+                        && effective_price(o).is_some()
+                        && effective_price(o) == effective_price(l)
                 }
                 _ => false,
             };
@@ -381,7 +377,7 @@ pub fn search_status(s: &pb::SearchStatus, bom: bool) -> String {
                     o.price,
                     shipping(o),
                     o.shipping_fee,
-                    o.effective_price,
+                    effective_price(o).unwrap_or_default(),
                     &o.currency,
                 )
             });
@@ -619,7 +615,7 @@ mod tests {
                         title: "=HYPERLINK(\"x\")".into(),
                         price: 1000,
                         shipping_fee: 0,
-                        effective_price: 1000,
+                        effective_price: None,
                         shipping: pb::ShippingStatus::Unknown as i32,
                         currency: "KRW".into(),
                         ..Default::default()

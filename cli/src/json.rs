@@ -5,7 +5,10 @@
 use lps_proto::pb;
 use serde_json::{Value, json};
 
-use super::{disposition, error_class, flags, job_state, outcome, seconds, shipping, timestamp};
+use super::{
+    disposition, effective_price, error_class, flags, job_state, outcome, seconds, shipping,
+    timestamp,
+};
 
 fn non_empty(s: &str) -> Value {
     if s.is_empty() {
@@ -39,8 +42,8 @@ fn score(x: f32) -> f64 {
 }
 
 /// An offer. `shipping` is `free`, `paid`, `free_by_threshold` or `unknown`; with
-/// `unknown` the fee is 0 and `effective_price` only a lower bound. `list_price` is `null`
-/// when the card showed none.
+/// `unknown` the fee is 0 and `effective_price` is `null` (what the buyer pays is not
+/// known). `list_price` is `null` when the card showed none.
 pub fn offer(o: &pb::Offer) -> Value {
     json!({
         "mall": o.mall,
@@ -48,7 +51,7 @@ pub fn offer(o: &pb::Offer) -> Value {
         "price": o.price,
         "shipping": shipping(o).as_str(),
         "shipping_fee": o.shipping_fee,
-        "effective_price": o.effective_price,
+        "effective_price": effective_price(o),
         "list_price": (o.list_price > 0).then_some(o.list_price),
         "flags": flags(o),
         "url": o.url,
@@ -389,7 +392,7 @@ mod tests {
             mall: "alpha".into(),
             title: "t".into(),
             price: 9_000,
-            effective_price: 9_000,
+            effective_price: None,
             shipping: pb::ShippingStatus::Unknown as i32,
             list_price: 12_000,
             flags: vec![pb::CardClass::Overseas as i32],

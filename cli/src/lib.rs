@@ -100,6 +100,31 @@ pub fn shipping(o: &pb::Offer) -> ShippingStatus {
     ShippingStatus::from_pb(o.shipping, o.shipping_fee)
 }
 
+/// What a buyer pays for an offer (price + shipping) when its shipping is known; `None`
+/// when it is not (the wire then leaves `effective_price` out; a coordinator before that
+/// sent the price alone, which this ignores).
+pub fn effective_price(o: &pb::Offer) -> Option<i64> {
+    shipping(o)
+        .is_known()
+        .then(|| o.effective_price.unwrap_or(o.price + o.shipping_fee))
+}
+
+/// The offer a mall's row shows: its lowest with known shipping (the coordinator's
+/// `MallStatus.lowest`, or read off the offers from a coordinator before it sent one),
+/// else its cheapest at all.
+pub fn mall_offer(m: &pb::MallStatus) -> Option<&pb::Offer> {
+    m.lowest
+        .as_ref()
+        .or_else(|| {
+            m.offers
+                .iter()
+                .filter_map(|o| Some((effective_price(o)?, o)))
+                .min_by_key(|(effective, _)| *effective)
+                .map(|(_, o)| o)
+        })
+        .or_else(|| m.offers.iter().min_by_key(|o| o.price))
+}
+
 /// An offer's flags by name (`overseas`, `catalog`); unknown values are left out.
 pub fn flags(o: &pb::Offer) -> Vec<&'static str> {
     o.flags

@@ -773,3 +773,300 @@ async fn a_job_shows_every_run_with_its_node_error_and_evidence(pool: PgPool) {
     assert!(dir.0.join(format!("job-{job_id}-run-1.jpg")).exists());
     running.shutdown().await;
 }
+
+/// A product with a code.
+fn coded(code: &str, name: &str) -> pb::Product {
+    pb::Product {
+        code: code.into(),
+        name: name.into(),
+        ..Default::default()
+    }
+}
+
+fn search_of(products: Vec<pb::Product>, malls: &[&str]) -> pb::SearchRequest {
+    pb::SearchRequest {
+        products,
+        malls: malls.iter().map(|m| (*m).to_owned()).collect(),
+        ..Default::default()
+    }
+}
+
+fn history_of(code: &str, client: &str) -> pb::GetPriceHistoryRequest {
+    pb::GetPriceHistoryRequest {
+        product: Some(coded(code, "")),
+        client: client.into(),
+        include_incomplete: true,
+        ..Default::default()
+    }
+}
+
+/// Finishes every queued job found at `price` + the job's index in the claim.
+async fn finish_all(queue: &Queue, price: impl Fn(&str) -> i64) -> Vec<String> {
+    let jobs = queue.claim("node-1", None, 50).await.unwrap();
+    let mut names = Vec::new();
+    for job in &jobs {
+        let offer = Offer {
+            title: job.product_name.clone(),
+            ..offer(job.mall.as_str(), price(&job.product_name))
+        };
+        let result = JobResult::found(job.lease, vec![offer]).unwrap();
+        queue.complete_if_leased("node-1", &result).await.unwrap();
+        names.push(job.product_name.clone());
+    }
+    names
+}
+
+/// Two clients whose catalogs use one code for different products (each through its own
+/// coordinator replica): two crawls, each of its client's name, two histories, and
+/// neither client sees the other's; an admin sees both, or one client's.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn one_code_of_two_clients_is_two_products(pool: PgPool) {
+    const RAMEN: &str = "농심 신라면 120g x 5";
+    let first = start(&pool, &[]).await;
+    let second = start(&pool, &[]).await;
+    let (mut a, _) = clients(&first).await;
+    let (mut b, _) = clients(&second).await;
+    let by_a = a
+        .search(with_token(
+            search_of(vec![coded("SKU-1", WATER)], &[ALPHA]),
+            TEAM_A,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let by_b = b
+        .search(with_token(
+            search_of(vec![coded("SKU-1", RAMEN)], &[ALPHA]),
+            TEAM_B,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        by_b.items[0].disposition,
+        pb::Disposition::Queued as i32,
+        "another product under the same code is its own crawl"
+    );
+    assert_ne!(by_a.items[0].job_id, by_b.items[0].job_id);
+    let mut crawled = finish_all(
+        &first.queue,
+        |name| if name == WATER { 12_000 } else { 4_500 },
+    )
+    .await;
+    crawled.sort();
+    assert_eq!(
+        crawled,
+        [RAMEN, WATER],
+        "each job searches its client's name"
+    );
+
+    // Each client's search shows its own product; each history holds its own entry.
+    for (search, token, id, name, price) in [
+        (&mut a, TEAM_A, by_a.search_id, WATER, 12_000),
+        (&mut b, TEAM_B, by_b.search_id, RAMEN, 4_500),
+    ] {
+        let status = search
+            .get_search(with_token(pb::GetSearchRequest { search_id: id }, token))
+            .await
+            .unwrap()
+            .into_inner();
+        let product = status.products[0].product.as_ref().unwrap();
+        assert_eq!(
+            (product.code.as_str(), product.name.as_str()),
+            ("SKU-1", name)
+        );
+        let entries = search
+            .get_price_history(with_token(history_of("SKU-1", ""), token))
+            .await
+            .unwrap()
+            .into_inner()
+            .entries;
+        assert_eq!(entries.len(), 1, "{token}: {entries:?}");
+        assert_eq!(entries[0].lowest_effective_price, price);
+        assert_eq!(entries[0].search_id, id);
+        assert_eq!(entries[0].product.as_ref().unwrap().name, name);
+    }
+    // A client may not read another's history; an admin reads both, or one client's.
+    let refused = a
+        .get_price_history(with_token(history_of("SKU-1", "team-b"), TEAM_A))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied);
+    let all = a
+        .get_price_history(with_token(history_of("SKU-1", ""), OPS))
+        .await
+        .unwrap()
+        .into_inner()
+        .entries;
+    let mut owners: Vec<&str> = all.iter().map(|e| e.client.as_str()).collect();
+    owners.sort_unstable();
+    assert_eq!(owners, ["team-a", "team-b"]);
+    let only_b = a
+        .get_price_history(with_token(history_of("SKU-1", "team-b"), OPS))
+        .await
+        .unwrap()
+        .into_inner()
+        .entries;
+    assert_eq!(only_b.len(), 1);
+    assert_eq!(only_b[0].lowest_effective_price, 4_500);
+    // And a client's GetJob shows its own product, never the other client's job.
+    let missing = b
+        .get_job(with_token(
+            pb::GetJobRequest {
+                job_id: by_a.items[0].job_id,
+            },
+            TEAM_B,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+    second.shutdown().await;
+    first.shutdown().await;
+}
+
+/// Two clients asking for one product under their own codes (one of them spelling it
+/// with other case and spacing), through two replicas: one crawl, and each client's own
+/// history entry under its own code.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn one_product_of_two_clients_is_one_crawl_with_two_histories(pool: PgPool) {
+    let first = start(&pool, &[]).await;
+    let second = start(&pool, &[]).await;
+    let (mut a, _) = clients(&first).await;
+    let (mut b, _) = clients(&second).await;
+    let by_a = a
+        .search(with_token(
+            search_of(vec![coded("A-1", WATER)], &[ALPHA]),
+            TEAM_A,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let by_b = b
+        .search(with_token(
+            search_of(vec![coded("B-77", "제주  삼다수 2l X 12")], &[ALPHA]),
+            TEAM_B,
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(by_b.items[0].disposition, pb::Disposition::Joined as i32);
+    assert_eq!(by_a.items[0].job_id, by_b.items[0].job_id);
+    assert_eq!(
+        finish_all(&first.queue, |_| 11_000).await.len(),
+        1,
+        "one crawl"
+    );
+
+    for (search, token, code, other) in [
+        (&mut a, TEAM_A, "A-1", "B-77"),
+        (&mut b, TEAM_B, "B-77", "A-1"),
+    ] {
+        let own = search
+            .get_price_history(with_token(history_of(code, ""), token))
+            .await
+            .unwrap()
+            .into_inner()
+            .entries;
+        assert_eq!(own.len(), 1, "{token}: {own:?}");
+        assert_eq!(own[0].lowest_effective_price, 11_000);
+        assert_eq!(own[0].product.as_ref().unwrap().code, code);
+        let others = search
+            .get_price_history(with_token(history_of(other, ""), token))
+            .await
+            .unwrap()
+            .into_inner()
+            .entries;
+        assert!(
+            others.is_empty(),
+            "{token} sees {other}'s history: {others:?}"
+        );
+        // The shared job shows the caller's own product.
+        let job = search
+            .get_job(with_token(
+                pb::GetJobRequest {
+                    job_id: by_a.items[0].job_id,
+                },
+                token,
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(job.product.unwrap().code, code);
+    }
+    second.shutdown().await;
+    first.shutdown().await;
+}
+
+/// A client that re-sends a code with a new name: the code stays the identity (one
+/// history), the new name is crawled from then on (not answered from the old name's
+/// stored result), and each entry says which name was searched; an entry can be looked
+/// up by its search.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_code_with_a_new_name_keeps_its_history_and_says_what_was_searched(pool: PgPool) {
+    const RENAMED: &str = "제주 삼다수 그린 2L x 12";
+    let running = start(&pool, &[]).await;
+    let (mut search, _) = clients(&running).await;
+    let mut ids = Vec::new();
+    for (name, price) in [(WATER, 12_000), (RENAMED, 11_500)] {
+        let mut req = search_of(vec![coded("SKU-7", name)], &[ALPHA]);
+        req.max_age = Some(prost_types::Duration {
+            seconds: 3600,
+            nanos: 0,
+        });
+        let accepted = search
+            .search(with_token(req, TEAM_A))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            accepted.items[0].disposition,
+            pb::Disposition::Queued as i32,
+            "{name}: crawled, not answered from another name's result"
+        );
+        assert_eq!(finish_all(&running.queue, |_| price).await, [name]);
+        ids.push(accepted.search_id);
+    }
+    let entries = search
+        .get_price_history(with_token(history_of("SKU-7", ""), TEAM_A))
+        .await
+        .unwrap()
+        .into_inner()
+        .entries;
+    let seen: Vec<(&str, i64)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e.product.as_ref().unwrap().name.as_str(),
+                e.lowest_effective_price,
+            )
+        })
+        .collect();
+    assert_eq!(seen, [(RENAMED, 11_500), (WATER, 12_000)], "newest first");
+    let one = search
+        .get_price_history(with_token(
+            pb::GetPriceHistoryRequest {
+                search_id: ids[0],
+                ..history_of("SKU-7", "")
+            },
+            TEAM_A,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .entries;
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].search_id, ids[0]);
+    let bad = search
+        .get_price_history(with_token(
+            pb::GetPriceHistoryRequest {
+                search_id: -3,
+                ..history_of("SKU-7", "")
+            },
+            TEAM_A,
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), Code::InvalidArgument);
+    assert!(bad.message().contains("search_id"), "{}", bad.message());
+    running.shutdown().await;
+}

@@ -547,7 +547,7 @@ fn assert_found(status: &pb::SearchStatus, name: &str, price: i64) {
         .lowest
         .as_ref()
         .unwrap_or_else(|| panic!("no offer for {name}: {product:#?}"));
-    assert_eq!(lowest.effective_price, price, "{name}: {product:#?}");
+    assert_eq!(lowest.effective_price, Some(price), "{name}: {product:#?}");
 }
 
 async fn assert_no_leftovers(node: &NodeProcess) {

@@ -223,7 +223,7 @@ async fn five_products_over_two_malls_report_the_catalogs_lowest_prices(pool: Pg
             .unwrap_or_else(|| panic!("no offer for {name}: {product:#?}"));
         assert_eq!(
             lowest.effective_price,
-            lowest_from_catalog(name),
+            Some(lowest_from_catalog(name)),
             "{name}: {product:#?}"
         );
         assert!(
@@ -378,7 +378,7 @@ async fn a_blocked_exit_ip_rotates_cools_down_and_the_job_is_still_done(pool: Pg
             .lowest
             .as_ref()
             .unwrap_or_else(|| panic!("no offer for {name}: {product:#?}"));
-        assert_eq!(lowest.effective_price, lowest_from_catalog(name));
+        assert_eq!(lowest.effective_price, Some(lowest_from_catalog(name)));
         assert!(
             product
                 .malls
@@ -467,11 +467,11 @@ async fn gamma_answers_are_the_truth_and_a_redesign_is_a_layout_alert_once(pool:
             .unwrap_or_else(|| panic!("no lowest for {}: {answer:#?}", product.name));
         assert!(
             lowest.url.ends_with(&want.listing.path)
-                && lowest.effective_price == i64::try_from(want.effective_price).unwrap(),
+                && lowest.effective_price == Some(i64::try_from(want.effective_price).unwrap()),
             "{}: lowest {} at {} ({}), the truth is {} at {}",
             product.name,
             lowest.title,
-            lowest.effective_price,
+            lowest.effective_price.unwrap_or_default(),
             lowest.url,
             want.listing.id,
             want.effective_price
@@ -732,7 +732,7 @@ async fn a_price_drop_in_the_mall_fires_one_price_move_of_a_schedule(pool: PgPoo
     assert_eq!(m.reasons, vec![pb::PriceMoveReason::BelowTarget as i32]);
     assert_eq!(m.target, Some(target));
     let offer = m.offers.first().expect("the offer that caused it");
-    assert_eq!(offer.effective_price, new_price);
+    assert_eq!(offer.effective_price, Some(new_price));
     assert!(
         offer.url.ends_with(&format!("/goods/{listing}")),
         "{offer:?}"

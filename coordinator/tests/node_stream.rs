@@ -397,7 +397,7 @@ fn wire_offer(price: i64, fee: i64, shipping: pb::ShippingStatus) -> pb::Offer {
         title: format!("삼다수 {price}"),
         price,
         shipping_fee: fee,
-        effective_price: price + fee,
+        effective_price: Some(price + fee),
         url: format!("http://127.0.0.1/p/{price}"),
         seller: "s".into(),
         match_score: 0.9,
@@ -489,7 +489,7 @@ async fn offers_are_read_as_documented_and_a_fee_on_unknown_shipping_is_refused(
     let lowest = p.lowest.as_ref().unwrap();
     assert_eq!(
         (lowest.effective_price, lowest.shipping),
-        (13_000, pb::ShippingStatus::Paid as i32)
+        (Some(13_000), pb::ShippingStatus::Paid as i32)
     );
     let maybe = p.possibly_lower.as_ref().unwrap();
     assert_eq!(

@@ -1673,7 +1673,7 @@ async fn an_unknown_shipping_offer_with_a_fee_is_refused(pool: PgPool) {
         title: "t".into(),
         price: 9_000,
         shipping_fee: 500,
-        effective_price: 9_500,
+        effective_price: Some(9_500),
         match_score: 0.9,
         shipping: pb::ShippingStatus::Unknown as i32,
         ..Default::default()

@@ -371,8 +371,8 @@ async fn history_is_thinned_to_one_entry_per_product_mall_and_day(pool: PgPool) 
     // one beta entry; on day -99 one; and a fresh one. Product q: one old entry only.
     exec(
         &pool,
-        "insert into price_history (product_key, observed_at, lowest_effective_price, lowest_mall, malls, complete)
-         select k, date_trunc('day', now(), 'UTC') - d * interval '1 day' + h * interval '1 hour',
+        "insert into price_history (product_key, client, observed_at, lowest_effective_price, lowest_mall, malls, complete)
+         select k, '', date_trunc('day', now(), 'UTC') - d * interval '1 day' + h * interval '1 hour',
                 price, m, '[]', c
          from (values ('p', 100, 8, 1000, 'alpha', true),
                       ('p', 100, 10, 1001, 'alpha', true),

@@ -549,10 +549,10 @@ async fn search_shows_queued_then_offers_and_the_lowest_effective_price(pool: Pg
     let alpha = &water.malls[0];
     assert_eq!(alpha.state, pb::JobState::Done as i32);
     assert_eq!(alpha.outcome, pb::Outcome::Found as i32);
-    let effective: Vec<i64> = alpha.offers.iter().map(|o| o.effective_price).collect();
+    let effective: Vec<Option<i64>> = alpha.offers.iter().map(|o| o.effective_price).collect();
     assert_eq!(
         effective,
-        [14_000, 15_000],
+        [Some(14_000), Some(15_000)],
         "cheapest effective price first"
     );
     let lowest = water.lowest.as_ref().unwrap();
@@ -563,7 +563,7 @@ async fn search_shows_queued_then_offers_and_the_lowest_effective_price(pool: Pg
             lowest.shipping_fee,
             lowest.effective_price
         ),
-        (BETA, 13_000, 500, 13_500)
+        (BETA, 13_000, 500, Some(13_500))
     );
     let missing = &done.products[1];
     assert!(missing.lowest.is_none());
@@ -602,7 +602,7 @@ async fn search_shows_queued_then_offers_and_the_lowest_effective_price(pool: Pg
     assert!(cached.r#final);
     assert_eq!(
         cached.products[0].lowest.as_ref().unwrap().effective_price,
-        14_000
+        Some(14_000)
     );
     // Any age beyond the documented maximum (10,000 years, the largest Duration) is "any
     // stored answer", not a database range error.
@@ -969,8 +969,8 @@ async fn get_job_shows_state_offers_and_rounds(pool: PgPool) {
         "the node of its last attempt stays on it"
     );
     assert!(done.finished_at.is_some());
-    let effective: Vec<i64> = done.offers.iter().map(|o| o.effective_price).collect();
-    assert_eq!(effective, [10_000, 11_500]);
+    let effective: Vec<Option<i64>> = done.offers.iter().map(|o| o.effective_price).collect();
+    assert_eq!(effective, [Some(10_000), Some(11_500)]);
     assert_eq!(done.rounds.len(), 1);
     assert_eq!(done.rounds[0].cards_seen, 40);
     assert_eq!(done.rounds[0].elapsed.unwrap().seconds, 1);
@@ -1031,9 +1031,10 @@ async fn status_caps_offers_per_mall_but_get_job_shows_all(pool: PgPool) {
 #[sqlx::test(migrator = "MIGRATOR")]
 async fn price_history_is_newest_first_within_since_and_pages(pool: PgPool) {
     let mut h = start(pool).await;
-    let insert = "insert into price_history (product_key, recorded_at, observed_at, lowest_effective_price,
+    // Entries from before entries had clients (client ''): every client sees them.
+    let insert = "insert into price_history (product_key, client, recorded_at, observed_at, lowest_effective_price,
                                              lowest_mall, malls, covered_malls, complete)
-                  values ($1, now() - $2::int * interval '1 day', now() - $2::int * interval '1 day', $3, $4, $5,
+                  values ($1, '', now() - $2::int * interval '1 day', now() - $2::int * interval '1 day', $3, $4, $5,
                           array[$4], $6)";
     let malls = serde_json::json!([
         {"mall": ALPHA, "price": 12000, "shipping_fee": 0, "effective_price": 12000,
@@ -1572,8 +1573,9 @@ async fn lowest_is_over_known_shipping_and_a_cheaper_unknown_is_possibly_lower(p
         flags: vec![CardClass::Overseas],
         ..offer(ALPHA, 12_000, 0)
     };
-    // The cheapest price (9,000) has unknown shipping; at 12,000 the free offer comes
-    // before the one of unknown shipping.
+    // The cheapest price (9,000) has unknown shipping: it is shown after the offer with
+    // known shipping (12,000, free), so the mall's first offer is never one priced as if
+    // shipping were free.
     complete(
         &h.queue,
         "node-1",
@@ -1611,16 +1613,30 @@ async fn lowest_is_over_known_shipping_and_a_cheaper_unknown_is_possibly_lower(p
         .into_inner();
     assert!(status.r#final);
     let water = &status.products[0];
-    let shown: Vec<(i64, i32)> = water.malls[0]
+    let shown: Vec<(Option<i64>, i64, i32)> = water.malls[0]
         .offers
         .iter()
-        .map(|o| (o.effective_price, o.shipping))
+        .map(|o| (o.effective_price, o.price, o.shipping))
         .collect();
     let (unknown, free) = (
         pb::ShippingStatus::Unknown as i32,
         pb::ShippingStatus::Free as i32,
     );
-    assert_eq!(shown, [(9_000, unknown), (12_000, free), (12_000, unknown)]);
+    assert_eq!(
+        shown,
+        [
+            (Some(12_000), 12_000, free),
+            (None, 9_000, unknown),
+            (None, 12_000, unknown)
+        ]
+    );
+    // The mall's own answer, beside the product's.
+    let mall = &water.malls[0];
+    assert_eq!(mall.lowest.as_ref(), Some(&mall.offers[0]));
+    assert_eq!(mall.possibly_lower.as_ref(), Some(&mall.offers[1]));
+    let beta = &water.malls[1];
+    assert_eq!(beta.lowest.as_ref().unwrap().effective_price, Some(13_500));
+    assert!(beta.possibly_lower.is_none());
     let answer = water.lowest.as_ref().unwrap();
     assert_eq!(
         (
@@ -1628,7 +1644,7 @@ async fn lowest_is_over_known_shipping_and_a_cheaper_unknown_is_possibly_lower(p
             answer.effective_price,
             answer.shipping
         ),
-        (ALPHA, 12_000, free)
+        (ALPHA, Some(12_000), free)
     );
     assert_eq!(answer.list_price, 14_000);
     assert_eq!(answer.flags, [pb::CardClass::Overseas as i32]);
@@ -1698,9 +1714,10 @@ async fn lowest_is_over_known_shipping_and_a_cheaper_unknown_is_possibly_lower(p
             .position(|l| l.starts_with(prefix))
             .unwrap_or_else(|| panic!("no line {prefix:?} in\n{table}"))
     };
+    // A mall's row shows its lowest with known shipping.
     let alpha_row: Vec<&str> = lines[at(ALPHA)].split_whitespace().collect();
     assert!(
-        alpha_row.contains(&"?") && alpha_row.contains(&"9,000+?"),
+        alpha_row.contains(&"무료") && alpha_row.contains(&"12,000"),
         "{table}"
     );
     let beta_row: Vec<&str> = lines[at(BETA)].split_whitespace().collect();
@@ -1755,11 +1772,22 @@ async fn status_keeps_the_cheapest_known_offer_behind_many_of_unknown_shipping(p
         .unwrap()
         .into_inner();
     let p = &status.products[0];
+    let offers = &p.malls[0].offers;
     assert_eq!(
-        p.malls[0].offers.len(),
-        21,
-        "20 cheapest plus the cheapest known"
+        offers.len(),
+        20,
+        "the known one, then 19 of unknown shipping"
     );
-    assert_eq!(p.lowest.as_ref().unwrap().effective_price, 8_000);
+    assert_eq!(
+        offers[0].effective_price,
+        Some(8_000),
+        "known shipping first"
+    );
+    assert!(offers[1..].iter().all(|o| o.effective_price.is_none()));
+    assert_eq!(
+        offers[1].price, 1_000,
+        "then the cheapest of unknown shipping"
+    );
+    assert_eq!(p.lowest.as_ref().unwrap().effective_price, Some(8_000));
     assert_eq!(p.possibly_lower.as_ref().unwrap().price, 1_000);
 }

@@ -38,7 +38,7 @@ use crate::{
     executor::browser::judge_cards,
     judge::{self, Lexicon, ProductQuery},
 };
-use lps_proto::model::{MallId, Offer};
+use lps_proto::model::{Answer, MallId, Offer};
 use serde_json::{Value, json};
 
 /// `crawler-node probe` arguments.
@@ -375,23 +375,6 @@ fn answer_line(
     Ok(())
 }
 
-/// The search's answer over one mall's offers, best first (`judge_cards`): the lowest
-/// over known shipping, and the cheapest unknown-shipping offer priced below it.
-// NB: the same rule as the coordinator's `search::types` `lowest`/`possibly_lower`, over
-// one mall's offers.
-fn answer_of(offers: &[Offer]) -> (Option<&Offer>, Option<&Offer>) {
-    let lowest = offers.iter().find(|o| o.effective_price_known());
-    let unknown = offers
-        .iter()
-        .filter(|o| !o.effective_price_known())
-        .min_by_key(|o| o.price);
-    let possibly_lower = match (lowest, unknown) {
-        (Some(l), Some(u)) if u.price >= l.effective_price() => None,
-        (_, u) => u,
-    };
-    (lowest, possibly_lower)
-}
-
 fn report(
     wire: &pb::SiteProfile,
     compiled: &CompiledProfile,
@@ -507,7 +490,10 @@ fn summarise(
     let mall = MallId::new(wire.id.clone()).context("the profile's id")?;
     let read = cards.len();
     let judged = judge_cards(query, cards, &mall, wire, compiled);
-    let (lowest, possibly_lower) = answer_of(&judged.offers);
+    let Answer {
+        lowest,
+        possibly_lower,
+    } = Answer::over(&judged.offers);
     let not_found = format!(
         "{read} cards read, {} excluded by class {:?}, {} judged, none the product",
         read.saturating_sub(judged.seen as usize),
@@ -864,49 +850,4 @@ async fn probe_api(
     let source = extract_json(compiled, index, &body, &url);
     print_source(wire, compiled, query, &source, true, out, rep)?;
     summarise(wire, compiled, query, source.cards, out, rep)
-}
-
-#[cfg(test)]
-mod tests {
-    use lps_proto::model::ShippingStatus;
-
-    use super::*;
-
-    fn offer(price: i64, fee: i64, shipping: ShippingStatus) -> Offer {
-        Offer {
-            mall: MallId::new("m").unwrap(),
-            title: format!("{price}+{fee}"),
-            price,
-            shipping_fee: fee,
-            url: String::new(),
-            seller: String::new(),
-            match_score: 1.0,
-            shipping,
-            list_price: 0,
-            flags: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn the_answer_is_the_lowest_over_known_shipping_and_a_cheaper_unknown_beside_it() {
-        use ShippingStatus::{Free, Paid, Unknown};
-        // Best first, as judge_cards orders them: known effective prices, then unknown.
-        let offers = [
-            offer(10_000, 2_500, Paid),
-            offer(12_900, 0, Free),
-            offer(9_000, 0, Unknown),
-        ];
-        let (lowest, maybe) = answer_of(&offers);
-        assert_eq!(lowest.map(Offer::effective_price), Some(12_500));
-        assert_eq!(maybe.map(|o| o.price), Some(9_000));
-        // An unknown offer priced at or above the lowest is not shown.
-        let offers = [offer(10_000, 0, Free), offer(10_000, 0, Unknown)];
-        assert_eq!(answer_of(&offers).1, None);
-        // Only unknown shipping: no lowest, the cheapest unknown beside the answer.
-        let offers = [offer(8_000, 0, Unknown), offer(7_000, 0, Unknown)];
-        let (lowest, maybe) = answer_of(&offers);
-        assert!(lowest.is_none());
-        assert_eq!(maybe.map(|o| o.price), Some(7_000));
-        assert_eq!(answer_of(&[]), (None, None));
-    }
 }

@@ -86,7 +86,7 @@ async fn a_node_searches_a_mall_through_granted_proxies_and_releases_them() {
         let first = result_of(&coord, 1).await;
         assert_eq!(first.outcome, pb::Outcome::Found as i32);
         assert_eq!(first.offers[0].price, 12_900);
-        assert_eq!(first.offers[0].effective_price, 12_900);
+        assert_eq!(first.offers[0].effective_price, Some(12_900));
         let metrics = first.metrics.unwrap();
         assert!(
             metrics.bytes_in > 0 && metrics.cost_usd > 0.0,

@@ -7,6 +7,9 @@ Runs lowest_price.py as a user would and checks what it prints:
 - for products of the test catalog (test-kit/catalog.toml) the lowest effective price and
   its mall are the catalog's truth (the rules in the catalog's header), and a product no
   mall sells is reported as not found; the example exits 0;
+- each mall's line (the mall's first offer, as a client reading only `offers[0]` sees it)
+  shows an effective price only for a listing of that mall whose shipping the catalog
+  states, never an unknown-shipping listing's price as if shipping were free;
 - an invalid request (a product name over 200 characters) exits 1 with INVALID_ARGUMENT
   and the google.rpc.BadRequest field violation naming `products[1].name`;
 - an unknown token exits 1 with UNAUTHENTICATED and ErrorInfo reason UNKNOWN_TOKEN.
@@ -31,6 +34,7 @@ MISSING = "세상에 없는 상품 9999"
 
 FOUND_LINE = re.compile(r"^(?P<name>.+?): ₩(?P<price>[\d,]+) at (?P<mall>\S+) \(")
 NOT_FOUND_LINE = re.compile(r"^(?P<name>.+?): not found \(")
+MALL_LINE = re.compile(r"^  (?P<mall>testmall-\S+): ₩(?P<price>[\d,]+) (?P<rest>.*)$")
 
 
 def shipping_fee(listing):
@@ -61,6 +65,19 @@ def catalog_lowest(name):
     return min(priced) if priced else None
 
 
+def known_prices(name, mall):
+    """The effective prices of `mall`'s listings of the product whose shipping the card
+    states (any kind: the profile decides which it shows)."""
+    with open(CATALOG, "rb") as f:
+        products = tomllib.load(f)["products"]
+    product = next((p for p in products if p["name"] == name), None)
+    return {
+        listing["price"] + shipping_fee(listing)
+        for listing in (product or {}).get("listings", [])
+        if f"testmall-{listing['mall']}" == mall and shipping_fee(listing) is not None
+    }
+
+
 def run(products, token=None, timeout=240):
     env = dict(os.environ)
     if token is not None:
@@ -84,11 +101,24 @@ def main():
     done = run([*FOUND, MISSING])
     check(done.returncode == 0, "the example exits 0")
     answers = {}
+    mall_answers = []
+    current = None
     for line in done.stdout.splitlines():
-        if m := FOUND_LINE.match(line):
+        if m := MALL_LINE.match(line):
+            mall_answers.append((current, m["mall"], int(m["price"].replace(",", "")), m["rest"]))
+        elif m := FOUND_LINE.match(line):
+            current = m["name"]
             answers[m["name"]] = (int(m["price"].replace(",", "")), m["mall"])
         elif m := NOT_FOUND_LINE.match(line):
             answers[m["name"]] = "not found"
+    check(len(mall_answers) >= len(FOUND), f"a line per mall that found a product ({len(mall_answers)})")
+    for name, mall, price, rest in mall_answers:
+        if rest == "+ shipping unknown":
+            continue
+        check(
+            price in known_prices(name, mall),
+            f"{name!r} at {mall}: the first offer's ₩{price:,} is a listing with known shipping",
+        )
     for name in FOUND:
         expected = catalog_lowest(name)
         check(expected is not None, f"{name!r} is in the test catalog")

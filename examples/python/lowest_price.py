@@ -150,8 +150,30 @@ def watch(stub, search_id, metadata, timeout):
             time.sleep(1)
 
 
+def mall_lines(product):
+    """A line per mall that found the product: its first offer, as LPS lists them (known
+    shipping first, cheapest first). `effective_price` is set only when shipping is known:
+    an offer whose shipping could not be read is shown as its price plus unknown shipping,
+    never as if shipping were free."""
+    lines = []
+    for m in product.malls:
+        if not m.offers:
+            continue
+        first = m.offers[0]
+        if first.HasField("effective_price"):
+            lines.append(f"  {m.mall}: {won(first.effective_price)} ({shipping(first)})")
+        else:
+            lines.append(f"  {m.mall}: {won(first.price)} + shipping unknown")
+    return "".join(f"\n{line}" for line in lines)
+
+
 def answer(product):
-    """One line for one product of a final search."""
+    """The lines for one product of a final search: its answer, then each mall's."""
+    return first_line(product) + mall_lines(product)
+
+
+def first_line(product):
+    """The product's answer: its lowest, or why there is none."""
     name = product.product.name
     if product.HasField("lowest"):
         low = product.lowest

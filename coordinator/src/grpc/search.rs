@@ -296,10 +296,21 @@ impl pb::search_service_server::SearchService for SearchApi {
         &self,
         request: Request<pb::GetPriceHistoryRequest>,
     ) -> Result<Response<pb::PriceHistory>, Status> {
-        let (_caller, _admitted) = self.admit(&request)?;
+        let (caller, _admitted) = self.admit(&request)?;
         #[allow(deprecated)] // `limit`: older clients' page size
         let req = request.into_inner();
+        let client = list_scope(&caller, &req.client, "price history")?.map(str::to_owned);
         let product = history_product(req.product).map_err(invalid)?;
+        let search_id = match req.search_id {
+            0 => None,
+            id if id > 0 => Some(id),
+            id => {
+                return Err(invalid(FieldError::new(
+                    "search_id",
+                    format!("must be a search id (positive), got {id}"),
+                )));
+            }
+        };
         let since = req
             .since
             .map(|t| timestamp_from_pb("since", t))
@@ -317,10 +328,12 @@ impl pb::search_service_server::SearchService for SearchApi {
             search::MAX_HISTORY_LIMIT,
         );
         let filter = format!(
-            "{}|{}|{}",
+            "{}|{}|{}|{}|{}",
             product.identity(),
             since.map(|t| t.timestamp_micros()).unwrap_or_default(),
-            req.include_incomplete
+            req.include_incomplete,
+            client.as_deref().unwrap_or("*"),
+            search_id.unwrap_or_default(),
         );
         let after = paging::decode(&req.page_token, "price_history", &filter)
             .and_then(|p| p.map(|p| history_cursor(&p)).transpose())
@@ -334,6 +347,8 @@ impl pb::search_service_server::SearchService for SearchApi {
                     limit,
                     include_incomplete: req.include_incomplete,
                     after,
+                    client,
+                    search_id,
                 },
             )
             .await
@@ -593,6 +608,7 @@ fn enqueue_context<T>(request: &Request<T>) -> EnqueueContext {
         caller,
         traceparent,
         tracestate,
+        schedule_id: None,
     }
 }
 
@@ -723,6 +739,13 @@ fn history_entry_to_pb(e: &PriceHistoryEntry) -> pb::PriceHistoryEntry {
         covered_malls: e.covered_malls.clone(),
         complete: e.complete,
         currency: lps_proto::model::CURRENCY.to_owned(),
+        client: e.client.clone(),
+        schedule_id: e.schedule_id.unwrap_or_default(),
+        product: e.product_name.as_ref().map(|name| pb::Product {
+            code: e.product_code.clone().unwrap_or_default(),
+            name: name.clone(),
+            ..Default::default()
+        }),
     }
 }
 

@@ -36,8 +36,11 @@ pub struct RetryDeadFilter {
 }
 
 impl Queue {
-    /// Deletes the negative-cache entries of `product` (by its identity, every set of
-    /// hints it was asked with) on `malls` (empty: every mall); returns how many. The next
+    /// Deletes the negative-cache entries of `product` on `malls` (empty: every mall), every
+    /// set of hints it was asked with; returns how many. An entry is the product's when its
+    /// crawl is the product's name ([`ProductSpec::crawl_key`]), or when a search asked for
+    /// the product's code under it (any client's: an operator's tool), or when it is an
+    /// entry from before crawls were keyed by name (keyed by the identity). The next
     /// search for it on those malls crawls again.
     #[instrument(name = "queue.clear_negative_cache", skip_all, err(level = "info"))]
     pub async fn clear_negative_cache(
@@ -46,12 +49,19 @@ impl Queue {
         malls: &[MallId],
     ) -> Result<u64, Error> {
         let malls: Vec<String> = malls.iter().map(ToString::to_string).collect();
+        let keys = [product.identity(), product.crawl_key()];
         let done = sqlx::query!(
             "delete from negative_cache n using job j
-             where j.job_id = n.job_id and j.product_key = $1
-               and (cardinality($2::text[]) = 0 or j.mall = any($2))",
-            product.identity(),
+             where j.job_id = n.job_id
+               and (cardinality($2::text[]) = 0 or j.mall = any($2))
+               and (j.product_key = any($1)
+                    or exists (select 1 from search_item si
+                               join search_product sp on sp.search_id = si.search_id
+                                                     and sp.product_index = si.product_index
+                               where si.job_id = n.job_id and sp.product_key = $3))",
+            &keys,
             &malls,
+            product.identity(),
         )
         .execute(&self.pool)
         .await?;

@@ -353,6 +353,7 @@ impl Queue {
         let mut code = Vec::with_capacity(product_index.capacity());
         let mut name = Vec::with_capacity(product_index.capacity());
         let mut key = Vec::with_capacity(product_index.capacity());
+        let mut crawl_key = Vec::with_capacity(product_index.capacity());
         let mut hints_key = Vec::with_capacity(product_index.capacity());
         let mut brand = Vec::with_capacity(product_index.capacity());
         let mut model_code = Vec::with_capacity(product_index.capacity());
@@ -360,6 +361,7 @@ impl Queue {
         let mut revision = Vec::with_capacity(product_index.capacity());
         for (i, product) in req.products.iter().enumerate() {
             let identity = product.identity();
+            let crawl = product.crawl_key();
             let hints = product.hints();
             for m in &malls {
                 product_index.push(i32::try_from(i).unwrap_or(i32::MAX));
@@ -367,6 +369,7 @@ impl Queue {
                 code.push(product.code().map(str::to_owned));
                 name.push(product.name().to_owned());
                 key.push(identity.clone());
+                crawl_key.push(crawl.clone());
                 hints_key.push(product.hints_key());
                 brand.push(hints.brand().map(str::to_owned));
                 model_code.push(hints.model_code().map(str::to_owned));
@@ -415,6 +418,8 @@ impl Queue {
                 &gtin as &[Option<String>],
                 judge_version,
                 &revision as &[Option<String>],
+                &crawl_key,
+                ctx.schedule_id,
             )
             .fetch_one(&self.pool)
             .await;

@@ -14,6 +14,9 @@ pub struct EnqueueContext {
     pub caller: Option<String>,
     pub traceparent: Option<String>,
     pub tracestate: Option<String>,
+    /// The schedule whose run the search is (`None`: a caller's own search); its price
+    /// history entries name it.
+    pub schedule_id: Option<i64>,
 }
 
 /// What happened to one (product, mall) item of a search.

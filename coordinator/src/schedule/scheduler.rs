@@ -208,6 +208,7 @@ impl Scheduler {
             caller: Some(format!("schedule-{}", claim.schedule_id)),
             traceparent: None,
             tracestate: None,
+            schedule_id: Some(claim.schedule_id),
         };
         let accepted = match request {
             Ok(request) => self.schedules.queue().enqueue(&request, &ctx).await,

@@ -202,7 +202,9 @@ impl Searches {
 
     /// A product's price observations, newest first: one page of at most `query.limit`
     /// (1..=1000) entries observed at or after `query.since` (default: 30 days ago), complete
-    /// ones only unless asked, after `query.after`.
+    /// ones only unless asked, after `query.after`, of `query.client` (its own and those of
+    /// no client; `None`: every client's). The product is keyed by its identity within
+    /// its client ([`ProductSpec::identity`]).
     #[instrument(name = "search.price_history", skip_all, err(level = "info"))]
     pub async fn price_history(
         &self,
@@ -233,6 +235,8 @@ impl Searches {
             query.include_incomplete,
             query.after.map(|c| c.observed_at),
             query.after.map(|c| c.id),
+            query.client.as_deref(),
+            query.search_id,
         )
         .fetch_all(self.pool())
         .await?;
@@ -245,6 +249,10 @@ impl Searches {
             malls: mall_prices(r.malls),
             covered_malls: r.covered_malls,
             complete: r.complete,
+            client: r.client,
+            schedule_id: r.schedule_id,
+            product_code: r.product_code,
+            product_name: r.product_name,
         }))
     }
 

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use lps_proto::{
     model::{
-        CardClass, ErrorClass, JobState, MallId, Offer, Outcome, ProductHints, RoundReport,
+        Answer, CardClass, ErrorClass, JobState, MallId, Offer, Outcome, ProductHints, RoundReport,
         ShippingStatus, timestamp_to_pb,
     },
     pb,
@@ -50,11 +50,10 @@ impl SearchStatus {
 pub struct ProductStatus {
     /// Index into the request's products.
     pub index: usize,
+    /// The product as this search's client asked for it (`search_product`): a job is
+    /// shared by every search of the same query, whatever its code (DESIGN §2 "Identity").
     pub code: Option<String>,
-    /// NB: taken from the job that answers the product. For an item answered from the store
-    /// that is the earlier request's spelling of the same product (same identity).
     pub name: String,
-    /// The caller's hints, from the job too (the same hints: they are part of its key).
     pub hints: ProductHints,
     /// In request order of the malls.
     pub malls: Vec<MallStatus>,
@@ -65,28 +64,19 @@ impl ProductStatus {
     /// only over offers whose shipping is known (ties: lower shipping, then the earlier
     /// mall). `None` when no mall has such an offer.
     pub fn lowest(&self) -> Option<&Offer> {
-        self.offers()
-            .filter(|o| o.shipping.is_known())
-            .min_by_key(|o| (o.effective_price(), o.shipping_fee))
+        self.answer().lowest
     }
 
     /// "Possibly lower, shipping unknown": the cheapest offer whose shipping could not be
     /// read, when its price alone is below [`lowest`](Self::lowest)'s effective price (or
     /// there is no lowest). Shown beside the answer, never as it.
     pub fn possibly_lower(&self) -> Option<&Offer> {
-        let cheapest_unknown = self
-            .offers()
-            .filter(|o| !o.shipping.is_known())
-            .min_by_key(|o| o.price)?;
-        match self.lowest() {
-            Some(lowest) if cheapest_unknown.price >= lowest.effective_price() => None,
-            _ => Some(cheapest_unknown),
-        }
+        self.answer().possibly_lower
     }
 
-    /// Every offer shown for the product, mall by mall.
-    fn offers(&self) -> impl Iterator<Item = &Offer> {
-        self.malls.iter().flat_map(|m| &m.offers)
+    /// Both, over every offer shown for the product, mall by mall.
+    pub fn answer(&self) -> Answer<'_> {
+        Answer::over(self.malls.iter().flat_map(|m| &m.offers))
     }
 
     /// Every mall of the product is in a final state.
@@ -104,14 +94,21 @@ pub struct MallStatus {
     pub state: JobState,
     /// Set when `state` is done.
     pub outcome: Option<Outcome>,
-    /// Cheapest (effective price; known shipping first at the same price) first; at most
-    /// [`super::STATUS_OFFERS_PER_ITEM`], plus the cheapest offer with known shipping when
-    /// it is not among them.
+    /// In [`Offer::shown_order`]: known shipping first, cheapest first; at most
+    /// [`super::STATUS_OFFERS_PER_ITEM`], plus the cheapest offer whose shipping is
+    /// unknown when it is not among them.
     pub offers: Vec<Offer>,
     /// Set when `state` is dead.
     pub error_class: Option<ErrorClass>,
     pub error: Option<String>,
     pub attempts: u32,
+}
+
+impl MallStatus {
+    /// This mall's answer alone, by the rules of [`ProductStatus::answer`].
+    pub fn answer(&self) -> Answer<'_> {
+        Answer::over(&self.offers)
+    }
 }
 
 /// One job, for GetJob.
@@ -135,7 +132,7 @@ pub struct JobInfo {
     pub deadline_at: Option<DateTime<Utc>>,
     pub finished_at: Option<DateTime<Utc>>,
     pub outcome: Option<Outcome>,
-    /// Cheapest (effective price) first.
+    /// In [`Offer::shown_order`].
     pub offers: Vec<Offer>,
     pub error_class: Option<ErrorClass>,
     pub last_error: Option<String>,
@@ -242,6 +239,15 @@ pub struct PriceHistoryEntry {
     /// Every mall of the product answered; false when one died or the search was
     /// cancelled first.
     pub complete: bool,
+    /// The client whose search observed it ('' for entries from before clients owned
+    /// their history, which every client sees).
+    pub client: String,
+    /// The schedule whose run the search was.
+    pub schedule_id: Option<i64>,
+    /// The code and name the search asked for (`None` for old entries whose search was
+    /// gone when names were first kept).
+    pub product_code: Option<String>,
+    pub product_name: Option<String>,
 }
 
 /// Where a price-history page starts: after this entry (newest first).
@@ -260,6 +266,10 @@ pub struct HistoryQuery {
     pub limit: u32,
     pub include_incomplete: bool,
     pub after: Option<HistoryCursor>,
+    /// Whose entries: a client's own (and those of no client), or `None`: every client's.
+    pub client: Option<String>,
+    /// Only the entry of this search.
+    pub search_id: Option<i64>,
 }
 
 /// One page of a list, and whether more follow it.
@@ -389,6 +399,8 @@ impl From<&MallStatus> for pb::MallStatus {
             error_class: m.error_class.map_or(0, |c| pb::ErrorClass::from(c) as i32),
             error: m.error.clone().unwrap_or_default(),
             attempts: m.attempts,
+            lowest: m.answer().lowest.map(pb::Offer::from),
+            possibly_lower: m.answer().possibly_lower.map(pb::Offer::from),
         }
     }
 }

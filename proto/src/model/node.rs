@@ -49,6 +49,60 @@ impl Offer {
     pub fn effective_price_known(&self) -> bool {
         self.shipping.is_known()
     }
+
+    /// The effective price when it is what the buyer pays; `None` when shipping is unknown
+    /// (the wire's `Offer.effective_price` is then absent).
+    pub fn known_effective_price(&self) -> Option<i64> {
+        self.effective_price_known().then(|| self.effective_price())
+    }
+
+    /// The order offers are shown in: those with known shipping first, cheapest (effective
+    /// price) first, then those whose shipping is unknown, cheapest first; at the same price
+    /// lower shipping first. So a client reading the first offer of a mall never gets an
+    /// unknown-shipping one while the mall has an offer with known shipping.
+    pub fn shown_order(&self) -> (bool, i64, i64) {
+        (
+            !self.effective_price_known(),
+            self.effective_price(),
+            self.shipping_fee,
+        )
+    }
+}
+
+/// The answer over a set of offers (a mall's, or a product's over its malls): the lowest
+/// effective price over offers whose shipping is known, and beside it (never as it) the
+/// cheapest offer whose shipping is unknown when its price alone is below that lowest (or
+/// there is no lowest): "possibly lower, shipping unknown".
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Answer<'a> {
+    pub lowest: Option<&'a Offer>,
+    pub possibly_lower: Option<&'a Offer>,
+}
+
+impl<'a> Answer<'a> {
+    /// Ties: the lower shipping fee, then the earlier offer.
+    pub fn over(offers: impl IntoIterator<Item = &'a Offer>) -> Self {
+        let mut lowest: Option<&Offer> = None;
+        let mut unknown: Option<&Offer> = None;
+        for offer in offers {
+            if offer.effective_price_known() {
+                let key = |o: &Offer| (o.effective_price(), o.shipping_fee);
+                if lowest.is_none_or(|l| key(offer) < key(l)) {
+                    lowest = Some(offer);
+                }
+            } else if unknown.is_none_or(|u| offer.price < u.price) {
+                unknown = Some(offer);
+            }
+        }
+        let possibly_lower = match (lowest, unknown) {
+            (Some(l), Some(u)) if u.price >= l.effective_price() => None,
+            (_, u) => u,
+        };
+        Self {
+            lowest,
+            possibly_lower,
+        }
+    }
 }
 
 /// How an offer's shipping was read (DESIGN §5 "Prices and shipping").
@@ -250,7 +304,7 @@ impl From<&Offer> for pb::Offer {
             title: o.title.clone(),
             price: o.price,
             shipping_fee: o.shipping_fee,
-            effective_price: o.effective_price(),
+            effective_price: o.known_effective_price(),
             url: o.url.clone(),
             seller: o.seller.clone(),
             match_score: o.match_score,
@@ -512,10 +566,7 @@ impl JobResult {
     /// The cheapest offer whose effective price is known (ties: lower shipping, then the
     /// earlier one). An offer with unknown shipping is never the best.
     pub fn best_offer(&self) -> Option<&Offer> {
-        self.offers
-            .iter()
-            .filter(|o| o.effective_price_known())
-            .min_by_key(|o| (o.effective_price(), o.shipping_fee))
+        Answer::over(&self.offers).lowest
     }
 }
 
@@ -1010,7 +1061,7 @@ mod tests {
             title: "삼다수 2L x 12".into(),
             price,
             shipping_fee: shipping,
-            effective_price: 0,
+            effective_price: None,
             url: "http://127.0.0.1/p/1".into(),
             seller: "s".into(),
             match_score: 0.9,
@@ -1317,5 +1368,84 @@ mod tests {
             ..good
         };
         assert_eq!(Hello::try_from(bad_id).unwrap_err().field, "node_id");
+    }
+
+    fn model_offer(price: i64, fee: i64, shipping: ShippingStatus) -> Offer {
+        Offer {
+            mall: MallId::new("m").unwrap(),
+            title: format!("{price}+{fee}"),
+            price,
+            shipping_fee: fee,
+            url: String::new(),
+            seller: String::new(),
+            match_score: 1.0,
+            shipping,
+            list_price: 0,
+            flags: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_answer_is_the_lowest_over_known_shipping_and_a_cheaper_unknown_beside_it() {
+        use ShippingStatus::{Free, Paid, Unknown};
+        // In any order: the rule does not depend on how the offers are sorted.
+        let offers = [
+            model_offer(10_000, 2_500, Paid),
+            model_offer(12_900, 0, Free),
+            model_offer(9_000, 0, Unknown),
+        ];
+        let Answer {
+            lowest,
+            possibly_lower: maybe,
+        } = Answer::over(&offers);
+        assert_eq!(lowest.map(Offer::effective_price), Some(12_500));
+        assert_eq!(maybe.map(|o| o.price), Some(9_000));
+        // An unknown offer priced at or above the lowest is not shown.
+        let offers = [
+            model_offer(10_000, 0, Free),
+            model_offer(10_000, 0, Unknown),
+        ];
+        assert_eq!(Answer::over(&offers).possibly_lower, None);
+        // Only unknown shipping: no lowest, the cheapest unknown beside the answer.
+        let offers = [
+            model_offer(8_000, 0, Unknown),
+            model_offer(7_000, 0, Unknown),
+        ];
+        let Answer {
+            lowest,
+            possibly_lower: maybe,
+        } = Answer::over(&offers);
+        assert!(lowest.is_none());
+        assert_eq!(maybe.map(|o| o.price), Some(7_000));
+        assert_eq!(Answer::over(&[]), Answer::default());
+    }
+
+    #[test]
+    fn an_unknown_shipping_offer_has_no_effective_price_on_the_wire_and_shows_last() {
+        use ShippingStatus::{Free, Paid, Unknown};
+        let unknown = pb::Offer::from(&model_offer(9_000, 0, Unknown));
+        assert_eq!(unknown.effective_price, None);
+        let paid = pb::Offer::from(&model_offer(10_000, 2_500, Paid));
+        assert_eq!(paid.effective_price, Some(12_500));
+        let mut offers = [
+            model_offer(9_000, 0, Unknown),
+            model_offer(12_900, 0, Free),
+            model_offer(10_000, 2_500, Paid),
+            model_offer(8_000, 0, Unknown),
+        ];
+        offers.sort_by_key(Offer::shown_order);
+        let shown: Vec<(i64, bool)> = offers
+            .iter()
+            .map(|o| (o.price, o.effective_price_known()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (10_000, true),
+                (12_900, true),
+                (8_000, false),
+                (9_000, false)
+            ]
+        );
     }
 }

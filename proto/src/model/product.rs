@@ -2,12 +2,14 @@
 //! model code, GTIN), validated once on receive — by the coordinator from a search or a
 //! schedule, by the node from an Assign — so queue and judge code never re-check them.
 //!
-//! Identity has two parts. [`ProductSpec::identity`] (code, else the folded name) names
-//! the product: price history and the operator's cache tools use it.
-//! [`ProductSpec::hints_key`] adds the hints, because they change how cards are judged:
-//! the queue builds dedupe keys, and so the fresh-result and negative caches, from both
-//! (DESIGN §2 "Dedupe"), so an answer judged under one set of hints never answers a
-//! request with another.
+//! A product has two keys (DESIGN §2 "Identity"). [`ProductSpec::identity`] (code, else
+//! the folded name) names the product within its client: with the client it keys what a
+//! caller sees (its searches' products, price history). [`ProductSpec::crawl_key`] (the
+//! folded name) names the crawl: with [`ProductSpec::hints_key`], which changes how cards
+//! are judged, the queue builds dedupe keys, and so the fresh-result and negative caches,
+//! from it (DESIGN §2 "Dedupe"). So crawl work is shared across clients only when it is
+//! the same crawl, never because two codes are equal, and an answer judged under one set
+//! of hints never answers a request with another.
 
 use super::{FieldError, MAX_PRODUCT_CODE_CHARS, MAX_PRODUCT_NAME_CHARS, check_len};
 use crate::pb;
@@ -87,15 +89,22 @@ impl ProductSpec {
         &self.hints
     }
 
-    /// The stable identity of the product: `code:<code>` when it has a code, else
-    /// `name:<name>` with case folded and white space collapsed. Price history is keyed by
-    /// it, and with [`hints_key`](Self::hints_key) the dedupe keys and caches, so it never
-    /// depends on anything that changes between requests for the same product.
+    /// The stable identity of the product within its client: `code:<code>` when it has a
+    /// code, else `name:<name>` with case folded and white space collapsed. A client's
+    /// price history is keyed by it, so a product whose name a client changes keeps its
+    /// history under its code.
     pub fn identity(&self) -> String {
         match &self.code {
             Some(code) => format!("code:{code}"),
-            None => format!("name:{}", fold(&self.name)),
+            None => self.crawl_key(),
         }
+    }
+
+    /// What is crawled for the product: `name:<name>` with case folded and white space
+    /// collapsed, whatever its code (the identity of a product without one). With
+    /// [`hints_key`](Self::hints_key) it makes the job's dedupe key.
+    pub fn crawl_key(&self) -> String {
+        format!("name:{}", fold(&self.name))
     }
 
     /// The hints' part of the job identity (see [`ProductHints::key`]).
@@ -343,6 +352,17 @@ mod tests {
         let c = ProductSpec::new(Some("SKU-1"), "whatever").unwrap();
         assert_eq!(c.identity(), "code:SKU-1");
         assert_eq!(c.hints_key(), None);
+    }
+
+    #[test]
+    fn the_crawl_key_is_the_name_whatever_the_code() {
+        let a = ProductSpec::new(Some("A-1"), "Coca Cola 500ml").unwrap();
+        let b = ProductSpec::new(Some("B-7"), " coca  cola 500ML").unwrap();
+        let c = ProductSpec::new(Some("A-1"), "Pepsi 500ml").unwrap();
+        assert_eq!(a.crawl_key(), b.crawl_key());
+        assert_eq!(a.crawl_key(), "name:coca cola 500ml");
+        assert_ne!(a.crawl_key(), c.crawl_key());
+        assert_eq!(a.identity(), c.identity());
     }
 
     #[test]

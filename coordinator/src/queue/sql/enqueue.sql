@@ -6,17 +6,21 @@
 --
 -- $1 priority, $2 max_age_ms (null: no fresh-result answers), $3 idempotency key,
 -- $4 caller, $5 traceparent, $6 tracestate, $7..$11 items (product_index, mall,
--- product_code, product_name, product_key), $12 run_timeout_ms, $13 max_attempts,
+-- product_code, product_name, product_key: the client's identity of the product),
+-- $12 run_timeout_ms, $13 max_attempts,
 -- $14 now (null: the database clock), $15 client, $16 request digest (SHA-256 hex),
 -- $17 destinations to notify when final, $18 whether each product's final status is an
 -- event too, $19..$22 the items' hints (hints key, brand, model code, GTIN; null: none),
 -- $23 the judge version and $24 the items' vocabulary revisions the coordinator runs now
 -- (null: not known, as in tests): a negative-cache entry answers only when it was written
--- under the same (migration 0024).
+-- under the same (migration 0024), $25 the items' crawl keys ('name:<folded name>'),
+-- $26 the schedule whose run this is (null: none).
 --
--- The dedupe key is '<mall>|<product key>', with '|<hints key>' after it when the product
--- has hints (migration 0023): the same product asked with other hints is another job, and
--- its cached answers are its own.
+-- A job is a crawl (migration 0025): its dedupe key is '<mall>|<crawl key>', with
+-- '|<hints key>' after it when the product has hints. The caller's code is no part of it:
+-- two clients asking the same name with the same hints share one job and its cached
+-- answers, and the same code with another name is another job. What the caller asked
+-- for is kept per product of the search (search_product): its identity, code and name.
 --
 -- A search answered from the caches alone is final as it is stored: its delivery events
 -- are inserted here (a later job change cannot fire the trigger of migration 0018 for it).
@@ -24,12 +28,14 @@ with
 clock as materialized (select coalesce($14::timestamptz, clock_timestamp()) as now),
 input as (
     select (i.ord - 1)::int as item_no, i.product_index, i.mall, i.product_code,
-           i.product_name, i.product_key, i.brand, i.model_code, i.gtin, i.vocabulary_revision,
-           i.mall || '|' || i.product_key || coalesce('|' || i.hints_key, '') as dedupe_key
+           i.product_name, i.product_key, i.crawl_key, i.brand, i.model_code, i.gtin,
+           i.vocabulary_revision,
+           i.mall || '|' || i.crawl_key || coalesce('|' || i.hints_key, '') as dedupe_key
     from unnest($7::int[], $8::text[], $9::text[], $10::text[], $11::text[], $19::text[],
-                $20::text[], $21::text[], $22::text[], $24::text[]) with ordinality
+                $20::text[], $21::text[], $22::text[], $24::text[], $25::text[])
+        with ordinality
         as i (product_index, mall, product_code, product_name, product_key, hints_key, brand,
-              model_code, gtin, vocabulary_revision, ord)
+              model_code, gtin, vocabulary_revision, crawl_key, ord)
 ),
 replay as (
     select search_id, request_digest from search_request
@@ -46,11 +52,22 @@ go as (
 req as (
     insert into search_request (priority, max_age_ms, idempotency_key, caller, traceparent,
                                 created_at, client, request_digest, destinations,
-                                notify_products)
+                                notify_products, schedule_id)
     select $1::smallint, $2::bigint, $3::text, $4::text, $5::text, clock.now, $15::text,
-           $16::text, $17::text[], $18::boolean
+           $16::text, $17::text[], $18::boolean, $26::bigint
     from go, clock where go.ok
     returning search_id
+),
+products as (
+    insert into search_product (search_id, product_index, product_key, product_code,
+                                product_name, product_brand, product_model_code,
+                                product_gtin)
+    select distinct on (input.product_index)
+           req.search_id, input.product_index, input.product_key, input.product_code,
+           input.product_name, input.brand, input.model_code, input.gtin
+    from req cross join input
+    order by input.product_index, input.item_no
+    returning product_index
 ),
 cached as (
     select input.item_no,
@@ -75,7 +92,7 @@ upserted as (
                      run_after, created_at, run_timeout_ms, max_attempts, traceparent, tracestate,
                      product_brand, product_model_code, product_gtin)
     select distinct on (need.dedupe_key)
-           need.dedupe_key, need.mall, need.product_code, need.product_name, need.product_key,
+           need.dedupe_key, need.mall, null, need.product_name, need.crawl_key,
            $1::smallint, clock.now, clock.now, $12::int, $13::smallint, $5::text, $6::text,
            need.brand, need.model_code, need.gtin
     from need, go, clock

@@ -1,6 +1,6 @@
 -- Retention: one batch of price-history entries observed before the age ($1 ms), except
--- each product's newest entry (the previous observation a new one is read against), which
--- survives any age. The batch scans the next $2 entries in (observed_at, id) order after
+-- each product's newest entry of each client (the previous observation a new one is read
+-- against), which survives any age. The batch scans the next $2 entries in (observed_at, id) order after
 -- the cursor ($3, $4) and deletes those that may go, skipping rows others hold. Returns
 -- the rows deleted, the rows scanned and the last scanned key.
 -- NB: `offset 0` keeps the EXISTS a per-row subplan on price_history_product.
@@ -18,7 +18,7 @@ victims as (
     where h.id = any(array(select id from scanned))
       and exists (
           select 1 from price_history n
-          where n.product_key = h.product_key
+          where n.product_key = h.product_key and n.client = h.client
             and (n.observed_at, n.id) > (h.observed_at, h.id)
           offset 0)
     for update of h skip locked

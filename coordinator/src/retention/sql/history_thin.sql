@@ -1,6 +1,6 @@
 -- Retention: thins price history observed before the age ($1 ms) to one entry per
--- product, lowest mall and UTC day: the day's newest complete entry, or its newest entry
--- when none is complete. A product's newest entry always survives. The batch scans the
+-- client, product, lowest mall and UTC day: the day's newest complete entry, or its newest
+-- entry when none is complete. A client's newest entry of a product always survives. The batch scans the
 -- next $2 entries in (observed_at, id) order after the cursor ($3, $4) and deletes those
 -- that may go, skipping rows others hold. Returns the rows deleted, the rows scanned and
 -- the last scanned key.
@@ -21,12 +21,12 @@ victims as (
     where h.id = any(array(select id from scanned))
       and exists (
           select 1 from price_history n
-          where n.product_key = h.product_key
+          where n.product_key = h.product_key and n.client = h.client
             and (n.observed_at, n.id) > (h.observed_at, h.id)
           offset 0)
       and exists (
           select 1 from price_history k
-          where k.product_key = h.product_key
+          where k.product_key = h.product_key and k.client = h.client
             and k.lowest_mall = h.lowest_mall
             and k.observed_at >= date_trunc('day', h.observed_at, 'UTC')
             and k.observed_at < date_trunc('day', h.observed_at, 'UTC') + interval '1 day'

@@ -1,9 +1,10 @@
--- Everything GetSearch shows, in one statement (one snapshot): the request, its items in
--- order, each item's job, and the job's cheapest $2 offers (effective price; at the same
--- effective price an offer with known shipping before one without; then shipping, then the
--- rank, which follows the same order; GetJob shows them all). No rows: no such search.
--- The job's cheapest offer with known shipping comes along even when $2 cheaper offers
--- with unknown shipping are ahead of it: a product's lowest is taken over those only.
+-- Everything GetSearch shows, in one statement (one snapshot): the request, its products
+-- as its client asked for them (search_product), its items in order, each item's job, and
+-- the job's first $2 offers: those with known shipping first, cheapest (effective price)
+-- first, then those whose shipping is unknown, cheapest (price) first; at the same price
+-- lower shipping, then the rank (GetJob shows them all). The cheapest offer whose shipping
+-- is unknown comes along even when $2 offers with known shipping are ahead of it: a
+-- product's "possibly lower" is read from those. No rows: no such search.
 -- $1 search_id, $2 offers per item.
 select
     r.created_at,
@@ -20,11 +21,11 @@ select
     j.error_class as "error_class?: ErrorClass",
     j.last_error,
     j.attempts,
-    j.product_code,
-    j.product_name,
-    j.product_brand,
-    j.product_model_code,
-    j.product_gtin,
+    sp.product_code,
+    sp.product_name,
+    sp.product_brand,
+    sp.product_model_code,
+    sp.product_gtin,
     j.change_seq,
     coalesce(
         (select jsonb_agg(jsonb_build_object(
@@ -34,18 +35,19 @@ select
                     'flags', o.flags)
                  order by o.n)
            from (select offer.*,
-                        row_number() over (order by offer.effective_price,
-                                                    offer.shipping_status = 'unknown',
+                        row_number() over (order by offer.shipping_status = 'unknown',
+                                                    offer.effective_price,
                                                     offer.shipping_fee, offer.rank) as n,
                         row_number() over (partition by offer.shipping_status = 'unknown'
                                            order by offer.effective_price,
                                                     offer.shipping_fee, offer.rank) as k
                    from offer
                   where offer.job_id = j.job_id) o
-          where o.n <= $2 or (o.k = 1 and o.shipping_status <> 'unknown')),
+          where o.n <= $2 or o.k = 1),
         '[]'::jsonb) as "offers!: Json<Vec<OfferRow>>"
 from search_request r
 join search_item si on si.search_id = r.search_id
+join search_product sp on sp.search_id = si.search_id and sp.product_index = si.product_index
 join job j on j.job_id = si.job_id
 where r.search_id = $1
 order by si.product_index, si.item_no
