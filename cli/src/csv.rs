@@ -408,7 +408,7 @@ pub fn search_status(s: &pb::SearchStatus, bom: bool) -> String {
     write(&SEARCH_HEADER, rows, bom)
 }
 
-pub const HISTORY_HEADER: [&str; 17] = [
+pub const HISTORY_HEADER: [&str; 19] = [
     "observed_at",
     "name",
     "code",
@@ -426,10 +426,15 @@ pub const HISTORY_HEADER: [&str; 17] = [
     "mall_observed_at",
     "cached",
     "covered_malls",
+    "client",
+    "schedule_id",
 ];
 
 /// A product's price history: one row per entry and mall that found it, newest entry
-/// first; `lowest` marks the entry's lowest mall.
+/// first; `lowest` marks the entry's lowest mall. `name` and `code` are what the entry's
+/// search asked for (a client may have renamed the product since), else the product asked
+/// about here; `client` and `schedule_id` come last, so readers of the older columns by
+/// position still work.
 pub fn price_history(h: &pb::PriceHistory, bom: bool) -> String {
     let (name, code) = h
         .product
@@ -446,10 +451,16 @@ pub fn price_history(h: &pb::PriceHistory, bom: bool) -> String {
             } else {
                 &m.currency
             };
+            let (name, code) = e
+                .product
+                .as_ref()
+                .map_or((name.clone(), code.clone()), |p| {
+                    (p.name.clone(), p.code.clone())
+                });
             let mut row = vec![
                 timestamp(e.observed_at.as_ref().or(e.at.as_ref())).unwrap_or_default(),
-                name.clone(),
-                code.clone(),
+                name,
+                code,
                 if e.search_id > 0 {
                     e.search_id.to_string()
                 } else {
@@ -473,6 +484,12 @@ pub fn price_history(h: &pb::PriceHistory, bom: bool) -> String {
                 timestamp(m.observed_at.as_ref()).unwrap_or_default(),
                 m.cached.to_string(),
                 e.covered_malls.join(" "),
+                e.client.clone(),
+                if e.schedule_id > 0 {
+                    e.schedule_id.to_string()
+                } else {
+                    String::new()
+                },
             ]);
             rows.push(row);
         }

@@ -175,6 +175,9 @@ pub fn price_history(h: &pb::PriceHistory) -> Value {
         "entries": h.entries.iter().map(|e| json!({
             "observed_at": timestamp(e.observed_at.as_ref().or(e.at.as_ref())),
             "search_id": (e.search_id > 0).then_some(e.search_id),
+            "schedule_id": (e.schedule_id > 0).then_some(e.schedule_id),
+            "client": e.client,
+            "searched": e.product.as_ref().map(|p| product(Some(p))),
             "complete": e.complete,
             "covered_malls": e.covered_malls,
             "currency": non_empty(&e.currency),
@@ -253,7 +256,18 @@ pub fn ops(s: &pb::OpsSnapshot) -> Value {
             "client": c.client,
             "searches_last_hour": c.searches_last_hour,
             "active_searches": c.active_searches,
+            "queued_jobs": c.queued_jobs,
+            "running_jobs": c.running_jobs,
+            "spend_usd_last_hour": c.spend_usd_last_hour,
+            "limits": c.limits.as_ref().map(|l| json!({
+                "rate_calls": (l.rate_calls > 0).then_some(l.rate_calls),
+                "rate_per_seconds": (l.rate_calls > 0).then(|| seconds(l.rate_per.as_ref())),
+                "rate_available": (l.rate_calls > 0).then_some(l.rate_available),
+                "max_calls_in_progress": (l.max_calls_in_progress > 0).then_some(l.max_calls_in_progress),
+                "calls_in_progress": l.calls_in_progress,
+            })),
         })).collect::<Vec<_>>(),
+        "scope_client": non_empty(&s.scope_client),
         "alerts": s.alerts.iter().map(|a| json!({
             "rule": a.rule,
             "firing": a.firing,

@@ -282,6 +282,13 @@ enum Command {
         /// cancelled).
         #[arg(long)]
         include_incomplete: bool,
+        /// Only this client's history (an admin's filter; default: yours, or for an admin
+        /// every client's).
+        #[arg(long)]
+        client: Option<String>,
+        /// Only the entry of this search.
+        #[arg(long)]
+        search: Option<i64>,
     },
     /// Your searches, newest first (an admin token: every client's).
     Searches {
@@ -767,6 +774,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             since,
             limit,
             include_incomplete,
+            client: owner,
+            search,
         } => {
             if name.is_none() && code.is_none() {
                 bail!("name the product, or give --code");
@@ -780,6 +789,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 since: since.map(ago).transpose()?,
                 page_size: limit.min(1000),
                 include_incomplete,
+                client: owner.unwrap_or_default(),
+                search_id: search.unwrap_or_default(),
                 ..Default::default()
             };
             let mut h = pb::PriceHistory::default();

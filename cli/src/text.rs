@@ -418,7 +418,67 @@ pub fn price_history(h: &pb::PriceHistory) -> String {
 }
 
 /// The ops snapshot: the figures, then one row per mall, then the alerts.
+/// A client token's snapshot: that client's own figures alone.
+fn client_ops(s: &pb::OpsSnapshot) -> String {
+    let mut out = format!(
+        "at: {}\nclient {} (a client token sees its own figures only)\n\n",
+        or_dash(timestamp(s.at.as_ref())),
+        s.scope_client
+    );
+    out.push_str(&clients_table(&s.clients));
+    out
+}
+
+/// Clients: searches, the jobs they wait for, spend, and where each stands against its
+/// limits (`3.0/5 per 1m`: calls its rate admits now of the bucket; `1/2`: calls in
+/// progress of the most allowed; `-`: no limit).
+fn clients_table(clients: &[pb::ClientOps]) -> String {
+    let mut t = Table::new(&[
+        "CLIENT",
+        "SEARCHES 1H",
+        "ACTIVE",
+        "QUEUED",
+        "RUNNING",
+        "SPEND 1H",
+        "RATE",
+        "IN PROGRESS",
+    ]);
+    for c in clients {
+        let limits = c.limits.unwrap_or_default();
+        let rate = (limits.rate_calls > 0).then(|| {
+            format!(
+                "{:.1}/{} per {}",
+                limits.rate_available,
+                limits.rate_calls,
+                humantime::format_duration(std::time::Duration::from_secs_f64(seconds(
+                    limits.rate_per.as_ref()
+                )))
+            )
+        });
+        let calls = (limits.max_calls_in_progress > 0).then(|| {
+            format!(
+                "{}/{}",
+                limits.calls_in_progress, limits.max_calls_in_progress
+            )
+        });
+        t.row(vec![
+            or_dash(Some(c.client.clone())),
+            c.searches_last_hour.to_string(),
+            c.active_searches.to_string(),
+            c.queued_jobs.to_string(),
+            c.running_jobs.to_string(),
+            format!("{:.4}", c.spend_usd_last_hour),
+            or_dash(rate),
+            or_dash(calls),
+        ]);
+    }
+    t.render()
+}
+
 pub fn ops(s: &pb::OpsSnapshot) -> String {
+    if !s.scope_client.is_empty() {
+        return client_ops(s);
+    }
     let mut out = String::new();
     let jobs: Vec<String> = s
         .jobs
@@ -565,15 +625,7 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
     }
     if !s.clients.is_empty() {
         out.push('\n');
-        let mut t = Table::new(&["CLIENT", "SEARCHES 1H", "ACTIVE"]);
-        for c in &s.clients {
-            t.row(vec![
-                or_dash(Some(c.client.clone())),
-                c.searches_last_hour.to_string(),
-                c.active_searches.to_string(),
-            ]);
-        }
-        out.push_str(&t.render());
+        out.push_str(&clients_table(&s.clients));
     }
     if !s.alerts.is_empty() {
         out.push('\n');

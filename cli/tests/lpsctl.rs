@@ -132,10 +132,26 @@ async fn search_wait_prints_the_final_status_and_failures_are_one_line(pool: PgP
     );
 
     // Reads for scripts.
-    let out = lpsctl(&running, CLIENT_TOKEN, &["ops", "--json"]).await;
+    let out = lpsctl(&running, ADMIN, &["ops", "--json"]).await;
     assert!(out.status.success());
     let ops: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(ops["jobs"]["done"], 2);
+    // A client token reads its own figures alone.
+    let out = lpsctl(&running, CLIENT_TOKEN, &["ops", "--json"]).await;
+    assert!(out.status.success());
+    let own: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(own["scope_client"], common::CLIENT_NAME);
+    assert_eq!(own["clients"].as_array().unwrap().len(), 1, "{own}");
+    assert!(
+        own["clients"][0]["searches_last_hour"].as_i64().unwrap() >= 1,
+        "{own}"
+    );
+    let out = lpsctl(&running, CLIENT_TOKEN, &["ops"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("a client token sees its own figures only"),
+        "{text}"
+    );
     let job_id = status["products"][0]["malls"][0]["job_id"]
         .as_i64()
         .unwrap();

@@ -339,13 +339,14 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
                 .as_ref()
                 .is_some_and(|t| t.requires_client_cert()),
         );
+    let search_limits = grpc::limits::ClientLimits::new(config.client_limits.clone());
     let search_api = grpc::search::SearchApi::new(queue.clone(), tokens.clone())
-        .with_limits(grpc::limits::ClientLimits::new(
-            config.client_limits.clone(),
-        ))
+        .with_limits(search_limits.clone())
         .with_shutdown(shutdown.clone())
         .with_destinations(config.delivery.destinations.clone());
-    let ops_api = grpc::ops::OpsApi::new(queue.clone(), tokens.clone()).with_ledger(ledger.clone());
+    let ops_api = grpc::ops::OpsApi::new(queue.clone(), tokens.clone())
+        .with_ledger(ledger.clone())
+        .with_limits(search_limits);
     let schedule_api = grpc::schedule::ScheduleApi::new(
         crate::schedule::Schedules::new(queue.clone()),
         tokens.clone(),

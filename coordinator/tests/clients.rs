@@ -342,8 +342,10 @@ async fn a_client_sees_and_cancels_only_its_own_searches_and_an_admin_all(pool: 
         .unwrap()
         .into_inner();
     assert_eq!(cancelled.cancelled_queued, 1);
+    // An admin sees every client; a client only itself
+    // (a_client_sees_its_own_ops_figures_and_nothing_of_others).
     let snapshot = ops
-        .get_ops(with_token(pb::GetOpsRequest {}, TEAM_A))
+        .get_ops(with_token(pb::GetOpsRequest {}, OPS))
         .await
         .unwrap()
         .into_inner();
@@ -1068,5 +1070,99 @@ async fn a_code_with_a_new_name_keeps_its_history_and_says_what_was_searched(poo
         .unwrap_err();
     assert_eq!(bad.code(), Code::InvalidArgument);
     assert!(bad.message().contains("search_id"), "{}", bad.message());
+    running.shutdown().await;
+}
+
+/// GetOps for a client token is that client's own figures alone (its searches, the jobs
+/// they wait for, its spend and its limits); an admin sees every client's.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_client_sees_its_own_ops_figures_and_nothing_of_others(pool: PgPool) {
+    let running = start(
+        &pool,
+        &[
+            "--client-rate-limits",
+            "team-a=5/min",
+            "--client-concurrency-limits",
+            "team-a=4",
+        ],
+    )
+    .await;
+    let (mut search, mut ops) = clients(&running).await;
+    search
+        .search(with_token(request(&[WATER], &[ALPHA, BETA], ""), TEAM_A))
+        .await
+        .unwrap();
+    search
+        .search(with_token(
+            request(&["농심 신라면 120g x 5"], &[ALPHA], ""),
+            TEAM_B,
+        ))
+        .await
+        .unwrap();
+    // One of team-a's jobs runs and costs something.
+    let claimed = running.queue.claim("node-1", None, 1).await.unwrap();
+    let mut spent = false;
+    for job in &claimed {
+        if job.product_name == WATER {
+            let mut result =
+                JobResult::found(job.lease, vec![offer(job.mall.as_str(), 9_000)]).unwrap();
+            result.metrics = lps_proto::model::JobMetrics {
+                bytes_in: 1_000,
+                cost_usd: 0.25,
+                ..Default::default()
+            };
+            running
+                .queue
+                .complete_if_leased("node-1", &result)
+                .await
+                .unwrap();
+            spent = true;
+        }
+    }
+
+    let mine = ops
+        .get_ops(with_token(pb::GetOpsRequest {}, TEAM_A))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(mine.scope_client, "team-a");
+    assert_eq!(mine.clients.len(), 1, "{mine:?}");
+    let a = &mine.clients[0];
+    assert_eq!(a.client, "team-a");
+    assert_eq!(a.searches_last_hour, 1);
+    assert_eq!(a.queued_jobs + a.running_jobs, if spent { 1 } else { 2 });
+    if spent {
+        assert!((a.spend_usd_last_hour - 0.25).abs() < 1e-9, "{a:?}");
+    }
+    let limits = a.limits.as_ref().unwrap();
+    assert_eq!(limits.rate_calls, 5);
+    assert_eq!(limits.rate_per.as_ref().unwrap().seconds, 60);
+    assert!(
+        limits.rate_available > 3.0 && limits.rate_available < 4.5,
+        "one call of five spent: {limits:?}"
+    );
+    assert_eq!(limits.max_calls_in_progress, 4);
+    // Nothing of the deployment or of team-b.
+    assert!(mine.jobs.is_empty() && mine.malls.is_empty() && mine.alerts.is_empty());
+    assert_eq!((mine.nodes_connected, mine.proxy_ports_total), (0, 0));
+    assert!(!format!("{mine:?}").contains("team-b"));
+
+    let all = ops
+        .get_ops(with_token(pb::GetOpsRequest {}, OPS))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(all.scope_client.is_empty());
+    let mut names: Vec<&str> = all.clients.iter().map(|c| c.client.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["team-a", "team-b"]);
+    let b = all.clients.iter().find(|c| c.client == "team-b").unwrap();
+    assert_eq!(b.queued_jobs + b.running_jobs, 1);
+    assert_eq!(
+        b.limits.as_ref().unwrap().rate_calls,
+        0,
+        "team-b has no rate limit"
+    );
+    assert!(!all.jobs.is_empty(), "an admin sees the deployment");
     running.shutdown().await;
 }

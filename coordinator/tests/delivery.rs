@@ -496,7 +496,7 @@ async fn a_dead_delivery_shows_and_an_operator_retry_delivers_it(
 
     // Ops: GetOps, /ops and the metrics see it.
     let snapshot = ops
-        .get_ops(with_token(pb::GetOpsRequest {}, CLIENT_TOKEN))
+        .get_ops(with_token(pb::GetOpsRequest {}, ADMIN))
         .await
         .unwrap()
         .into_inner();
@@ -530,7 +530,7 @@ async fn a_dead_delivery_shows_and_an_operator_retry_delivers_it(
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
         let alerts = ops
-            .get_ops(with_token(pb::GetOpsRequest {}, CLIENT_TOKEN))
+            .get_ops(with_token(pb::GetOpsRequest {}, ADMIN))
             .await
             .unwrap()
             .into_inner()
@@ -609,7 +609,7 @@ async fn a_dead_delivery_shows_and_an_operator_retry_delivers_it(
     assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
     assert!(err.message().contains("delivered"), "{err:?}");
     let after = ops
-        .get_ops(with_token(pb::GetOpsRequest {}, CLIENT_TOKEN))
+        .get_ops(with_token(pb::GetOpsRequest {}, ADMIN))
         .await
         .unwrap()
         .into_inner();

@@ -636,7 +636,7 @@ async fn layout_failures_go_dead_at_once_are_counted_and_page_once(pool: PgPool)
     let mut request = Request::new(pb::GetOpsRequest {});
     request.metadata_mut().insert(
         "authorization",
-        format!("Bearer {CLIENT_TOKEN}").parse().unwrap(),
+        format!("Bearer {}", common::ADMIN_TOKEN).parse().unwrap(),
     );
     let snapshot = ops.get_ops(request).await.unwrap().into_inner();
     let alpha = snapshot.malls.iter().find(|m| m.mall == MALL).unwrap();

@@ -123,7 +123,7 @@ async fn health_metrics_ops_and_alerts_once_per_transition(
     let snapshot = grpc
         .get_ops(common::with_token(
             lps_proto::pb::GetOpsRequest {},
-            common::CLIENT_TOKEN,
+            common::ADMIN_TOKEN,
         ))
         .await
         .unwrap()

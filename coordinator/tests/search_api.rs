@@ -1437,7 +1437,7 @@ async fn ops_snapshot_and_proxy_ports(pool: PgPool) {
 
     let ops = h
         .ops
-        .get_ops(client(pb::GetOpsRequest {}))
+        .get_ops(admin(pb::GetOpsRequest {}))
         .await
         .unwrap()
         .into_inner();
@@ -1539,7 +1539,7 @@ async fn ops_snapshot_and_proxy_ports(pool: PgPool) {
         .unwrap();
     let ops = h
         .ops
-        .get_ops(client(pb::GetOpsRequest {}))
+        .get_ops(admin(pb::GetOpsRequest {}))
         .await
         .unwrap()
         .into_inner();

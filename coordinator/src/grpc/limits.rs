@@ -101,13 +101,21 @@ struct Bucket {
 }
 
 impl Bucket {
+    fn per_sec(&self) -> f64 {
+        f64::from(self.rate.calls) / self.rate.per.as_secs_f64()
+    }
+
+    /// Adds what the time since the last refill earned, up to the capacity.
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.per_sec()).min(f64::from(self.rate.calls));
+        self.at = now;
+    }
+
     /// Takes a token, or says how long until one is there.
     fn take(&mut self, now: Instant) -> Result<(), Duration> {
-        let capacity = f64::from(self.rate.calls);
-        let per_sec = capacity / self.rate.per.as_secs_f64();
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * per_sec).min(capacity);
-        self.at = now;
+        self.refill(now);
+        let per_sec = self.per_sec();
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             Ok(())
@@ -115,6 +123,15 @@ impl Bucket {
             Err(Duration::from_secs_f64((1.0 - self.tokens) / per_sec))
         }
     }
+}
+
+/// Where a client stands against its limits on this replica (GetOps).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LimitState {
+    pub limit: Limit,
+    /// Calls its rate would admit now (the whole bucket before its first call).
+    pub rate_available: Option<f64>,
+    pub calls_in_progress: u32,
 }
 
 /// An admitted call: holds its place among the client's calls in progress until dropped.
@@ -128,6 +145,35 @@ impl ClientLimits {
         Self {
             config: Arc::new(config),
             state: Arc::default(),
+        }
+    }
+
+    /// `client`'s limits and where it stands against them now; the bucket refills as it
+    /// would for a call, without taking a token.
+    pub fn state(&self, client: &str) -> LimitState {
+        let limit = self.config.for_client(client);
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(entry) = state.get_mut(client) else {
+            return LimitState {
+                limit,
+                rate_available: limit.rate.map(|r| f64::from(r.calls)),
+                calls_in_progress: 0,
+            };
+        };
+        let rate_available = entry.bucket.as_mut().map(|b| {
+            b.refill(Instant::now());
+            b.tokens
+        });
+        let calls_in_progress = match (&entry.calls, limit.concurrent) {
+            (Some(calls), Some(max)) => {
+                max.saturating_sub(u32::try_from(calls.available_permits()).unwrap_or(max))
+            }
+            _ => 0,
+        };
+        LimitState {
+            limit,
+            rate_available,
+            calls_in_progress,
         }
     }
 

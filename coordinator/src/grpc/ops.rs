@@ -11,13 +11,19 @@ use lps_proto::{
 use tonic::{Request, Response, Status};
 use tracing::info;
 
-use super::{invalid, paging, search::history_product, status};
+use super::{
+    invalid,
+    limits::{ClientLimits, LimitState},
+    paging,
+    search::history_product,
+    status,
+};
 use crate::{
     auth::{Role, Tokens},
     control,
     delivery::{DeliveryFilter, Outbox},
     fleet::{Fleet, NodeInfo, PortState, ProxyPortInfo},
-    ops::{Ops, OpsSnapshot},
+    ops::{ClientOps, Ops, OpsSnapshot},
     queue::Queue,
     search::{RetryDeadFilter, Searches},
 };
@@ -32,12 +38,15 @@ pub struct OpsApi {
     outbox: Outbox,
     tokens: Arc<Tokens>,
     ledger: Option<crate::ledger::Ledger>,
+    /// SearchService's limits, whose state GetOps shows per client.
+    limits: ClientLimits,
 }
 
 impl OpsApi {
     pub fn new(queue: Queue, tokens: Arc<Tokens>) -> Self {
         Self {
             ledger: None,
+            limits: ClientLimits::default(),
             outbox: Outbox::new(queue.pool().clone()),
             fleet: Fleet::new(queue.pool().clone()),
             ops: Ops::new(queue.clone()),
@@ -54,6 +63,13 @@ impl OpsApi {
         self
     }
 
+    /// Shows where each client stands against these limits (SearchService's own).
+    #[must_use]
+    pub fn with_limits(mut self, limits: ClientLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
     pub fn into_service(self) -> OpsServiceServer<Self> {
         OpsServiceServer::new(self)
     }
@@ -65,9 +81,28 @@ impl pb::ops_service_server::OpsService for OpsApi {
         &self,
         request: Request<pb::GetOpsRequest>,
     ) -> Result<Response<pb::OpsSnapshot>, Status> {
-        self.tokens.check(request.metadata(), Role::Client)?;
+        let caller = self.tokens.caller(request.metadata())?;
         let snapshot = self.ops.snapshot().await.map_err(status)?;
-        Ok(Response::new(ops_to_pb(&snapshot)))
+        let mut pb = ops_to_pb(&snapshot);
+        for c in &mut pb.clients {
+            c.limits = Some(limits_to_pb(&self.limits.state(&c.client)));
+        }
+        // A client sees its own figures alone: nothing of the deployment or other clients.
+        if let Some(own) = caller.scope() {
+            let mut mine = pb
+                .clients
+                .into_iter()
+                .find(|c| c.client == own)
+                .unwrap_or_else(|| client_ops_to_pb(&ClientOps::idle(own)));
+            mine.limits = Some(limits_to_pb(&self.limits.state(own)));
+            pb = pb::OpsSnapshot {
+                at: pb.at,
+                clients: vec![mine],
+                scope_client: own.to_owned(),
+                ..Default::default()
+            };
+        }
+        Ok(Response::new(pb))
     }
 
     async fn list_nodes(
@@ -295,6 +330,28 @@ fn check_node_id(id: &str) -> Result<(), FieldError> {
 }
 
 /// The ops snapshot on the wire.
+fn client_ops_to_pb(c: &ClientOps) -> pb::ClientOps {
+    pb::ClientOps {
+        client: c.client.clone(),
+        searches_last_hour: c.searches_last_hour,
+        active_searches: c.active_searches,
+        queued_jobs: c.queued_jobs,
+        running_jobs: c.running_jobs,
+        spend_usd_last_hour: c.spend_usd_last_hour,
+        limits: None,
+    }
+}
+
+fn limits_to_pb(s: &LimitState) -> pb::ClientLimitState {
+    pb::ClientLimitState {
+        rate_calls: s.limit.rate.map_or(0, |r| r.calls),
+        rate_per: s.limit.rate.map(|r| duration_to_pb(r.per)),
+        rate_available: s.rate_available.unwrap_or(0.0),
+        max_calls_in_progress: s.limit.concurrent.unwrap_or(0),
+        calls_in_progress: s.calls_in_progress,
+    }
+}
+
 pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
     let q = &s.queue;
     let f = &s.fleet;
@@ -365,19 +422,12 @@ pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
             .collect(),
         spend_cap_hourly_usd: q.spend_cap_hourly_usd.unwrap_or(0.0),
         spend_capped: q.spend_capped,
-        clients: s
-            .clients
-            .iter()
-            .map(|c| pb::ClientOps {
-                client: c.client.clone(),
-                searches_last_hour: c.searches_last_hour,
-                active_searches: c.active_searches,
-            })
-            .collect(),
+        clients: s.clients.iter().map(client_ops_to_pb).collect(),
         schedules_active: s.schedules.active,
         schedules_paused: s.schedules.paused,
         schedules_waiting: s.schedules.waiting,
         schedules_failing: s.schedules.failing,
+        scope_client: String::new(),
         deliveries_pending: s.deliveries.pending,
         deliveries_dead: s.deliveries.dead,
         deliveries_delivered_last_hour: s.deliveries.delivered_last_hour,

@@ -125,10 +125,30 @@ pub struct ScheduleOps {
 }
 
 /// One client's searches of the last 24 hours.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ClientOps {
     pub client: String,
     pub searches_last_hour: i64,
     /// Searches with a queued or running job.
     pub active_searches: i64,
+    /// Distinct jobs those searches wait for, by state (a shared job counts for each
+    /// client whose search has it).
+    pub queued_jobs: i64,
+    pub running_jobs: i64,
+    /// What the attempts of the jobs its searches queued cost in the last hour, USD.
+    pub spend_usd_last_hour: f64,
+}
+
+impl ClientOps {
+    /// A client without a search in the last 24 hours.
+    pub fn idle(client: &str) -> Self {
+        Self {
+            client: client.to_owned(),
+            searches_last_hour: 0,
+            active_searches: 0,
+            queued_jobs: 0,
+            running_jobs: 0,
+            spend_usd_last_hour: 0.0,
+        }
+    }
 }

@@ -32,6 +32,9 @@ pub const CLIENT_TOKEN: &str = "client-token-for-tests-01";
 /// The name of [`CLIENT_TOKEN`]'s client: searches enqueued straight through the queue
 /// under it are the test client's to read.
 pub const CLIENT_NAME: &str = "tests";
+/// The admin token every coordinator [`start`] makes accepts (unless the test names its
+/// own `--admin-tokens`): what an operator's `lpsctl ops` runs with.
+pub const ADMIN_TOKEN: &str = "admin-token-for-tests-001";
 
 /// Starts a coordinator on the test database with `extra` flags on top of the defaults
 /// (loopback addresses, the test tokens). `--grpc-addr` in `extra` replaces the default.
@@ -61,6 +64,9 @@ pub async fn start_on(own: PgPool, extra: &[&str]) -> Running {
     if !extra.contains(&"--grpc-addr") {
         args.extend(["--grpc-addr", "127.0.0.1:0"]);
     }
+    if !extra.contains(&"--admin-tokens") {
+        args.extend(["--admin-tokens", ADMIN_TOKEN]);
+    }
     args.extend_from_slice(extra);
     let config = Cli::try_parse_from(args).unwrap().serve.validate().unwrap();
     app::start_with_pool(config, own).await.unwrap()
@@ -86,7 +92,8 @@ pub fn with_token<T>(message: T, token: &str) -> Request<T> {
     request
 }
 
-/// The ops snapshot of `running` as [`CLIENT_TOKEN`] reads it (what `lpsctl ops` prints).
+/// The ops snapshot of `running` as [`ADMIN_TOKEN`] reads it (what an operator's `lpsctl
+/// ops` prints).
 pub async fn ops_snapshot(running: &Running) -> pb::OpsSnapshot {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", running.grpc_addr))
         .unwrap()
@@ -94,7 +101,7 @@ pub async fn ops_snapshot(running: &Running) -> pb::OpsSnapshot {
         .await
         .unwrap();
     pb::ops_service_client::OpsServiceClient::new(channel)
-        .get_ops(with_token(pb::GetOpsRequest {}, CLIENT_TOKEN))
+        .get_ops(with_token(pb::GetOpsRequest {}, ADMIN_TOKEN))
         .await
         .unwrap()
         .into_inner()
