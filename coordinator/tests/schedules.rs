@@ -485,6 +485,22 @@ async fn a_price_drop_fires_exactly_one_price_move(
     .await
     .unwrap();
     assert_eq!((price, run), (8_900, 4));
+    // Each run's price-history entry names the schedule and its run's search.
+    let entries: Vec<(Option<i64>, Option<i64>, String)> = sqlx::query_as(
+        "select h.schedule_id, h.search_id, h.client from price_history h order by h.observed_at",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(entries.len() >= 4, "{entries:?}");
+    assert!(
+        entries
+            .iter()
+            .all(|(schedule, search, client)| *schedule == Some(id)
+                && search.is_some()
+                && client == common::CLIENT_NAME),
+        "{entries:?}"
+    );
     let text = reqwest::get(format!("http://{}/metrics", running.http_addr))
         .await
         .unwrap()
