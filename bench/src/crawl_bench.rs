@@ -666,8 +666,13 @@ fn loadavg() -> String {
 /// The paced batch (see the module docs): one node with `slots` slots, the gap on.
 async fn paced(bench: &Bench, args: &Args, slots: u32, waits: &Waits) -> anyhow::Result<()> {
     let load_before = loadavg();
-    let gap = bench.gap.unwrap_or_else(|| NodeConfig::new("http://-", TOKEN).ip_page_gap);
-    eprintln!("crawl-bench: paced, {slots} slots, gap {gap:?}, rest {:?}…", args.rest);
+    let gap = bench
+        .gap
+        .unwrap_or_else(|| NodeConfig::new("http://-", TOKEN).ip_page_gap);
+    eprintln!(
+        "crawl-bench: paced, {slots} slots, gap {gap:?}, rest {:?}…",
+        args.rest
+    );
     let b = batch(bench, slots, true, args.searches).await?;
     let end = b.started + b.elapsed;
     let mut arrivals = bench.stack.alpha.search_arrivals();
@@ -700,7 +705,10 @@ async fn paced(bench: &Bench, args: &Args, slots: u32, waits: &Waits) -> anyhow:
             .map(|g| format!(" --gap {}", humantime::format_duration(g)))
             .unwrap_or_default()
     );
-    println!("Load average (1, 5, 15 min): {load_before} before, {} after.", loadavg());
+    println!(
+        "Load average (1, 5, 15 min): {load_before} before, {} after.",
+        loadavg()
+    );
     println!();
     println!(
         "| slots | ports | gap | rest | searches | outcomes | seconds | searches/min | search pages | slot time waiting | closest two pages of one IP | pages closer than the gap | ledger ceiling, pages/min | ceiling, searches/min at {pages_per_search:.2} pages each |"

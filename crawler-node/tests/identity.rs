@@ -10,9 +10,10 @@ mod common;
 use std::{sync::Arc, time::Duration};
 
 use common::{
-    Harness, LedgerProxies, TestProxies, alpha_profile, beta_profile, expect_found,
-    gamma_profile, job, run,
+    Harness, LedgerProxies, TestProxies, alpha_profile, beta_profile, expect_found, gamma_profile,
+    job, run,
 };
+use lps_crawler_node::Outcome;
 use lps_crawler_node::{
     BrowserExecutor,
     chromium::{BrowserMode, ChromeDriver, Display},
@@ -20,7 +21,6 @@ use lps_crawler_node::{
     selfcheck::SelfCheck,
 };
 use lps_proto::{model::duration_to_pb, pb};
-use lps_crawler_node::Outcome;
 use lps_test_kit::{
     catalog::Catalog,
     mall::{arrivals_closer_than, closest_arrivals},
@@ -168,7 +168,10 @@ async fn no_exit_ip_sees_two_pages_closer_than_its_gap_with_slots_and_jobs_inter
             jobs.push(run(&exec, job(id, name, alpha.clone())));
             jobs.push(run(&exec, job(id + 1, name, beta.clone())));
         }
-        jobs.push(run(&exec, job(99, "존재하지않는상품 500ml 3개", beta.clone())));
+        jobs.push(run(
+            &exec,
+            job(99, "존재하지않는상품 500ml 3개", beta.clone()),
+        ));
         let outcomes = futures::future::join_all(jobs).await;
         let (mut found, mut absent) = (0, 0);
         for outcome in outcomes {
@@ -218,7 +221,8 @@ async fn a_slot_moves_to_a_free_port_instead_of_sleeping_through_its_gap() {
         );
         tokio::time::sleep(GAP * 2).await;
         let before = proxies.releases().len();
-        let rounds = match run(&exec, job(2, "존재하지않는상품 500ml 3개", beta.clone())).await {
+        let rounds = match run(&exec, job(2, "존재하지않는상품 500ml 3개", beta.clone())).await
+        {
             Outcome::NotFound { rounds, .. } => rounds,
             other => panic!("want not found, got {other:?}"),
         };
@@ -232,8 +236,14 @@ async fn a_slot_moves_to_a_free_port_instead_of_sleeping_through_its_gap() {
             .count();
         assert!(moved >= 1, "{releases:?}");
         let stats = stack.beta.stats();
-        assert!(stats.searches.get("exit-02").copied().unwrap_or(0) >= 1, "{stats:?}");
-        assert!(stats.searches.get("exit-01").copied().unwrap_or(0) >= 2, "{stats:?}");
+        assert!(
+            stats.searches.get("exit-02").copied().unwrap_or(0) >= 1,
+            "{stats:?}"
+        );
+        assert!(
+            stats.searches.get("exit-01").copied().unwrap_or(0) >= 2,
+            "{stats:?}"
+        );
         assert_eq!(arrivals_closer_than(&stack.beta.search_arrivals(), GAP), 0);
     };
     harness.finish(check).await;

@@ -320,11 +320,7 @@ impl LedgerProxies {
 impl ProxySource for LedgerProxies {
     async fn acquire(&self, _mall: &MallId, _job_id: i64) -> Acquired {
         let mut ports = self.ports.lock().unwrap();
-        let Some(port) = ports
-            .iter_mut()
-            .filter(|p| !p.1)
-            .min_by_key(|p| p.2)
-        else {
+        let Some(port) = ports.iter_mut().filter(|p| !p.1).min_by_key(|p| p.2) else {
             return Acquired::Unavailable {
                 retry_at: Some(Utc::now() + chrono::Duration::milliseconds(100)),
             };
