@@ -105,7 +105,7 @@ pub struct BrowserSettings {
     pub mode: BrowserMode,
     /// The Xvfb binary of headful mode.
     pub xvfb_path: PathBuf,
-    /// Least time between two page loads on one exit IP (0: no pacing).
+    /// Least time between the starts of two page loads on one exit IP (0: no pacing).
     pub ip_page_gap: Duration,
     /// Show the browser identity (always, but to measure its cost).
     pub stealth: bool,

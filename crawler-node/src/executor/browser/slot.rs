@@ -5,7 +5,8 @@
 //! touched by one job at a time. Invariants:
 //! - `ip` is `Some` exactly while a port is held for this slot, and the relay points at that
 //!   port; [`Slot::end_ip`] is the only way to drop it, and it reports the `ProxyRelease`;
-//!   an IP session never outlives the job that opened it (`Run::finish` ends it);
+//!   an IP session never outlives the job that opened it (`Run::finish` ends it), and it
+//!   holds its port in the executor's pacing book while it lives (`pace.rs`);
 //! - `suspect` is set when a job starts and cleared when it ends on its own: still set at
 //!   the next start means the last run was dropped mid-call, so the browser is pinged
 //!   before it is trusted;
