@@ -20,8 +20,16 @@
 //!   warm-up searches and a series of fresh nodes with one search each. Warm = every other
 //!   job. The launch and chromedriver start inside cold jobs are shown separately.
 //!
+//! **Paced** (`--paced SLOTS`): one batch on a node with `SLOTS` slots and the per-IP page
+//! gap on (`LPS_IP_PAGE_GAP`, the node's default unless `--gap`), measuring searches per
+//! minute, the share of slot time spent waiting (the node's `pacing page loads on this
+//! exit IP` and `no proxy port free; waiting` debug events, summed over their `wait`), the
+//! closest two search pages from one exit IP as the two malls saw them (their arrival log;
+//! an exit IP's pages on both malls together) and how many came closer than the gap, and
+//! the ledger's ceiling for the ports, budget, rest and gap.
+//!
 //! Usage: `cargo run --release -p lps-bench --bin crawl-bench -- [--searches 100]
-//! [--cold-runs 5] [--ports 64]` (DATABASE_URL names the server; the benchmark uses a fresh database
+//! [--cold-runs 5] [--ports 64] [--paced 2 --rest 0s]` (DATABASE_URL names the server; the benchmark uses a fresh database
 //! `lps_bench_crawl`; Chromium and chromedriver from `/usr/bin`). The timings come from
 //! the node's own tracing spans, read by a layer of this process: no hook in the node.
 //! Prints Markdown tables for BENCHMARKS.md.
@@ -84,6 +92,17 @@ struct Args {
     /// with the inline-JSON profile and with the DOM-only one, alternating.
     #[arg(long)]
     gamma: Option<usize>,
+    /// Instead of the three batches: one batch on a node with this many slots and the
+    /// per-IP page gap on, reporting the share of slot time spent waiting, the gap as the
+    /// malls saw it and the ledger's ceiling (see "paced" in the module docs).
+    #[arg(long)]
+    paced: Option<u32>,
+    /// The coordinator's port rest after a budget (`LPS_PROXY_REST`).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    rest: Duration,
+    /// The node's per-IP page gap (`LPS_IP_PAGE_GAP`); the node's default when not given.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    gap: Option<Duration>,
 }
 
 #[path = "crawl_bench_gamma.rs"]
@@ -225,6 +244,78 @@ impl Timings {
     }
 }
 
+// ---------------------------------------------------------------- waits from events
+
+/// The node's debug events that say a slot is about to wait, and for how long.
+const WAIT_EVENTS: [&str; 2] = [
+    "pacing page loads on this exit IP",
+    "no proxy port free; waiting",
+];
+
+/// A tracing layer that records the waits the node announces (see [`WAIT_EVENTS`]).
+#[derive(Debug, Clone, Default)]
+struct Waits(Arc<Mutex<Vec<(Instant, Duration)>>>);
+
+#[derive(Default)]
+struct WaitFields {
+    message: String,
+    wait: Option<Duration>,
+}
+
+impl Visit for WaitFields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            value.clone_into(&mut self.message);
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            "message" => self.message = format!("{value:?}"),
+            "wait" => self.wait = parse_debug_duration(&format!("{value:?}")),
+            _ => {}
+        }
+    }
+}
+
+/// A `Duration`'s `Debug` text (`2.5s`, `850.2ms`, `12µs`, `7ns`) back as a duration.
+fn parse_debug_duration(text: &str) -> Option<Duration> {
+    let units = [("ns", 1e-9), ("µs", 1e-6), ("ms", 1e-3), ("s", 1.0)];
+    units.iter().find_map(|(unit, scale)| {
+        let number: f64 = text.strip_suffix(unit)?.parse().ok()?;
+        Some(Duration::from_secs_f64(number * scale))
+    })
+}
+
+impl<S> Layer<S> for Waits
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        let mut fields = WaitFields::default();
+        event.record(&mut fields);
+        if let (true, Some(wait)) = (WAIT_EVENTS.contains(&fields.message.as_str()), fields.wait) {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push((Instant::now(), wait));
+        }
+    }
+}
+
+impl Waits {
+    /// The waits announced between `from` and `to`, summed.
+    fn between(&self, from: Instant, to: Instant) -> Duration {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|(at, _)| (from..=to).contains(at))
+            .map(|(_, wait)| *wait)
+            .sum()
+    }
+}
+
 // ---------------------------------------------------------------- Chromium memory
 
 /// `(pid, ppid)` of every process.
@@ -332,6 +423,8 @@ struct Bench {
     timings: Timings,
     products: Vec<String>,
     dir: PathBuf,
+    /// The node's per-IP page gap, when not its default.
+    gap: Option<Duration>,
 }
 
 /// A crawler node in this process.
@@ -349,6 +442,9 @@ impl Bench {
         config.block_resources = block_resources;
         config.drain_timeout = Duration::from_secs(60);
         config.profile_root = profiles.to_path_buf();
+        if let Some(gap) = self.gap {
+            config.ip_page_gap = gap;
+        }
         let (link, inbox) = NodeLink::channel();
         let browsers = BrowserExecutor::new(BrowserSettings::from_config(&config))
             .with_events(Arc::new(link.clone()))
@@ -462,6 +558,7 @@ struct Batch {
     blocking: bool,
     jobs: Vec<i64>,
     warmup: Vec<i64>,
+    started: Instant,
     elapsed: Duration,
     results: Vec<(String, i64)>,
     mall_bytes: u64,
@@ -511,6 +608,7 @@ async fn batch(
         blocking,
         warmup,
         jobs,
+        started,
         elapsed,
         results,
         mall_bytes,
@@ -565,12 +663,83 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
+/// The paced batch (see the module docs): one node with `slots` slots, the gap on.
+async fn paced(bench: &Bench, args: &Args, slots: u32, waits: &Waits) -> anyhow::Result<()> {
+    let load_before = loadavg();
+    let gap = bench
+        .gap
+        .unwrap_or_else(|| NodeConfig::new("http://-", TOKEN).ip_page_gap);
+    eprintln!(
+        "crawl-bench: paced, {slots} slots, gap {gap:?}, rest {:?}…",
+        args.rest
+    );
+    let b = batch(bench, slots, true, args.searches).await?;
+    let end = b.started + b.elapsed;
+    let mut arrivals = bench.stack.alpha.search_arrivals();
+    arrivals.extend(bench.stack.beta.search_arrivals());
+    let pages = arrivals
+        .iter()
+        .filter(|(_, at)| (b.started..=end).contains(at))
+        .count();
+    let closest = lps_test_kit::mall::closest_arrivals(&arrivals);
+    let closest_min = closest.values().min().copied().unwrap_or_default();
+    let violations = lps_test_kit::mall::arrivals_closer_than(&arrivals, gap);
+    let waited = waits.between(b.started, end);
+    let slot_time = b.elapsed.as_secs_f64() * f64::from(slots);
+    let minutes = b.elapsed.as_secs_f64() / 60.0;
+    let budget = f64::from(lps_coordinator::ledger::DEFAULT_IP_REQUEST_BUDGET);
+    // The ledger's ceiling: each port serves `budget` pages a session, one per gap (its
+    // mean: the gap plus half of its up-to-half jitter), then rests (the gap still holds
+    // when the rest is shorter).
+    let mean_gap = gap.as_secs_f64() * 1.25;
+    let cycle = (budget - 1.0) * mean_gap + args.rest.as_secs_f64().max(mean_gap);
+    let pages_ceiling = args.ports as f64 * budget / cycle * 60.0;
+    let pages_per_search = pages as f64 / b.jobs.len() as f64;
+    println!(
+        "Command: `cargo run --release -p lps-bench --bin crawl-bench -- --paced {slots} --searches {} --ports {} --rest {}{}`",
+        args.searches,
+        args.ports,
+        humantime::format_duration(args.rest),
+        bench
+            .gap
+            .map(|g| format!(" --gap {}", humantime::format_duration(g)))
+            .unwrap_or_default()
+    );
+    println!(
+        "Load average (1, 5, 15 min): {load_before} before, {} after.",
+        loadavg()
+    );
+    println!();
+    println!(
+        "| slots | ports | gap | rest | searches | outcomes | seconds | searches/min | search pages | slot time waiting | closest two pages of one IP | pages closer than the gap | ledger ceiling, pages/min | ceiling, searches/min at {pages_per_search:.2} pages each |"
+    );
+    println!("|---:|---:|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {slots} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {pages} | {:.0} % | {:.2} s | {violations} | {pages_ceiling:.0} | {:.0} |",
+        args.ports,
+        humantime::format_duration(gap),
+        humantime::format_duration(args.rest),
+        b.jobs.len(),
+        outcome_counts(&b.results),
+        b.elapsed.as_secs_f64(),
+        b.jobs.len() as f64 / minutes,
+        waited.as_secs_f64() / slot_time * 100.0,
+        closest_min.as_secs_f64(),
+        pages_ceiling / pages_per_search,
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     anyhow::ensure!(args.searches >= 2, "--searches must be at least 2");
     let timings = Timings::default();
+    let waits = Waits::default();
     tracing_subscriber::registry()
+        .with(waits.clone().with_filter(
+            Targets::new().with_target("lps_crawler_node::executor::browser", Level::DEBUG),
+        ))
         .with(
             timings
                 .clone()
@@ -637,7 +806,7 @@ async fn main() -> anyhow::Result<()> {
         "--proxy-password",
         PROXY_PASSWORD,
         "--proxy-rest",
-        "1s",
+        &format!("{}ms", args.rest.as_millis()),
         "--job-deadline",
         "180s",
     ])?
@@ -656,6 +825,7 @@ async fn main() -> anyhow::Result<()> {
         timings,
         products,
         dir: dir.clone(),
+        gap: args.gap,
     };
 
     if let Some(rounds) = args.gamma {
@@ -667,6 +837,13 @@ async fn main() -> anyhow::Result<()> {
         println!("Load average (1, 5, 15 min): {load_before} before.");
         gamma::run(&bench, rounds).await?;
         println!("Load average after: {}.", loadavg());
+        bench.running.shutdown().await;
+        bench.stack.shutdown().await?;
+        let _ = std::fs::remove_dir_all(&dir);
+        return Ok(());
+    }
+    if let Some(slots) = args.paced {
+        paced(&bench, &args, slots, &waits).await?;
         bench.running.shutdown().await;
         bench.stack.shutdown().await?;
         let _ = std::fs::remove_dir_all(&dir);

@@ -317,15 +317,27 @@ async fn a_job_that_burns_too_many_ips_fails_as_page_blocked(pool: PgPool) {
 }
 
 /// Waiting for a port costs no attempt: a node with more free slots than the ledger has
-/// ports is given only as many jobs as there are ports it could use (the rest stay queued),
-/// and a job it hands back for want of a port waits until the port it was told of frees.
+/// ports is given only as many jobs as there are ports it could use soon (the rest stay
+/// queued), and a job it hands back for want of a port waits until the port it was told of
+/// frees.
 #[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
 async fn a_port_shortage_keeps_jobs_queued_and_charges_no_attempt(pool: PgPool) {
     let c = coordinator(&pool, true).await;
-    // One of the 4 ports cools for this mall: 3 are usable.
+    // Of the 4 ports, 30003 cools for this mall; 30001 rests for an hour after its budget,
+    // and so does 30002, which cools for the mall too (it is not counted out twice);
+    // 30000's rest ends within the claim's port wait, so it counts: 1 is usable.
     sqlx::query(
         "insert into proxy_port_cooldown (host, port, mall, cooldown_until)
-         values ('127.0.0.1', 30003, 'testmall-alpha', now() + interval '1 hour')",
+         values ('127.0.0.1', 30003, 'testmall-alpha', now() + interval '1 hour'),
+                ('127.0.0.1', 30002, 'testmall-alpha', now() + interval '1 hour')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "update proxy_port set rest_until = now() + case port when 30000 then interval '5 seconds'
+                                                             else interval '1 hour' end
+         where port in (30000, 30001, 30002)",
     )
     .execute(&pool)
     .await
@@ -413,8 +425,8 @@ async fn a_port_shortage_keeps_jobs_queued_and_charges_no_attempt(pool: PgPool) 
     }
     assert_eq!(
         assigned.len(),
-        3,
-        "one job per usable port, not one per free slot"
+        1,
+        "one job per port usable soon, not one per free slot"
     );
     let count = |sql: &'static str| {
         let pool = pool.clone();
@@ -427,7 +439,7 @@ async fn a_port_shortage_keeps_jobs_queued_and_charges_no_attempt(pool: PgPool) 
     };
     assert_eq!(
         count("select count(*) from job where state = 'queued'").await,
-        5
+        7
     );
 
     // The node found no port for one after all: handed back until the ledger's next free

@@ -160,8 +160,9 @@ pub struct Config {
     #[arg(long, env = "LPS_XVFB_PATH", default_value = DEFAULT_XVFB_PATH)]
     pub xvfb_path: PathBuf,
 
-    /// Least time between two page loads on one exit IP (on top of the mall's start gap);
-    /// each wait adds up to half of it again at random. `0s` = no pacing.
+    /// Least time between the starts of two page loads on one exit IP, whichever slot
+    /// loads them (on top of the mall's start gap); each gap adds up to half of it again
+    /// at random. `0s` = no pacing.
     #[arg(long, env = "LPS_IP_PAGE_GAP", default_value = DEFAULT_IP_PAGE_GAP, value_parser = humantime::parse_duration)]
     pub ip_page_gap: Duration,
 

@@ -1,13 +1,19 @@
 //! A browser malls accept (DESIGN §5 "Browser identity"), with real Chromium: the
 //! self-check finds nothing leaking in either mode, a new exit IP never presents the
-//! cookies another one earned, page loads on one exit IP are paced, and human navigation
+//! cookies another one earned, page loads on one exit IP are paced (across slots and jobs:
+//! no exit IP is ever seen loading two pages closer than the gap, and a slot moves to a
+//! port that is free instead of sleeping through its own port's gap), and human navigation
 //! reaches the result page through the home page's search box.
 
 mod common;
 
 use std::{sync::Arc, time::Duration};
 
-use common::{Harness, TestProxies, alpha_profile, expect_found, gamma_profile, job, run};
+use common::{
+    Harness, LedgerProxies, TestProxies, alpha_profile, beta_profile, expect_found, gamma_profile,
+    job, run,
+};
+use lps_crawler_node::Outcome;
 use lps_crawler_node::{
     BrowserExecutor,
     chromium::{BrowserMode, ChromeDriver, Display},
@@ -15,7 +21,11 @@ use lps_crawler_node::{
     selfcheck::SelfCheck,
 };
 use lps_proto::{model::duration_to_pb, pb};
-use lps_test_kit::stack::{Stack, StackConfig};
+use lps_test_kit::{
+    catalog::Catalog,
+    mall::{arrivals_closer_than, closest_arrivals},
+    stack::{Stack, StackConfig},
+};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -123,6 +133,118 @@ async fn page_loads_on_one_exit_ip_are_paced() {
                 .iter()
                 .all(|(_, end)| end.reason == SessionEndReason::Idle)
         );
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn no_exit_ip_sees_two_pages_closer_than_its_gap_with_slots_and_jobs_interleaved() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(3)).await.unwrap();
+    let proxies = Arc::new(LedgerProxies::new(common::gateway_ports(&stack)));
+    const GAP: Duration = Duration::from_millis(1000);
+    let harness = Harness::build("pacing-slots", |mut settings| {
+        settings.ip_page_gap = GAP;
+        settings.slots = 3;
+        BrowserExecutor::new(settings).with_proxies(proxies.clone())
+    });
+    let exec = harness.executor.clone();
+    let (alpha, beta) = (alpha_profile(&stack.alpha), beta_profile(&stack.beta));
+    let catalog = Catalog::builtin();
+    let names: Vec<String> = catalog
+        .products()
+        .iter()
+        .filter(|p| p.decoy_of.is_none() && p.listings.len() == 2)
+        .take(5)
+        .map(|p| p.name.clone())
+        .collect();
+    let check = async {
+        // Three slots on three ports: 5 products on both malls and one absent product (more
+        // than one page), all at once, so jobs and slots interleave on every port.
+        let mut jobs = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let id = i64::try_from(i).unwrap() * 2 + 1;
+            jobs.push(run(&exec, job(id, name, alpha.clone())));
+            jobs.push(run(&exec, job(id + 1, name, beta.clone())));
+        }
+        jobs.push(run(
+            &exec,
+            job(99, "존재하지않는상품 500ml 3개", beta.clone()),
+        ));
+        let outcomes = futures::future::join_all(jobs).await;
+        let (mut found, mut absent) = (0, 0);
+        for outcome in outcomes {
+            match outcome {
+                Outcome::Found { .. } => found += 1,
+                Outcome::NotFound { .. } => absent += 1,
+                other => panic!("want found or not found, got {other:?}"),
+            }
+        }
+        assert_eq!((found, absent), (10, 1));
+        // What the malls saw: every exit IP's search pages on both malls together.
+        let mut arrivals = stack.alpha.search_arrivals();
+        arrivals.extend(stack.beta.search_arrivals());
+        assert!(arrivals.len() >= 12, "{arrivals:?}");
+        let closest = closest_arrivals(&arrivals);
+        assert_eq!(closest.len(), 3, "every exit IP loaded pages: {closest:?}");
+        assert_eq!(
+            arrivals_closer_than(&arrivals, GAP),
+            0,
+            "closest two pages per exit IP: {closest:?}"
+        );
+        // Every IP session ended and gave its port back.
+        assert_eq!(proxies.held(), 0);
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_slot_moves_to_a_free_port_instead_of_sleeping_through_its_gap() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(2)).await.unwrap();
+    let proxies = Arc::new(LedgerProxies::new(common::gateway_ports(&stack)));
+    const GAP: Duration = Duration::from_millis(1500);
+    let harness = Harness::build("pacing-move", |mut settings| {
+        settings.ip_page_gap = GAP;
+        BrowserExecutor::new(settings).with_proxies(proxies.clone())
+    });
+    let exec = harness.executor.clone();
+    let beta = beta_profile(&stack.beta);
+    let check = async {
+        // The first job's port (exit 1) rests past its gap; the second job is granted the
+        // other port (exit 2) and needs more than one page.
+        expect_found(
+            run(&exec, job(1, "제주 삼다수 2L x 12", beta.clone())).await,
+            "first",
+        );
+        tokio::time::sleep(GAP * 2).await;
+        let before = proxies.releases().len();
+        let rounds = match run(&exec, job(2, "존재하지않는상품 500ml 3개", beta.clone())).await
+        {
+            Outcome::NotFound { rounds, .. } => rounds,
+            other => panic!("want not found, got {other:?}"),
+        };
+        assert!(rounds.len() >= 2, "{rounds:?}");
+        // Its second page did not wait on exit 2's gap: the job moved to exit 1, free then,
+        // ending its session on exit 2 as a rotation.
+        let releases = proxies.releases();
+        let moved = releases[before..]
+            .iter()
+            .filter(|(_, end)| end.reason == SessionEndReason::Rotate && end.stats.requests > 0)
+            .count();
+        assert!(moved >= 1, "{releases:?}");
+        let stats = stack.beta.stats();
+        assert!(
+            stats.searches.get("exit-02").copied().unwrap_or(0) >= 1,
+            "{stats:?}"
+        );
+        assert!(
+            stats.searches.get("exit-01").copied().unwrap_or(0) >= 2,
+            "{stats:?}"
+        );
+        assert_eq!(arrivals_closer_than(&stack.beta.search_arrivals(), GAP), 0);
     };
     harness.finish(check).await;
     stack.shutdown().await.unwrap();

@@ -204,6 +204,12 @@ pub struct Queue {
 #[derive(Debug, Default)]
 struct LimitedMalls(Mutex<Option<(Instant, Arc<HashSet<String>>)>>);
 
+/// A job is claimed only while a proxy port will be free for it within this long: a port
+/// resting after its budget counts once its rest ends within it, so a job that would wait
+/// longer stays queued, uncharged, instead of taking a node slot to sleep in (DESIGN §4).
+/// Below the node's own wait for a port (60 s) before it hands a job back.
+pub const CLAIM_PORT_WAIT: Duration = Duration::from_secs(30);
+
 /// How long a read of the limited malls is trusted (another replica may change a limit).
 const LIMITS_TTL: Duration = Duration::from_secs(1);
 
@@ -587,12 +593,15 @@ impl Queue {
     ) -> Result<Vec<(i64, ClaimedJob)>, Error> {
         let ttl = millis(self.config.lease_ttl);
         let cap = self.config.spend_cap_hourly_usd;
+        let port_wait = millis(CLAIM_PORT_WAIT);
         // Both statements take the same parameters and return the same columns.
         macro_rules! claim {
             ($file:literal) => {
-                sqlx::query_file_as!(ClaimRow, $file, nodes, malls, counts, ttl, now, cap)
-                    .fetch_all(db)
-                    .await?
+                sqlx::query_file_as!(
+                    ClaimRow, $file, nodes, malls, counts, ttl, now, cap, port_wait
+                )
+                .fetch_all(db)
+                .await?
             };
         }
         let rows = if limited {

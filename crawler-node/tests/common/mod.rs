@@ -286,6 +286,74 @@ impl ProxySource for TestProxies {
     }
 }
 
+/// Grants the gateway's ports as the coordinator's ledger does: each port to one holder at
+/// a time, the least recently used free one first (used = granted or released); none free:
+/// `Unavailable`, retry shortly. Records what comes back.
+pub struct LedgerProxies {
+    /// `(port, held, last used)`; never used sorts first.
+    ports: Mutex<Vec<(u16, bool, Option<tokio::time::Instant>)>>,
+    next_lease: AtomicUsize,
+    releases: Mutex<Vec<(u16, SessionEnd)>>,
+}
+
+impl LedgerProxies {
+    pub fn new(ports: Vec<u16>) -> Self {
+        Self {
+            ports: Mutex::new(ports.into_iter().map(|p| (p, false, None)).collect()),
+            next_lease: AtomicUsize::new(1),
+            releases: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// `(port, IP session end)` of every release, in order.
+    pub fn releases(&self) -> Vec<(u16, SessionEnd)> {
+        self.releases.lock().unwrap().clone()
+    }
+
+    /// Ports held now.
+    pub fn held(&self) -> usize {
+        self.ports.lock().unwrap().iter().filter(|p| p.1).count()
+    }
+}
+
+#[async_trait::async_trait]
+impl ProxySource for LedgerProxies {
+    async fn acquire(&self, _mall: &MallId, _job_id: i64) -> Acquired {
+        let mut ports = self.ports.lock().unwrap();
+        let Some(port) = ports.iter_mut().filter(|p| !p.1).min_by_key(|p| p.2) else {
+            return Acquired::Unavailable {
+                retry_at: Some(Utc::now() + chrono::Duration::milliseconds(100)),
+            };
+        };
+        port.1 = true;
+        port.2 = Some(tokio::time::Instant::now());
+        let lease = self.next_lease.fetch_add(1, Ordering::Relaxed);
+        Acquired::Granted(Grant {
+            host: "127.0.0.1".into(),
+            port: port.0,
+            username: String::new(),
+            password: Secret::new(String::new()),
+            lease_until: None,
+            request_budget: 0,
+            lease_id: i64::try_from(lease).unwrap_or(i64::MAX),
+        })
+    }
+
+    fn release(&self, grant: &Grant, session: SessionEnd) {
+        if let Some(port) = self
+            .ports
+            .lock()
+            .unwrap()
+            .iter_mut()
+            .find(|p| p.0 == grant.port)
+        {
+            port.1 = false;
+            port.2 = Some(tokio::time::Instant::now());
+        }
+        self.releases.lock().unwrap().push((grant.port, session));
+    }
+}
+
 /// Records block events.
 #[derive(Default)]
 pub struct TestEvents {

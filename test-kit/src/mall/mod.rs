@@ -94,6 +94,47 @@ pub use markup::{GAMMA_MARKUP, GammaMarkup, Markup, format_price, format_shippin
 pub use state::MallStats;
 pub use wall::{ExitWall, WallReports, WallStatus};
 
+/// The closest two search page arrivals from one exit IP came, per exit IP label, over
+/// `arrivals` (several malls' [`MallHandle::search_arrivals`] together: an exit IP's pace
+/// is what every mall it visits sees). Exits with a single arrival are left out.
+pub fn closest_arrivals(
+    arrivals: &[(String, std::time::Instant)],
+) -> std::collections::BTreeMap<String, std::time::Duration> {
+    let mut by_exit: std::collections::BTreeMap<&str, Vec<std::time::Instant>> =
+        std::collections::BTreeMap::new();
+    for (exit, at) in arrivals {
+        by_exit.entry(exit.as_str()).or_default().push(*at);
+    }
+    by_exit
+        .into_iter()
+        .filter_map(|(exit, mut times)| {
+            times.sort_unstable();
+            let closest = times.windows(2).map(|w| w[1] - w[0]).min()?;
+            Some((exit.to_owned(), closest))
+        })
+        .collect()
+}
+
+/// How many pairs of consecutive search page arrivals from one exit IP came closer than
+/// `gap` (over `arrivals` as for [`closest_arrivals`]).
+pub fn arrivals_closer_than(
+    arrivals: &[(String, std::time::Instant)],
+    gap: std::time::Duration,
+) -> usize {
+    let mut by_exit: std::collections::BTreeMap<&str, Vec<std::time::Instant>> =
+        std::collections::BTreeMap::new();
+    for (exit, at) in arrivals {
+        by_exit.entry(exit.as_str()).or_default().push(*at);
+    }
+    by_exit
+        .into_values()
+        .map(|mut times| {
+            times.sort_unstable();
+            times.windows(2).filter(|w| w[1] - w[0] < gap).count()
+        })
+        .sum()
+}
+
 /// How long [`MallHandle::shutdown`] waits for in-flight requests before aborting them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -289,6 +330,13 @@ impl MallHandle {
     /// A snapshot of the counters.
     pub fn stats(&self) -> MallStats {
         self.shared.counters.snapshot()
+    }
+
+    /// When each search page request (those counted in [`MallStats::searches`]) arrived,
+    /// with its exit IP label, in arrival order since the start or the last
+    /// [`reset`](Self::reset): what a mall sees of one IP's pace.
+    pub fn search_arrivals(&self) -> Vec<(String, std::time::Instant)> {
+        self.shared.counters.arrivals()
     }
 
     /// Clears counters, forced blocks, slowness, gamma's states and the bot wall (off,

@@ -135,6 +135,8 @@ struct Inner {
     wall: WallBook,
     /// Prices set at run time (`/_control/price`) by listing id, in place of the catalog's.
     prices: BTreeMap<String, u64>,
+    /// When each search page request arrived, with its exit IP label, in arrival order.
+    arrivals: Vec<(String, std::time::Instant)>,
 }
 
 /// Shared, lock-protected mall state.
@@ -181,11 +183,19 @@ impl Counters {
     /// Counts a search page request against `exit`'s budget and decides.
     pub(crate) fn search_page(&self, exit: &str) -> Verdict {
         self.with(|inner| {
+            inner
+                .arrivals
+                .push((exit.to_owned(), std::time::Instant::now()));
             let count = inner.stats.searches.entry(exit.to_owned()).or_default();
             *count += 1;
             let count = *count;
             decide(inner, exit, count)
         })
+    }
+
+    /// When each search page request arrived, with its exit IP label, in arrival order.
+    pub(crate) fn arrivals(&self) -> Vec<(String, std::time::Instant)> {
+        self.with(|inner| inner.arrivals.clone())
     }
 
     /// Decides for a JSON API request (not counted toward the budget).

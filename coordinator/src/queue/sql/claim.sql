@@ -18,7 +18,8 @@
 --   untouched, until the hour frees up.
 --
 -- Every claim increments lease_epoch (the fencing token). The lease never outlives the
--- hard deadline. $2 malls the nodes serve (null: all), $4 lease TTL in ms, $5 now.
+-- hard deadline. $2 malls the nodes serve (null: all), $4 lease TTL in ms, $5 now, $7 the
+-- port wait in ms (see port_room).
 --
 -- NB: the clock is clock_timestamp(), read during execution, i.e. after this statement's
 -- snapshot: a claim that sees a slot freed by a completion records a start later than that
@@ -40,11 +41,15 @@ budget as materialized (
 -- jobs as it has ports not cooling for it, and the deployment at most as many as it has
 -- ports not cooling at all: a running job holds one port at a time, so a job beyond that
 -- would only sit on a node slot waiting for one. Replicas claiming at the same moment can
--- overshoot by a claim; such a job waits or is handed back, never charged. (The ports are
--- read once a claim; a mall's own cooldowns are the few rows it has in proxy_port_cooldown.)
+-- overshoot by a claim; such a job waits or is handed back, never charged. A port resting
+-- after its budget counts only when its rest ends within $7 ms (the claim's port wait): a
+-- job that would wait longer for a port stays queued, uncharged, rather than take a node
+-- slot to sleep in. (The ports are read once a claim; a mall's own cooldowns are the few
+-- rows it has in proxy_port_cooldown.)
 ports as materialized (
     select count(*) as enabled,
-           count(*) filter (where p.cooldown_until is null or p.cooldown_until <= clock.now) as usable
+           count(*) filter (where (p.cooldown_until is null or p.cooldown_until <= clock.now)
+                              and (p.rest_until is null or p.rest_until <= clock.now + $7::bigint * interval '1 millisecond')) as usable
     from proxy_port p, clock
     where p.enabled
 ),
@@ -57,7 +62,8 @@ port_room as materialized (
            - (select count(*) from proxy_port_cooldown c
                join proxy_port p on p.host = c.host and p.port = c.port
               where c.mall = m.mall_id and c.cooldown_until > clock.now and p.enabled
-                and (p.cooldown_until is null or p.cooldown_until <= clock.now))
+                and (p.cooldown_until is null or p.cooldown_until <= clock.now)
+                and (p.rest_until is null or p.rest_until <= clock.now + $7::bigint * interval '1 millisecond'))
            - coalesce((select n from running where running.mall = m.mall_id), 0) as room
     from mall m, clock, ports
     where ports.enabled > 0

@@ -7,7 +7,7 @@
 -- returned columns as claim.sql, and the same spend caps ($6 the deployment's, USD per hour;
 -- null: none; and each mall's spend_cap_hourly_usd), and the same proxy-port room.
 --
--- $2 malls the nodes serve (null: all), $4 lease TTL in ms, $5 now.
+-- $2 malls the nodes serve (null: all), $4 lease TTL in ms, $5 now, $7 the port wait in ms.
 with
 clock as materialized (select coalesce($5::timestamptz, clock_timestamp()) as now),
 wanted as materialized (
@@ -24,11 +24,15 @@ budget as materialized (
 -- jobs as it has ports not cooling for it, and the deployment at most as many as it has
 -- ports not cooling at all: a running job holds one port at a time, so a job beyond that
 -- would only sit on a node slot waiting for one. Replicas claiming at the same moment can
--- overshoot by a claim; such a job waits or is handed back, never charged. (The ports are
--- read once a claim; a mall's own cooldowns are the few rows it has in proxy_port_cooldown.)
+-- overshoot by a claim; such a job waits or is handed back, never charged. A port resting
+-- after its budget counts only when its rest ends within $7 ms (the claim's port wait): a
+-- job that would wait longer for a port stays queued, uncharged, rather than take a node
+-- slot to sleep in. (The ports are read once a claim; a mall's own cooldowns are the few
+-- rows it has in proxy_port_cooldown.)
 ports as materialized (
     select count(*) as enabled,
-           count(*) filter (where p.cooldown_until is null or p.cooldown_until <= clock.now) as usable
+           count(*) filter (where (p.cooldown_until is null or p.cooldown_until <= clock.now)
+                              and (p.rest_until is null or p.rest_until <= clock.now + $7::bigint * interval '1 millisecond')) as usable
     from proxy_port p, clock
     where p.enabled
 ),
@@ -41,7 +45,8 @@ port_room as materialized (
            - (select count(*) from proxy_port_cooldown c
                join proxy_port p on p.host = c.host and p.port = c.port
               where c.mall = m.mall_id and c.cooldown_until > clock.now and p.enabled
-                and (p.cooldown_until is null or p.cooldown_until <= clock.now))
+                and (p.cooldown_until is null or p.cooldown_until <= clock.now)
+                and (p.rest_until is null or p.rest_until <= clock.now + $7::bigint * interval '1 millisecond'))
            - coalesce((select n from running where running.mall = m.mall_id), 0) as room
     from mall m, clock, ports
     where ports.enabled > 0

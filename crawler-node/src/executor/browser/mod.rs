@@ -5,7 +5,7 @@
 //! slot sits on an IP session for the job's mall (proxy mode), warms the mall up once per
 //! browser, and then walks the query rounds (original → precise → broad) until a
 //! round finds a matching card. The details of one run are in `run.rs`; the slot state in
-//! `slot.rs`.
+//! `slot.rs`; when each exit IP may load its next page, for every slot, in `pace.rs`.
 //!
 //! Outcomes:
 //! - matching cards → `Found` with every matched offer, best (lowest price + shipping)
@@ -36,6 +36,7 @@
 //! chromedriver restarts) go to the [`NodeMetrics`] of
 //! [`with_metrics`](BrowserExecutor::with_metrics).
 
+mod pace;
 mod run;
 mod slot;
 
@@ -63,7 +64,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, info, info_span, warn};
 
-use self::{run::Run, slot::Slot};
+use self::{pace::PortBook, run::Run, slot::Slot};
 use super::{Executor, Job, Outcome, Progress};
 use crate::{
     chromium::{BrowserMode, ChromeDriver, Display},
@@ -104,7 +105,7 @@ pub struct BrowserSettings {
     pub mode: BrowserMode,
     /// The Xvfb binary of headful mode.
     pub xvfb_path: PathBuf,
-    /// Least time between two page loads on one exit IP (0: no pacing).
+    /// Least time between the starts of two page loads on one exit IP (0: no pacing).
     pub ip_page_gap: Duration,
     /// Show the browser identity (always, but to measure its cost).
     pub stealth: bool,
@@ -161,6 +162,8 @@ pub(crate) struct Inner {
     /// The LLM endpoint, asked only after the rule-based rounds found nothing.
     llm: Option<LlmClient>,
     slots: Vec<Arc<Mutex<Slot>>>,
+    /// When each exit IP may load its next page, shared by every slot (per-IP pacing).
+    pace: Arc<PortBook>,
     permits: Semaphore,
     closed: AtomicBool,
     launches: AtomicU64,
@@ -198,6 +201,7 @@ impl BrowserExecutor {
                 slots: (0..slots)
                     .map(|i| Arc::new(Mutex::new(Slot::new(i))))
                     .collect(),
+                pace: Arc::new(PortBook::new(settings.ip_page_gap)),
                 permits: Semaphore::new(slots),
                 closed: AtomicBool::new(false),
                 launches: AtomicU64::new(0),

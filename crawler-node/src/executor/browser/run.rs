@@ -46,7 +46,7 @@ use crate::{
     judge::{self, ProductQuery, Round, RoundKind},
     llm::LlmClient,
     metrics::BrowserRestart,
-    proxy::{Acquired, BlockEvent, SessionEndReason},
+    proxy::{Acquired, BlockEvent, Grant, SessionEndReason},
 };
 
 /// Warm-up visits have their own timeout (DESIGN §5).
@@ -63,6 +63,8 @@ const MAX_PROXY_ERRORS: u32 = 2;
 const MAX_BROWSER_RESTARTS: u32 = 1;
 /// Waiting for a free proxy port: between two asks when the ledger names no time.
 const PROXY_RETRY: Duration = Duration::from_secs(2);
+/// Grants asked for a port free sooner, per page load (per-IP pacing).
+const MAX_PACE_ASKS: u32 = 3;
 /// A job waits at most this long in all for proxy ports, then fails `PROXY` (retried with
 /// the queue's backoff) instead of holding its slot.
 pub const MAX_PROXY_WAIT: Duration = Duration::from_secs(60);
@@ -418,10 +420,14 @@ impl<'a> Run<'a> {
     ) -> Result<Loaded, JobError> {
         self.ensure_ip().await?;
         self.prepare_browser().await?;
-        self.forget_other_ips_site_data().await?;
+        // NB: pacing may move the job to another port; the site data is cleared after it.
         self.pace_ip().await?;
+        self.forget_other_ips_site_data().await?;
         self.forget_gateway_refusal(url);
         let before = self.relay_counters();
+        if let Some(ip) = &self.slot.ip {
+            self.inner.pace.started(ip.grant.port);
+        }
         let loading = Instant::now();
         let human = self
             .profile
@@ -444,9 +450,6 @@ impl<'a> Run<'a> {
             .metrics
             .page_loaded(&self.job.mall, verdict_str(&read), loading.elapsed());
         self.count_request(before);
-        if let Some(ip) = self.slot.ip.as_mut() {
-            ip.last_page = Some(Instant::now());
-        }
         // NB: the gateway refusing the mall's host itself is the deployment's mistake (its
         // allow-list, or a profile pointing elsewhere): never a block, no IP is blamed.
         if let Some(refused) = self.gateway_refused(url) {
@@ -862,19 +865,34 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Per-IP pacing: waits until the exit IP's last page load is at least the node's
-    /// `ip_page_gap` old, plus up to half of it again at random (never past the job's
-    /// deadline). Direct mode has no IP session and is not paced.
+    /// Per-IP pacing (DESIGN §5): the next page load starts once its exit IP's gap has
+    /// passed, and the slot does not sleep through a gap while another port is free sooner.
+    /// While the pacing book knows a port nobody here holds that is free before this one,
+    /// the ledger is asked again (it grants its least recently used free port, another
+    /// one): a grant free sooner becomes the job's IP session (the old one ends `rotate`; the
+    /// new exit IP's site data is cleared as after any rotation), any other is given back
+    /// unused — at most [`MAX_PACE_ASKS`] asks a page, and none once the wait left is
+    /// shorter than the last ask took. Then the slot waits for what is left
+    /// of its port's gap, never past the job's deadline. Direct mode is not paced.
     async fn pace_ip(&mut self) -> Result<(), JobError> {
-        let gap = self.inner.settings.ip_page_gap;
-        let Some(last) = self.slot.ip.as_ref().and_then(|ip| ip.last_page) else {
+        let inner = self.inner;
+        let book = &inner.pace;
+        let Some(port) = self.slot.ip.as_ref().map(|ip| ip.grant.port) else {
             return Ok(());
         };
-        if gap.is_zero() {
+        let Some(mut until) = book.ready_at(port) else {
             return Ok(());
+        };
+        for _ in 0..MAX_PACE_ASKS {
+            if !book.worth_asking(until) || !book.free_sooner_than(until) {
+                break;
+            }
+            match self.ask_sooner_port(until).await {
+                Some(Some(sooner)) => until = sooner,
+                Some(None) => return Ok(()),
+                None => {}
+            }
         }
-        let jitter = gap.mul_f64(fastrand::f64() * 0.5);
-        let until = last + gap + jitter;
         let now = Instant::now();
         if until <= now {
             return Ok(());
@@ -885,9 +903,33 @@ impl<'a> Run<'a> {
                 "the exit IP's page gap ends after the job's deadline",
             ));
         }
-        debug!(wait = ?(until - now), "pacing page loads on this exit IP");
+        let port = self.slot.ip.as_ref().map_or(0, |ip| ip.grant.port);
+        debug!(wait = ?(until - now), port, "pacing page loads on this exit IP");
         tokio::time::sleep_until(until).await;
         Ok(())
+    }
+
+    /// One more grant while the job's port is inside its gap until `until`: taken when its
+    /// port is free sooner (`Some(None)`: free now, `Some(Some(at))`: free then), given back
+    /// unused otherwise (`None`, as when no port is free).
+    async fn ask_sooner_port(&mut self, until: Instant) -> Option<Option<Instant>> {
+        let proxies = self.proxies()?;
+        let asked = Instant::now();
+        let acquired = proxies.acquire(&self.job.mall, self.job.job_id()).await;
+        self.inner.pace.asked(asked.elapsed());
+        let Acquired::Granted(grant) = acquired else {
+            return None;
+        };
+        let ready = self.inner.pace.ready_at(grant.port);
+        if ready.is_some_and(|at| at >= until) {
+            self.slot
+                .give_back(proxies, &grant, &self.job.mall, self.job.job_id());
+            return None;
+        }
+        debug!(port = grant.port, "a port free sooner; moving to it");
+        self.slot.end_ip(Some(proxies), SessionEndReason::Rotate);
+        self.start_ip(grant);
+        Some(ready)
     }
 
     /// Proxy mode: the slot's relay (every request of the slot goes through it).
@@ -991,26 +1033,7 @@ impl<'a> Run<'a> {
         loop {
             match proxies.acquire(&self.job.mall, self.job.job_id()).await {
                 Acquired::Granted(grant) => {
-                    let budget = self.ip_budget(grant.request_budget);
-                    if let Some(relay) = &self.slot.relay {
-                        relay.point_to(Some(Upstream::new(
-                            grant.host.clone(),
-                            grant.port,
-                            &grant.username,
-                            grant.password.expose(),
-                        )));
-                    }
-                    info!(port = grant.port, budget, "ip session started");
-                    self.slot.site_data_stale = true;
-                    self.ports_used += 1;
-                    let mut ip =
-                        IpSession::new(grant, self.job.mall.clone(), budget, self.job.job_id());
-                    ip.last_page = self
-                        .slot
-                        .last_page
-                        .filter(|(port, _)| *port == ip.grant.port)
-                        .map(|(_, at)| at);
-                    self.slot.ip = Some(ip);
+                    self.start_ip(grant);
                     return Ok(());
                 }
                 Acquired::Unavailable { retry_at } => {
@@ -1040,6 +1063,31 @@ impl<'a> Run<'a> {
                 }
             }
         }
+    }
+
+    /// The slot's IP session on `grant` for this job (the relay points at it; its port is
+    /// held in the pacing book); the new exit IP's site data is cleared before its page.
+    fn start_ip(&mut self, grant: Grant) {
+        let budget = self.ip_budget(grant.request_budget);
+        if let Some(relay) = &self.slot.relay {
+            relay.point_to(Some(Upstream::new(
+                grant.host.clone(),
+                grant.port,
+                &grant.username,
+                grant.password.expose(),
+            )));
+        }
+        info!(port = grant.port, budget, "ip session started");
+        self.slot.site_data_stale = true;
+        self.ports_used += 1;
+        let held = self.inner.pace.hold(grant.port);
+        self.slot.ip = Some(IpSession::new(
+            grant,
+            self.job.mall.clone(),
+            budget,
+            self.job.job_id(),
+            Some(held),
+        ));
     }
 
     // ------------------------------------------------------------------ the end

@@ -5,7 +5,8 @@
 //! touched by one job at a time. Invariants:
 //! - `ip` is `Some` exactly while a port is held for this slot, and the relay points at that
 //!   port; [`Slot::end_ip`] is the only way to drop it, and it reports the `ProxyRelease`;
-//!   an IP session never outlives the job that opened it (`Run::finish` ends it);
+//!   an IP session never outlives the job that opened it (`Run::finish` ends it), and it
+//!   holds its port in the executor's pacing book while it lives (`pace.rs`);
 //! - `suspect` is set when a job starts and cleared when it ends on its own: still set at
 //!   the next start means the last run was dropped mid-call, so the browser is pinged
 //!   before it is trusted;
@@ -16,8 +17,9 @@ use std::time::Duration;
 
 use lps_proto::model::MallId;
 use tokio::time::Instant;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
+use super::pace::HeldPort;
 use crate::{
     chromium::{Browser, ProfileSlot, Relay},
     proxy::{Grant, ProxySource, SessionEnd, SessionEndReason, SessionStats},
@@ -37,12 +39,18 @@ pub(super) struct IpSession {
     pub(super) blocked: u32,
     /// The last job that used it.
     pub(super) job_id: i64,
-    /// When a page was last loaded through it (per-IP pacing).
-    pub(super) last_page: Option<Instant>,
+    /// The port is held in the executor's pacing book while the session lives.
+    _held: Option<HeldPort>,
 }
 
 impl IpSession {
-    pub(super) fn new(grant: Grant, mall: MallId, budget: u32, job_id: i64) -> Self {
+    pub(super) fn new(
+        grant: Grant,
+        mall: MallId,
+        budget: u32,
+        job_id: i64,
+        held: Option<HeldPort>,
+    ) -> Self {
         let now = Instant::now();
         Self {
             grant,
@@ -54,7 +62,7 @@ impl IpSession {
             ok: 0,
             blocked: 0,
             job_id,
-            last_page: None,
+            _held: held,
         }
     }
 
@@ -112,10 +120,6 @@ pub(super) struct Slot {
     /// profile directory keeps them across restarts) or its IP changed since. Cleared
     /// before its next page (DESIGN §5 "Exit-IP hygiene").
     pub(super) site_data_stale: bool,
-    /// The port and time of the last page loaded through an IP session that has ended: an
-    /// IP session ends with its job, but a next job granted the same port (the same exit
-    /// IP) is still paced from that page (DESIGN §5 "Per-IP pacing").
-    pub(super) last_page: Option<(u16, Instant)>,
 }
 
 impl Slot {
@@ -128,7 +132,6 @@ impl Slot {
             ip: None,
             suspect: false,
             site_data_stale: true,
-            last_page: None,
         }
     }
 
@@ -141,9 +144,6 @@ impl Slot {
             relay.point_to(None);
         }
         let end = ip.end(reason);
-        if let Some(at) = ip.last_page {
-            self.last_page = Some((ip.grant.port, at));
-        }
         info!(
             slot = self.index,
             port = end.port,
@@ -158,6 +158,38 @@ impl Slot {
             Some(proxies) => proxies.release(&ip.grant, end),
             None => warn!(port = end.port, "ip session without a proxy source"),
         }
+    }
+
+    /// Gives `grant` back unused (a port taken to look for one free sooner, DESIGN §5
+    /// "Per-IP pacing"): a release with no requests, reason `rotate`.
+    pub(super) fn give_back(
+        &self,
+        proxies: &dyn ProxySource,
+        grant: &Grant,
+        mall: &MallId,
+        job_id: i64,
+    ) {
+        debug!(
+            slot = self.index,
+            port = grant.port,
+            "port given back unused"
+        );
+        proxies.release(
+            grant,
+            SessionEnd {
+                report_seq: 0,
+                port: grant.port,
+                reason: SessionEndReason::Rotate,
+                stats: SessionStats {
+                    mall: mall.clone(),
+                    requests: 0,
+                    ok: 0,
+                    blocked: 0,
+                    elapsed: Duration::ZERO,
+                    job_id: (job_id > 0).then_some(job_id),
+                },
+            },
+        );
     }
 
     /// Kills the browser (it misbehaved); the next job starts a new one.
@@ -201,7 +233,7 @@ mod tests {
             request_budget: budget,
             lease_id: 1,
         };
-        IpSession::new(grant, MallId::new("naver").unwrap(), budget, 1)
+        IpSession::new(grant, MallId::new("naver").unwrap(), budget, 1, None)
     }
 
     fn ago(secs: u64) -> Instant {
