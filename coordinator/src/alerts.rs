@@ -655,6 +655,16 @@ pub fn publish(metrics: &Metrics, ops: &OpsSnapshot) {
             .mall_proxy_ports_cooling
             .get_or_create(&labels)
             .set(m.ports_cooling);
+        // The alert's figure, for enabled malls only (a disabled mall needs no ports):
+        // the share of all ports, as the rule compares it.
+        if m.enabled && f.ports_total > 0 {
+            metrics
+                .mall_proxy_ports_available_ratio
+                .get_or_create(&labels)
+                .set(f.pct(m.ports_available) / 100.0);
+        } else {
+            metrics.mall_proxy_ports_available_ratio.remove(&labels);
+        }
     }
     metrics
         .proxy_ports
@@ -928,5 +938,45 @@ mod tests {
         ops.fleet.malls.clear();
         ops.fleet.ports_available = 2;
         assert!(ports_available(&t, &ops.fleet).firing);
+    }
+
+    #[test]
+    fn the_per_mall_share_is_published_for_enabled_malls_only() {
+        let metrics = Metrics::new();
+        let mut ops = snapshot(0, 8, 8);
+        ops.fleet.malls = vec![
+            fleet_mall("alpha", true, 0, 8),
+            fleet_mall("beta", true, 2, 0),
+            fleet_mall("off", false, 0, 8),
+        ];
+        publish(&metrics, &ops);
+        let text = metrics.encode();
+        assert!(
+            text.contains("lps_mall_proxy_ports_available_ratio{mall=\"alpha\"} 0.0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("lps_mall_proxy_ports_available_ratio{mall=\"beta\"} 0.25"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("lps_mall_proxy_ports_available_ratio{mall=\"off\"}"),
+            "{text}"
+        );
+        // A mall disabled since, or a ledger without ports: the series goes.
+        ops.fleet.malls[1].enabled = false;
+        publish(&metrics, &ops);
+        let text = metrics.encode();
+        assert!(
+            !text.contains("lps_mall_proxy_ports_available_ratio{mall=\"beta\"}"),
+            "{text}"
+        );
+        ops.fleet.ports_total = 0;
+        publish(&metrics, &ops);
+        assert!(
+            !metrics
+                .encode()
+                .contains("lps_mall_proxy_ports_available_ratio{")
+        );
     }
 }
