@@ -1,0 +1,18 @@
+-- LPS schema, part 26: alerts through the outbox.
+--
+-- An alert rule's announcement (firing, resolved) to the alert webhook
+-- (LPS_ALERT_WEBHOOK_URL) is a `delivery` row like a search's event: stored in the
+-- transaction that records the rule's new state (so a transition is announced exactly
+-- once, by whichever replica evaluated it), then posted by the delivery worker with its
+-- retries, backoff, signature and dead state, and listed by `lpsctl deliveries`. Such a
+-- row has no search: `alert_rule` names the rule instead, and its body (the
+-- Slack-compatible message) is rendered when it is stored.
+alter table delivery alter column search_id drop not null;
+alter table delivery add column alert_rule text
+    check (alert_rule ~ '^[a-z0-9_]{1,64}$');
+-- A row is a search's event (search_id set) or an alert's (alert_rule set), never both; an
+-- alert's body is stored with it and it has no product or schedule.
+alter table delivery add constraint delivery_alert_shape check (
+    (alert_rule is null) = (search_id is not null)
+    and (alert_rule is null
+         or (body is not null and product_index is null and schedule_id is null)));
