@@ -16,3 +16,12 @@ alter table delivery add constraint delivery_alert_shape check (
     (alert_rule is null) = (search_id is not null)
     and (alert_rule is null
          or (body is not null and product_index is null and schedule_id is null)));
+
+-- Retention of node_session (LPS_RETAIN_NODE_SESSIONS): a row is one node id's latest
+-- stream, and node ids come and go with pods (the default id is `<host>-<pid>`), so the
+-- table grows with every pod ever started. The sweep deletes rows whose stream ended — or
+-- was last seen, for a stream of a coordinator that crashed — longer ago than the age, in
+-- (ended, row_id) batches; `row_id` is the cursor's tie-breaker (node_id is text).
+alter table node_session add column row_id bigint generated always as identity;
+create index node_session_ended
+    on node_session ((coalesce(disconnected_at, last_seen_at)), row_id);

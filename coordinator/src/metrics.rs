@@ -91,7 +91,7 @@ const OUTCOMES: [&str; 2] = ["found", "not_found"];
 // run outcomes, `schedule::rules::Reason`).
 
 /// `retention_deleted{kind}`: the retention sweeps' kinds, in sweep order.
-pub const RETENTION_KINDS: [&str; 7] = [
+pub const RETENTION_KINDS: [&str; 8] = [
     "searches",
     "jobs",
     "history_thin",
@@ -99,6 +99,7 @@ pub const RETENTION_KINDS: [&str; 7] = [
     "ip_sessions",
     "bot_detections",
     "deliveries",
+    "node_sessions",
 ];
 
 /// `schedule_runs{outcome}`: what became of a due schedule run: started, skipped (it could
