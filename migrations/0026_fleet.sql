@@ -25,3 +25,9 @@ alter table delivery add constraint delivery_alert_shape check (
 alter table node_session add column row_id bigint generated always as identity;
 create index node_session_ended
     on node_session ((coalesce(disconnected_at, last_seen_at)), row_id);
+
+-- A port's burn count decays (LPS_PROXY_BURN_HALF_LIFE): a block's release halves what
+-- the count was once per half-life since the port's last block, then adds this one, so
+-- the cooldown (exponential in the count) of an IP burned long ago starts short again.
+-- null: never burned since this column came (the count is then taken as it stands).
+alter table proxy_port add column last_burn_at timestamptz;
