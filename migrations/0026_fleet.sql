@@ -31,3 +31,14 @@ create index node_session_ended
 -- the cooldown (exponential in the count) of an IP burned long ago starts short again.
 -- null: never burned since this column came (the count is then taken as it stands).
 alter table proxy_port add column last_burn_at timestamptz;
+
+-- A run whose node vanished (killed, its stream gone) ends without a report of what it
+-- spent, yet it spent. Each heartbeat's progress of a lease (bytes so far) is kept on the
+-- job for that lease (`progress_epoch` = its lease_epoch), and the statements that end a
+-- lost node's lease — the reclaim after the grace, the reaper's expired lease — charge the
+-- attempt those bytes (at LPS_PROXY_USD_PER_GB) and mark it `estimated`. A report that
+-- arrives later still raises the figures to what it says (spend.sql), and one that covers
+-- the estimate clears the mark.
+alter table job add column progress_bytes bigint check (progress_bytes >= 0);
+alter table job add column progress_epoch bigint;
+alter table job_attempt add column estimated boolean not null default false;

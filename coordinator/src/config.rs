@@ -60,7 +60,7 @@ pub const DEFAULT_ALERT_INTERVAL: &str = "15s";
 pub const DEFAULT_ALERT_FOR: &str = "30s";
 pub const DEFAULT_ALERT_RESOLVE_AFTER: &str = "2m";
 pub const DEFAULT_DEPLOYMENT: &str = "lps";
-pub const DEFAULT_PROXY_USD_PER_GB: f64 = 8.0;
+pub use crate::queue::DEFAULT_PROXY_USD_PER_GB;
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {

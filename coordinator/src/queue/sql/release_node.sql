@@ -4,6 +4,8 @@
 -- times goes dead as poison: it is probably what kills the nodes. $4 now.
 -- $5 (optional) the stream session that was lost: release only while that session is
 -- still the node's latest and disconnected (a node that reconnected keeps its jobs).
+-- $6 USD per GB: the attempt is charged its last heartbeat's bytes, marked estimated (the
+-- node cannot report what a run it lost spent; migration 0026).
 with
 clock as materialized (select coalesce($4::timestamptz, clock_timestamp()) as now),
 released as (
@@ -27,14 +29,44 @@ released as (
       and (j.job_id, j.lease_epoch) not in (
           select k.job_id, k.lease_epoch
           from unnest($2::bigint[], $3::bigint[]) as k (job_id, lease_epoch))
-    returning j.job_id, j.lease_epoch, j.mall, j.state, j.run_started_at
+    returning j.job_id, j.lease_epoch, j.mall, j.state, j.run_started_at, j.progress_bytes,
+              j.progress_epoch
+),
+-- What the lost runs are charged: the bytes their last heartbeat reported for this lease,
+-- at $6 USD per GB, marked estimated; added to their malls' spend_minute bucket like
+-- any spend (spend.sql's bucket rule), so the spend caps see it.
+estimate as materialized (
+    select r.job_id, r.lease_epoch, r.mall,
+           coalesce(case when r.progress_epoch = r.lease_epoch then r.progress_bytes end, 0) as bytes
+    from released r
+),
+spent as (
+    select e.mall, sum(e.bytes * $6::float8 / 1e9) as added
+    from estimate e
+    where e.bytes > 0
+    group by e.mall
+),
+bucketed as (
+    insert into spend_minute as s (mall, slot, minute, cost_usd)
+    select b.mall, (floor(extract(epoch from clock.now) / 60)::bigint % 60)::smallint,
+           to_timestamp(floor(extract(epoch from clock.now) / 60) * 60), b.added
+    from spent b, clock
+    where b.added > 0
+    order by b.mall
+    on conflict (mall, slot) do update set
+        minute = greatest(s.minute, excluded.minute),
+        cost_usd = case when s.minute < excluded.minute then excluded.cost_usd
+                        else s.cost_usd + excluded.cost_usd end
 ),
 attempt as (
     insert into job_attempt (job_id, lease_epoch, node_id, started_at, ended_at, ended,
-                             error_class)
+                             error_class, bytes, cost_usd, estimated)
     select r.job_id, r.lease_epoch, $1::text, r.run_started_at, clock.now, 'reclaimed',
-           case when r.state = 'dead' then 'poison'::error_class end
-    from released r, clock
+           case when r.state = 'dead' then 'poison'::error_class end,
+           e.bytes, e.bytes * $6::float8 / 1e9, e.bytes > 0
+    from released r
+    join estimate e on e.job_id = r.job_id
+    cross join clock
 ),
 notified as (
     select pg_notify('lps_job', m.mall)
