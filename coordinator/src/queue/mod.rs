@@ -888,6 +888,8 @@ impl Queue {
             self.now,
             stream,
             self.config.proxy_usd_per_gb,
+            millis(self.config.backoff_base) as f64,
+            millis(self.config.backoff_cap) as f64,
         )
         .fetch_all(&self.pool)
         .await?;

@@ -1,23 +1,44 @@
 -- Take every running job of node $1 back (its stream is gone and the grace period is
 -- over), except the leases listed in $2/$3 (re-attached by a reconnect). A reclaim is not an
--- attempt: the job is queued again at once. A job that has lost its node max_reclaims
--- times goes dead as poison: it is probably what kills the nodes. $4 now.
+-- attempt. A job is poison — dead, probably what kills the nodes — only when it has ended
+-- the runs of max_reclaims *different* nodes: one misbehaving node that takes jobs and
+-- vanishes cannot kill them. A job goes back to the queue at once the first time a node
+-- drops it; dropped again by a node that dropped it before, it waits a backoff ($7 base
+-- ms, doubling per reclaim, at most $8 ms) so that other nodes take it first and one bad
+-- node cannot spin it. $4 now.
 -- $5 (optional) the stream session that was lost: release only while that session is
 -- still the node's latest and disconnected (a node that reconnected keeps its jobs).
 -- $6 USD per GB: the attempt is charged its last heartbeat's bytes, marked estimated (the
 -- node cannot report what a run it lost spent; migration 0026).
 with
 clock as materialized (select coalesce($4::timestamptz, clock_timestamp()) as now),
+-- Per running job of the node: how many other nodes' runs of it ended in a reclaim, and
+-- whether this node dropped it before.
+other_nodes as materialized (
+    select j.job_id,
+           (select count(distinct a.node_id) from job_attempt a
+             where a.job_id = j.job_id and a.ended = 'reclaimed' and a.node_id <> $1::text) as n,
+           exists (select 1 from job_attempt a
+                    where a.job_id = j.job_id and a.ended = 'reclaimed' and a.node_id = $1::text) as again
+    from job j
+    where j.state = 'running' and j.node_id = $1::text
+),
 released as (
     update job j set
         reclaims = j.reclaims + 1,
-        state = case when j.reclaims + 1 >= j.max_reclaims then 'dead' else 'queued' end::job_state,
-        run_after = clock.now,
-        finished_at = case when j.reclaims + 1 >= j.max_reclaims then clock.now end,
-        error_class = case when j.reclaims + 1 >= j.max_reclaims
+        state = case when (select n from other_nodes o where o.job_id = j.job_id) + 1 >= j.max_reclaims
+                     then 'dead' else 'queued' end::job_state,
+        run_after = case when (select again from other_nodes o where o.job_id = j.job_id)
+                         then clock.now + least($8::float8, $7::float8 * power(2, least(j.reclaims, 30)))
+                                          * interval '1 millisecond'
+                         else clock.now end,
+        finished_at = case when (select n from other_nodes o where o.job_id = j.job_id) + 1 >= j.max_reclaims
+                           then clock.now end,
+        error_class = case when (select n from other_nodes o where o.job_id = j.job_id) + 1 >= j.max_reclaims
                            then 'poison' else j.error_class end::error_class,
-        last_error = case when j.reclaims + 1 >= j.max_reclaims
-                          then 'lost its node ' || (j.reclaims + 1) || ' times'
+        last_error = case when (select n from other_nodes o where o.job_id = j.job_id) + 1 >= j.max_reclaims
+                          then 'ended the runs of ' || ((select n from other_nodes o where o.job_id = j.job_id) + 1)
+                               || ' different nodes'
                           else j.last_error end,
         node_id = null,
         lease_until = null
