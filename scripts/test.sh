@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole LPS test suite, exactly as CI runs it (.ci/run calls this).
 #
-# Brings up what the tests need (PostgreSQL, Chromium + ChromeDriver, promtool), then:
+# Brings up what the tests need (PostgreSQL, Chromium + ChromeDriver, promtool, node), then:
 # formatting, the module floors (scripts/lib/layering.py), clippy with warnings as errors,
 # `.sqlx/` freshness (scripts/sqlx-prepare.sh
 # --check), the API docs with warnings as errors, the Helm chart checks, every crate's tests (unit,
@@ -16,19 +16,15 @@ cd "$(dirname "$0")/.."
 source scripts/lib/postgres.sh
 source scripts/lib/chromium.sh
 source scripts/lib/images.sh
+source scripts/lib/checkers.sh
 
 lps_pg_ensure
 lps_chromium_ensure
-# promtool (Debian's `prometheus` package): the tests check both services' /metrics with
-# `promtool check metrics`, and check-helm.sh the chart's alerting rules.
-if ! command -v promtool >/dev/null; then
-  lps_log "installing promtool (apt-get install prometheus)"
-  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } >/dev/null; then
-    # In CI a check never passes by skipping: no promtool is a failure there.
-    [ "${CI:-}" = true ] && { lps_log "promtool could not be installed (apt-get install prometheus)"; exit 1; }
-    lps_log "WARNING: promtool could not be installed: the /metrics and alert-rule checks are SKIPPED"
-  fi
-fi
+# The outside checkers the tests run (scripts/lib/checkers.sh): promtool (Debian's
+# `prometheus` package; both services' /metrics and the chart's alerting rules) and node
+# (the test mall's wall script). Under CI=true one that cannot be installed fails the suite
+# here, and every test that needs it fails too: a check never passes by skipping.
+lps_checkers_ensure || exit 1
 lps_log "database: ${DATABASE_URL%%@*}@…"
 
 cargo fmt --all -- --check

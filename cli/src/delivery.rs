@@ -14,11 +14,24 @@ pub fn state(v: i32) -> String {
     )
 }
 
-/// What the event is about: `search` or `product <index>`.
+/// What the event is about: `search`, `product <index>`, `price move` or `alert <rule>`.
 fn about(d: &pb::Delivery) -> String {
-    match d.product_index {
-        Some(i) => format!("product {i}"),
-        None => "search".to_owned(),
+    if !d.alert_rule.is_empty() {
+        return format!("alert {}", d.alert_rule);
+    }
+    match (d.schedule_id, d.product_index) {
+        (0, Some(i)) => format!("product {i}"),
+        (_, Some(i)) => format!("price move {i}"),
+        (_, None) => "search".to_owned(),
+    }
+}
+
+/// The search an event is of (`-` for an alert's announcement).
+fn search(d: &pb::Delivery) -> String {
+    if d.alert_rule.is_empty() {
+        d.search_id.to_string()
+    } else {
+        "-".to_owned()
     }
 }
 
@@ -50,7 +63,7 @@ pub fn text(list: &[pb::Delivery]) -> String {
     for d in list {
         t.row(vec![
             d.delivery_id.to_string(),
-            d.search_id.to_string(),
+            search(d),
             about(d),
             d.destination.clone(),
             state(d.state),
@@ -66,7 +79,8 @@ pub fn json(d: &pb::Delivery) -> Value {
     json!({
         "delivery_id": d.delivery_id,
         "event_id": d.event_id,
-        "search_id": d.search_id,
+        "search_id": (d.alert_rule.is_empty()).then_some(d.search_id),
+        "alert_rule": (!d.alert_rule.is_empty()).then_some(&d.alert_rule),
         "search_version": d.search_version,
         "product_index": d.product_index,
         "destination": d.destination,
@@ -87,6 +101,25 @@ pub fn json_list(list: &[pb::Delivery]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_alert_delivery_names_its_rule_and_no_search() {
+        let alert = pb::Delivery {
+            delivery_id: 9,
+            destination: "alert-webhook".into(),
+            kind: pb::DeliveryEventKind::Alert as i32,
+            alert_rule: "proxy_ports_available_pct".into(),
+            state: pb::DeliveryState::Pending as i32,
+            attempts: 2,
+            ..Default::default()
+        };
+        let out = text(std::slice::from_ref(&alert));
+        assert!(out.contains("alert proxy_ports_available_pct"), "{out}");
+        assert!(!out.contains(" 0 "), "no search id 0: {out}");
+        let j = json(&alert);
+        assert_eq!(j["alert_rule"], "proxy_ports_available_pct");
+        assert!(j["search_id"].is_null(), "{j}");
+    }
 
     #[test]
     fn a_dead_delivery_shows_its_error_and_no_next_try() {

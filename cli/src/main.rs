@@ -987,9 +987,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if as_json {
                 print_json(&delivery::json(&d))?;
             } else {
+                let of = if d.alert_rule.is_empty() {
+                    format!("search {}", d.search_id)
+                } else {
+                    format!("alert {}", d.alert_rule)
+                };
                 println!(
-                    "delivery {} of search {} to {} is pending again",
-                    d.delivery_id, d.search_id, d.destination
+                    "delivery {} of {of} to {} is pending again",
+                    d.delivery_id, d.destination
                 );
             }
         }

@@ -5,8 +5,11 @@
 //! won the lock (so never on one older than the last committed evaluation). A rule's firing state lives in
 //! the `alert_state` table, so whichever replica evaluates next knows what was already
 //! announced: a rule logs WARN and posts to the Slack-compatible webhook once when it fires
-//! and once when it resolves, never on every evaluation. The webhook is called after the
-//! state change committed (no transaction is held across it); a failed post is logged.
+//! and once when it resolves, never on every evaluation. The post goes through the
+//! delivery outbox ([`crate::delivery::enqueue_alert`]): the message is stored in the
+//! transaction that records the transition, so it commits with it, and the delivery worker
+//! posts it with its retries and backoff, signed, dead after `LPS_DELIVERY_MAX_ATTEMPTS`,
+//! listed by `lpsctl deliveries` (no transaction is held across the post).
 //!
 //! A rule announces only what lasted: its condition must hold for [`AlertConfig::fire_after`]
 //! (`LPS_ALERT_FOR`) before it fires, and must be gone for [`AlertConfig::resolve_after`]
@@ -329,7 +332,7 @@ struct SlackMessage {
     text: String,
 }
 
-/// The alert loop's settings. `Debug` does not show the webhook URL (a secret).
+/// The alert loop's settings.
 #[derive(Clone)]
 pub struct AlertConfig {
     pub thresholds: Thresholds,
@@ -342,8 +345,9 @@ pub struct AlertConfig {
     pub deployment: String,
     /// Names this replica in messages (its coordinator id).
     pub replica: String,
-    /// Slack-compatible incoming webhook (secret: never logged).
-    pub webhook_url: Option<String>,
+    /// Whether transitions are posted to the alert webhook (`LPS_ALERT_WEBHOOK_URL`; the
+    /// delivery worker holds its URL, a secret).
+    pub webhook: bool,
 }
 
 impl std::fmt::Debug for AlertConfig {
@@ -354,7 +358,7 @@ impl std::fmt::Debug for AlertConfig {
             .field("fire_after", &self.fire_after)
             .field("resolve_after", &self.resolve_after)
             .field("deployment", &self.deployment)
-            .field("webhook_url", &self.webhook_url.as_ref().map(|_| "***"))
+            .field("webhook", &self.webhook)
             .finish()
     }
 }
@@ -367,7 +371,6 @@ pub async fn run(
     config: AlertConfig,
     cancel: CancellationToken,
 ) {
-    let client = webhook_client();
     let mut tick = tokio::time::interval(config.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -375,21 +378,7 @@ pub async fn run(
             () = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
-        evaluate_once(&pool, &ops, &metrics, &config, &client).await;
-    }
-}
-
-/// The client that posts to the webhook (10 s per post).
-fn webhook_client() -> reqwest::Client {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build();
-    match client {
-        Ok(c) => c,
-        Err(e) => {
-            warn!(error = %e, "cannot build the webhook client; alerts will only be logged");
-            reqwest::Client::new()
-        }
+        evaluate_once(&pool, &ops, &metrics, &config).await;
     }
 }
 
@@ -401,13 +390,7 @@ fn webhook_client() -> reqwest::Client {
 /// The snapshot is taken *after* the lock is won: a replica whose snapshot predates another
 /// replica's committed evaluation would otherwise announce a stale state (a rule firing
 /// again right after it resolved).
-async fn evaluate_once(
-    pool: &PgPool,
-    ops: &Ops,
-    metrics: &Metrics,
-    config: &AlertConfig,
-    client: &reqwest::Client,
-) {
+async fn evaluate_once(pool: &PgPool, ops: &Ops, metrics: &Metrics, config: &AlertConfig) {
     let evaluator = match Evaluator::try_lock(pool).await {
         Ok(e) => e,
         Err(e) => {
@@ -430,7 +413,7 @@ async fn evaluate_once(
         {
             Ok(changes) => {
                 for verdict in &changes {
-                    announce(client, config, verdict).await;
+                    log_transition(verdict);
                 }
             }
             Err(e) => warn!(error = %e, "alert evaluation failed"),
@@ -472,7 +455,7 @@ impl Evaluator {
         mut self,
         verdicts: &[Verdict],
         config: &AlertConfig,
-    ) -> Result<Vec<Verdict>, sqlx::Error> {
+    ) -> Result<Vec<Verdict>, crate::error::Error> {
         let tx = &mut self.0;
         let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar!(r#"select now() as "now!""#)
             .fetch_one(&mut **tx)
@@ -508,10 +491,18 @@ impl Evaluator {
             .execute(&mut **tx)
             .await?;
             if previous.is_some_and(|p| p.firing) != next.firing {
-                changed.push(Verdict {
+                let changed_to = Verdict {
                     firing: next.firing,
                     ..v.clone()
-                });
+                };
+                if config.webhook {
+                    let body = serde_json::to_string(&SlackMessage {
+                        text: message(config, &changed_to),
+                    })
+                    .expect("a message serializes");
+                    crate::delivery::enqueue_alert(tx, v.rule, &body, None).await?;
+                }
+                changed.push(changed_to);
             }
         }
         self.0.commit().await?;
@@ -519,15 +510,9 @@ impl Evaluator {
     }
 }
 
-async fn announce(client: &reqwest::Client, config: &AlertConfig, v: &Verdict) {
-    let webhook = config.webhook_url.as_deref();
-    let whence = format!(
-        " — deployment {}, replica {}; see {}",
-        config.deployment,
-        config.replica,
-        hint(v.rule)
-    );
-    let text = if v.firing {
+/// Logs a committed transition (WARN when it fires).
+fn log_transition(v: &Verdict) {
+    if v.firing {
         warn!(
             rule = v.rule,
             value = v.value,
@@ -535,6 +520,15 @@ async fn announce(client: &reqwest::Client, config: &AlertConfig, v: &Verdict) {
             detail = %v.detail,
             "alert firing"
         );
+    } else {
+        info!(rule = v.rule, value = v.value, "alert resolved");
+    }
+}
+
+/// The webhook's text for a transition of `v`: the rule, its value and threshold, what it
+/// names, the deployment and replica, and the command that shows more.
+fn message(config: &AlertConfig, v: &Verdict) -> String {
+    if v.firing {
         let mut text = format!(
             ":rotating_light: LPS alert {} firing: {:.2} (threshold {:.2})",
             v.rule, v.value, v.threshold
@@ -543,22 +537,18 @@ async fn announce(client: &reqwest::Client, config: &AlertConfig, v: &Verdict) {
             text.push_str(": ");
             text.push_str(&v.detail);
         }
-        text.push_str(&whence);
+        text.push_str(&format!(
+            " — deployment {}, replica {}; see {}",
+            config.deployment,
+            config.replica,
+            hint(v.rule)
+        ));
         text
     } else {
-        info!(rule = v.rule, value = v.value, "alert resolved");
         format!(
             ":white_check_mark: LPS alert {} resolved: {:.2} — deployment {}, replica {}",
             v.rule, v.value, config.deployment, config.replica
         )
-    };
-    let Some(url) = webhook else { return };
-    let sent = client.post(url).json(&SlackMessage { text }).send().await;
-    match sent.map(|r| r.status()) {
-        Ok(status) if status.is_success() => {}
-        // NB: never log the URL: incoming-webhook URLs are secrets.
-        Ok(status) => warn!(rule = v.rule, %status, "alert webhook refused the message"),
-        Err(e) => warn!(rule = v.rule, error = %e.without_url(), "alert webhook unreachable"),
     }
 }
 
@@ -655,6 +645,16 @@ pub fn publish(metrics: &Metrics, ops: &OpsSnapshot) {
             .mall_proxy_ports_cooling
             .get_or_create(&labels)
             .set(m.ports_cooling);
+        // The alert's figure, for enabled malls only (a disabled mall needs no ports):
+        // the share of all ports, as the rule compares it.
+        if m.enabled && f.ports_total > 0 {
+            metrics
+                .mall_proxy_ports_available_ratio
+                .get_or_create(&labels)
+                .set(f.pct(m.ports_available) / 100.0);
+        } else {
+            metrics.mall_proxy_ports_available_ratio.remove(&labels);
+        }
     }
     metrics
         .proxy_ports
@@ -928,5 +928,45 @@ mod tests {
         ops.fleet.malls.clear();
         ops.fleet.ports_available = 2;
         assert!(ports_available(&t, &ops.fleet).firing);
+    }
+
+    #[test]
+    fn the_per_mall_share_is_published_for_enabled_malls_only() {
+        let metrics = Metrics::new();
+        let mut ops = snapshot(0, 8, 8);
+        ops.fleet.malls = vec![
+            fleet_mall("alpha", true, 0, 8),
+            fleet_mall("beta", true, 2, 0),
+            fleet_mall("off", false, 0, 8),
+        ];
+        publish(&metrics, &ops);
+        let text = metrics.encode();
+        assert!(
+            text.contains("lps_mall_proxy_ports_available_ratio{mall=\"alpha\"} 0.0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("lps_mall_proxy_ports_available_ratio{mall=\"beta\"} 0.25"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("lps_mall_proxy_ports_available_ratio{mall=\"off\"}"),
+            "{text}"
+        );
+        // A mall disabled since, or a ledger without ports: the series goes.
+        ops.fleet.malls[1].enabled = false;
+        publish(&metrics, &ops);
+        let text = metrics.encode();
+        assert!(
+            !text.contains("lps_mall_proxy_ports_available_ratio{mall=\"beta\"}"),
+            "{text}"
+        );
+        ops.fleet.ports_total = 0;
+        publish(&metrics, &ops);
+        assert!(
+            !metrics
+                .encode()
+                .contains("lps_mall_proxy_ports_available_ratio{")
+        );
     }
 }

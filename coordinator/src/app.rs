@@ -81,6 +81,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             negative_ttl_no_results: config.negative_ttl_no_results,
             negative_ttl_judged: config.negative_ttl_judged,
             spend_cap_hourly_usd: config.spend_cap_hourly_usd,
+            proxy_usd_per_gb: config.proxy_usd_per_gb,
             ..QueueConfig::default()
         },
     );

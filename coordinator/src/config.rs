@@ -60,7 +60,7 @@ pub const DEFAULT_ALERT_INTERVAL: &str = "15s";
 pub const DEFAULT_ALERT_FOR: &str = "30s";
 pub const DEFAULT_ALERT_RESOLVE_AFTER: &str = "2m";
 pub const DEFAULT_DEPLOYMENT: &str = "lps";
-pub const DEFAULT_PROXY_USD_PER_GB: f64 = 8.0;
+pub use crate::queue::DEFAULT_PROXY_USD_PER_GB;
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
@@ -191,9 +191,15 @@ pub struct ServeArgs {
     /// same-product judge; sent to nodes in Welcome. Default: the built-in vocabulary.
     #[arg(long, env = "LPS_VOCABULARY_FILE")]
     pub vocabulary_file: Option<std::path::PathBuf>,
-    /// Slack-compatible incoming webhook for alerts (secret).
+    /// Slack-compatible incoming webhook for alerts (secret). Announcements go through the
+    /// delivery outbox: retried with LPS_DELIVERY_BACKOFF_*, dead after
+    /// LPS_DELIVERY_MAX_ATTEMPTS, listed by `lpsctl deliveries`.
     #[arg(long, env = "LPS_ALERT_WEBHOOK_URL", hide_env_values = true)]
     pub alert_webhook_url: Option<String>,
+    /// Signing secret of the alert webhook's posts (LPS-Signature, as for destinations; at
+    /// least 16 bytes). Unset: the posts are unsigned.
+    #[arg(long, env = "LPS_ALERT_WEBHOOK_SECRET", hide_env_values = true)]
+    pub alert_webhook_secret: Option<String>,
     /// How often metrics are refreshed and alert rules evaluated.
     #[arg(long, env = "LPS_ALERT_INTERVAL", default_value = DEFAULT_ALERT_INTERVAL, value_parser = duration)]
     pub alert_interval: Duration,
@@ -679,10 +685,40 @@ impl ServeArgs {
         if self.alert_layout_min_attempts == 0 {
             return Err(bad("LPS_ALERT_LAYOUT_MIN_ATTEMPTS", "must be at least 1"));
         }
-        if let Some(url) = &self.alert_webhook_url
-            && !(url.starts_with("https://") || url.starts_with("http://"))
+        let alert_webhook = match self.alert_webhook_url.as_deref().filter(|u| !u.is_empty()) {
+            None => None,
+            Some(url) => {
+                // NB: never echo the URL: incoming-webhook URLs are secrets.
+                let parsed = reqwest::Url::parse(url)
+                    .ok()
+                    .filter(|u| matches!(u.scheme(), "https" | "http") && u.has_host())
+                    .ok_or_else(|| bad("LPS_ALERT_WEBHOOK_URL", "must be an http(s) URL"))?;
+                let secret = self
+                    .alert_webhook_secret
+                    .as_deref()
+                    .filter(|s| !s.is_empty());
+                if secret.is_some_and(|s| s.len() < crate::delivery::config::MIN_SECRET_BYTES) {
+                    return Err(bad(
+                        "LPS_ALERT_WEBHOOK_SECRET",
+                        format!(
+                            "must be at least {} bytes",
+                            crate::delivery::config::MIN_SECRET_BYTES
+                        ),
+                    ));
+                }
+                Some(crate::delivery::Destination::alert_webhook(parsed, secret))
+            }
+        };
+        if alert_webhook.is_none()
+            && self
+                .alert_webhook_secret
+                .as_deref()
+                .is_some_and(|s| !s.is_empty())
         {
-            return Err(bad("LPS_ALERT_WEBHOOK_URL", "must be an http(s) URL"));
+            return Err(bad(
+                "LPS_ALERT_WEBHOOK_SECRET",
+                "is set but LPS_ALERT_WEBHOOK_URL is not",
+            ));
         }
         if self.alert_interval < Duration::from_millis(100) {
             return Err(bad("LPS_ALERT_INTERVAL", "must be at least 100ms"));
@@ -706,7 +742,7 @@ impl ServeArgs {
             resolve_after: self.alert_resolve_after,
             deployment: self.deployment.trim().to_owned(),
             replica: String::new(),
-            webhook_url: self.alert_webhook_url.filter(|u| !u.is_empty()),
+            webhook: alert_webhook.is_some(),
         };
         if alerts.deployment.is_empty() || alerts.deployment.len() > 128 {
             return Err(bad("LPS_DEPLOYMENT", "must be 1..=128 characters"));
@@ -718,7 +754,8 @@ impl ServeArgs {
             .map_err(|reason| bad("LPS_SPEND_CAP_HOURLY_USD", reason))?;
         let ledger = self.ledger.validate()?;
         let retention = self.retention.validate()?;
-        let delivery = self.delivery.validate()?;
+        let mut delivery = self.delivery.validate()?;
+        delivery.alert_webhook = alert_webhook;
         let schedule = self.schedule.validate()?;
         let tls = crate::tls::ServerTls::load(
             self.tls_cert.as_deref(),

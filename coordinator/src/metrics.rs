@@ -91,7 +91,7 @@ const OUTCOMES: [&str; 2] = ["found", "not_found"];
 // run outcomes, `schedule::rules::Reason`).
 
 /// `retention_deleted{kind}`: the retention sweeps' kinds, in sweep order.
-pub const RETENTION_KINDS: [&str; 7] = [
+pub const RETENTION_KINDS: [&str; 8] = [
     "searches",
     "jobs",
     "history_thin",
@@ -99,6 +99,7 @@ pub const RETENTION_KINDS: [&str; 7] = [
     "ip_sessions",
     "bot_detections",
     "deliveries",
+    "node_sessions",
 ];
 
 /// `schedule_runs{outcome}`: what became of a due schedule run: started, skipped (it could
@@ -134,6 +135,7 @@ pub struct Metrics {
     pub proxy_ports_available_min: Gauge,
     pub mall_proxy_ports_available: Family<MallLabels, Gauge>,
     pub mall_proxy_ports_cooling: Family<MallLabels, Gauge>,
+    pub mall_proxy_ports_available_ratio: Family<MallLabels, FGauge>,
     pub blocks_last_hour: Gauge,
     pub block_ended_sessions_6h: Gauge,
     pub mall_layout_share_15m: Family<MallLabels, FGauge>,
@@ -281,6 +283,12 @@ impl Metrics {
             "mall_proxy_ports_cooling",
             "Proxy ports cooling down for a mall (for every mall, or for this one after a block)",
             mall_proxy_ports_cooling.clone(),
+        );
+        let mall_proxy_ports_available_ratio = Family::<MallLabels, FGauge>::default();
+        registry.register(
+            "mall_proxy_ports_available_ratio",
+            "Share (0..1) of all proxy ports the ledger would lease for an enabled mall now; the ports alert fires on the lowest, naming its mall",
+            mall_proxy_ports_available_ratio.clone(),
         );
         let blocks_last_hour = Gauge::default();
         registry.register(
@@ -474,6 +482,7 @@ impl Metrics {
             proxy_ports_available_min,
             mall_proxy_ports_available,
             mall_proxy_ports_cooling,
+            mall_proxy_ports_available_ratio,
             blocks_last_hour,
             block_ended_sessions_6h,
             mall_layout_share_15m,

@@ -13,6 +13,11 @@
 //! at each step. Replicas follow the HPA's AverageValue rule, `ceil(value / target)` within
 //! the bounds; KEDA below its activation value holds `minReplicaCount` (0 = scaled to zero).
 //!
+//! A second database checks that KEDA counts only the queued jobs a claim could take now:
+//! not those of a mall whose every port is cooling for it, not those handed back until a
+//! later `not_before`, not those of a mall at its spend cap, none while the deployment is
+//! at `coordinator.spendCapHourlyUsd` — each confirmed by a claim that takes nothing.
+//!
 //! helm comes from `HELM`, else `.tools/bin/helm` (`scripts/check-helm.sh` fetches it
 //! there, and `scripts/test.sh` runs that first), else `PATH`. Without one the test fails:
 //! it never skips.
@@ -26,7 +31,10 @@ use lps_coordinator::{
     ops::Ops,
     queue::{EnqueueContext, MallLimits, Queue, QueueConfig},
 };
-use lps_proto::model::{ErrorClass, JobFailure, MallId, Priority, ProductSpec, SearchRequest};
+use lps_proto::model::{
+    ErrorClass, JobFailure, JobMetrics, MallId, Priority, ProductSpec, SearchRequest,
+    SessionEndReason, SessionStats,
+};
 use sqlx::PgPool;
 
 const PORTS: u16 = 4;
@@ -69,7 +77,11 @@ fn render(sets: &[&str]) -> String {
         .arg(repo().join("helm/lps"))
         .args(["--show-only", "templates/autoscaling.yaml"]);
     for s in sets {
-        cmd.args(["--set", s]);
+        // `json:key=value` is a typed value (a number the schema wants as one).
+        match s.strip_prefix("json:") {
+            Some(json) => cmd.args(["--set-json", json]),
+            None => cmd.args(["--set", s]),
+        };
     }
     let out = cmd.output().expect("cannot run helm");
     assert!(
@@ -137,10 +149,17 @@ struct Keda {
 
 impl Keda {
     fn render(cap_by_ports: bool) -> Keda {
+        Keda::render_with(cap_by_ports, &[])
+    }
+
+    /// The ScaledObject rendered with `sets` besides the test's bounds.
+    fn render_with(cap_by_ports: bool, sets: &[&str]) -> Keda {
         let cap = format!("autoscaling.keda.capByProxyPorts={cap_by_ports}");
         let min = format!("autoscaling.minReplicas={MIN_REPLICAS}");
         let max = format!("autoscaling.maxReplicas={MAX_REPLICAS}");
-        let yaml = render(&["autoscaling.mode=keda", &cap, &min, &max]);
+        let mut all = vec!["autoscaling.mode=keda", &cap, &min, &max];
+        all.extend_from_slice(sets);
+        let yaml = render(&all);
         assert_eq!(scalar(after(&yaml, "triggers:"), "- type"), "postgresql");
         Keda {
             query: block(&yaml, "query"),
@@ -330,7 +349,8 @@ async fn the_charts_autoscalers_ask_for_the_replicas_the_queue_and_the_ports_nee
         "5 queued, 4 ports free",
         Expect {
             keda_capped: (4.0, 2),
-            keda_uncapped: (5.0, 3),
+            // the claim takes no more than the 4 ports not cooling, capped or not
+            keda_uncapped: (4.0, 2),
             hpa_queued: (5.0, 3),
             composite: (4.0, 2),
         },
@@ -353,7 +373,7 @@ async fn the_charts_autoscalers_ask_for_the_replicas_the_queue_and_the_ports_nee
         "2 running on 2 ports, 3 queued, 2 ports free",
         Expect {
             keda_capped: (4.0, 2),
-            keda_uncapped: (5.0, 3),
+            keda_uncapped: (4.0, 2),
             hpa_queued: (3.0, 2),
             composite: (4.0, 2),
         },
@@ -377,7 +397,8 @@ async fn the_charts_autoscalers_ask_for_the_replicas_the_queue_and_the_ports_nee
         Expect {
             // 1 running + min(3 + 1 startable, 2 ports free)
             keda_capped: (3.0, 2),
-            keda_uncapped: (5.0, 3),
+            // 1 running + min(3 + 1 startable, 4 ports not cooling - 1 running)
+            keda_uncapped: (4.0, 2),
             // every queued job counts for the plain HPA, past its max
             hpa_queued: (10.0, MAX_REPLICAS),
             composite: (3.0, 2),
@@ -403,4 +424,150 @@ async fn the_charts_autoscalers_ask_for_the_replicas_the_queue_and_the_ports_nee
         },
     )
     .await;
+}
+
+/// KEDA's slots wanted and replicas, with the proxy cap and without, for `sets`.
+async fn keda_both(pool: &PgPool, sets: &[&str]) -> [(f64, u32); 2] {
+    let mut got = [(0.0, 0); 2];
+    for (i, cap_by_ports) in [true, false].into_iter().enumerate() {
+        let keda = Keda::render_with(cap_by_ports, sets);
+        let v = keda.slots_wanted(pool).await;
+        got[i] = (v, keda.replicas(v));
+    }
+    got
+}
+
+/// Asserts that a claim by a node of every mall now takes nothing: the jobs KEDA left out
+/// are the ones the claim cannot take.
+async fn claim_takes_nothing(queue: &Queue, step: &str) {
+    let took = queue.claim("probe", None, 8).await.unwrap();
+    assert!(took.is_empty(), "{step}: a claim took {took:?}");
+}
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn keda_counts_only_the_jobs_a_claim_could_take_now(pool: PgPool) {
+    let config = QueueConfig {
+        backoff_base: Duration::from_secs(600),
+        backoff_cap: Duration::from_secs(600),
+        ..QueueConfig::default()
+    };
+    let queue = Queue::new(pool.clone(), config);
+    for id in ["alpha", "beta", "delta"] {
+        queue
+            .upsert_mall(&MallLimits::unlimited(mall(id)))
+            .await
+            .unwrap();
+    }
+    let gamma = MallLimits {
+        spend_cap_hourly_usd: Some(0.5),
+        ..MallLimits::unlimited(mall("gamma"))
+    };
+    queue.upsert_mall(&gamma).await.unwrap();
+    let ledger = Ledger::new(
+        pool.clone(),
+        LedgerConfig::new(
+            "gw.test",
+            PortSet::from_ports(1..=PORTS),
+            "lps-user",
+            Secret::new("gateway-password-scaling"),
+        ),
+    )
+    .with_jitter(1.0);
+    ledger.reconcile().await.unwrap();
+
+    // Beta blocked every port: each cools for beta (and only for beta).
+    for _ in 0..PORTS {
+        let Acquired::Grant(grant) = ledger.acquire("node-1", &mall("beta"), None).await.unwrap()
+        else {
+            panic!("a port for beta");
+        };
+        let stats = SessionStats::new(mall("beta"), 1, 0, 1, Duration::from_secs(1), None).unwrap();
+        ledger
+            .release(
+                "node-1",
+                grant.port,
+                Some(grant.lease_id),
+                SessionEndReason::Block,
+                &stats,
+            )
+            .await
+            .unwrap();
+    }
+    enqueue(&queue, "beta", "cooling", 3).await;
+    assert_eq!(
+        keda_both(&pool, &[]).await,
+        [(0.0, 0); 2],
+        "beta's ports are all cooling for it: its 3 jobs cannot start"
+    );
+    claim_takes_nothing(&queue, "beta cooling").await;
+
+    // Alpha's one job is claimed and handed back until a port is expected, 4 minutes on.
+    enqueue(&queue, "alpha", "handed back", 1).await;
+    assert_eq!(
+        keda_both(&pool, &[]).await,
+        [(1.0, 1); 2],
+        "alpha's job can start"
+    );
+    let running = queue.claim("node-1", None, 1).await.unwrap();
+    assert_eq!(running.len(), 1);
+    let later = chrono::Utc::now() + chrono::TimeDelta::minutes(4);
+    queue
+        .hand_back_until("node-1", running[0].lease, Some(later))
+        .await
+        .unwrap();
+    assert_eq!(
+        keda_both(&pool, &[]).await,
+        [(0.0, 0); 2],
+        "a job handed back until not_before waits for it"
+    );
+    claim_takes_nothing(&queue, "alpha not before").await;
+
+    // Gamma's attempt cost $1, past its own cap of $0.50: its other job waits for the hour.
+    enqueue(&queue, "gamma", "spent", 2).await;
+    let running = queue.claim("node-1", None, 1).await.unwrap();
+    assert_eq!(running.len(), 1);
+    let lease = running[0].lease;
+    let failure = JobFailure::new(lease, ErrorClass::Network, "reset");
+    queue.fail_if_leased("node-1", &failure).await.unwrap();
+    let metrics = JobMetrics {
+        bytes_in: 1_000_000,
+        cost_usd: 1.0,
+        ..JobMetrics::default()
+    };
+    let spent = queue.record_spend("node-1", lease, &metrics).await.unwrap();
+    assert!(spent.matched, "the spend is on gamma's attempt");
+    assert_eq!(
+        keda_both(&pool, &[]).await,
+        [(0.0, 0); 2],
+        "gamma is at its spend cap"
+    );
+    claim_takes_nothing(&queue, "gamma capped").await;
+
+    // Delta can start, unless the deployment's own cap ($1 an hour) is reached: it is.
+    enqueue(&queue, "delta", "deployment", 1).await;
+    assert_eq!(
+        keda_both(&pool, &[]).await,
+        [(1.0, 1); 2],
+        "no deployment cap"
+    );
+    let capped = ["json:coordinator.spendCapHourlyUsd=1"];
+    assert_eq!(
+        keda_both(&pool, &capped).await,
+        [(0.0, 0); 2],
+        "the deployment spent its $1 of the hour"
+    );
+    let roomy = ["json:coordinator.spendCapHourlyUsd=5"];
+    assert_eq!(
+        keda_both(&pool, &roomy).await,
+        [(1.0, 1); 2],
+        "under a $5 cap delta can start"
+    );
+    let under_cap = Queue::new(
+        pool.clone(),
+        QueueConfig {
+            spend_cap_hourly_usd: Some(1.0),
+            ..QueueConfig::default()
+        },
+    );
+    claim_takes_nothing(&under_cap, "deployment capped").await;
 }

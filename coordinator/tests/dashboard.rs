@@ -365,7 +365,7 @@ fn the_chart_has_queries_to_check() {
     assert!(
         rules
             .iter()
-            .any(|(_, e)| e.contains("lps_proxy_ports_available_min")),
+            .any(|(_, e)| e.contains("lps_mall_proxy_ports_available_ratio")),
         "the multi-line rule was read: {rules:?}"
     );
 }

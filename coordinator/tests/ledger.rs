@@ -1212,3 +1212,50 @@ async fn acquire_and_release_update_ports_in_place(_: PgPoolOptions, opts: PgCon
         "only {hot} of {updates} updates were HOT"
     );
 }
+
+/// A port's burn count decays (LPS_PROXY_BURN_HALF_LIFE): blocked three times in a row,
+/// its next block soon after cools it as the fourth; the same block three half-lives
+/// later cools it as if it were the first again (0.375 burns left, rounded to 0).
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn burn_counts_decay_by_their_half_life(pool: PgPool) {
+    let mut cfg = config([1]);
+    cfg.block_cooldown_cap = Duration::from_secs(3600);
+    cfg.burn_half_life = Duration::from_secs(3600);
+    let ledger = ledger_with(&pool, cfg).await;
+    let t0 = db_now(&pool).await;
+    let block = |t: DateTime<Utc>| {
+        let l = ledger.at(t).with_jitter(1.0);
+        async move {
+            grant(&l, "node-a", NAVER, None).await;
+            l.release(
+                "node-a",
+                1,
+                None,
+                SessionEndReason::Block,
+                &stats(NAVER, 2, 1, None),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let mut t = t0;
+    for ceiling in [60, 120, 240] {
+        let r = block(t).await;
+        assert_eq!(r.mall_cooldown_until, Some(t + secs(ceiling)));
+        t += secs(ceiling);
+    }
+    assert_eq!(ledger.ports().await.unwrap()[0].burn_count, 3);
+    // Three half-lives after the last block: 3 * 1/8 burns left, rounded to none.
+    let later = t + TimeDelta::hours(3);
+    let r = block(later).await;
+    assert_eq!(
+        r.mall_cooldown_until,
+        Some(later + secs(60)),
+        "cooled as a first block"
+    );
+    assert_eq!(ledger.ports().await.unwrap()[0].burn_count, 1);
+    // Half a half-life on, 1 burn is 0.71: rounded, it still counts (cooled as a second).
+    let next = later + TimeDelta::minutes(30);
+    let r = block(next).await;
+    assert_eq!(r.mall_cooldown_until, Some(next + secs(120)));
+}

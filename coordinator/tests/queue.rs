@@ -620,6 +620,78 @@ async fn poison_job_that_keeps_losing_its_node_goes_dead(pool: PgPool) {
     assert!(queue.claim("node-4", None, 1).await.unwrap().is_empty());
 }
 
+/// Poison means the job, not the node: one node that takes a job and vanishes again and
+/// again does not make it poison (and after its second drop the job waits a backoff, so
+/// other nodes take it first); only runs ended on max_reclaims *different* nodes do. No
+/// reclaim is an attempt.
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn one_node_dropping_a_job_again_and_again_does_not_make_it_poison(pool: PgPool) {
+    let queue = queue(&pool).await;
+    let job_id = queue
+        .enqueue(
+            &search(&["dropped"], &[MALL], Priority::INTERACTIVE),
+            &EnqueueContext::default(),
+        )
+        .await
+        .unwrap()
+        .items[0]
+        .job_id;
+    // The same node drops it five times (each retry claimed once its backoff is over).
+    let mut t = chrono::Utc::now();
+    for round in 1..=5 {
+        let at = queue.at(t);
+        let job = at.claim("bad-node", None, 1).await.unwrap();
+        assert_eq!(job.len(), 1, "round {round}");
+        let released = at.release_node("bad-node", &[]).await.unwrap();
+        assert_eq!(released[0].state, JobState::Queued, "round {round}");
+        let run_after: chrono::DateTime<chrono::Utc> =
+            sqlx::query_scalar("select run_after from job where job_id = $1")
+                .bind(job_id)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        if round == 1 {
+            assert!(run_after <= t, "the first drop requeues at once");
+        } else {
+            assert!(
+                run_after > t,
+                "round {round}: a repeat drop waits a backoff"
+            );
+            // Not claimable before it.
+            assert!(
+                queue
+                    .at(t)
+                    .claim("other", None, 1)
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+        }
+        t = run_after.max(t) + chrono::TimeDelta::milliseconds(1);
+    }
+    let (state, _, attempts, class) = job_state(&pool, job_id).await;
+    assert_eq!((state, attempts, class), (JobState::Queued, 0, None));
+
+    // Two more nodes drop it: three different nodes, poison now.
+    for node in ["node-b", "node-c"] {
+        let at = queue.at(t);
+        assert_eq!(at.claim(node, None, 1).await.unwrap().len(), 1, "{node}");
+        at.release_node(node, &[]).await.unwrap();
+        t += chrono::TimeDelta::milliseconds(1);
+    }
+    let (state, _, attempts, class) = job_state(&pool, job_id).await;
+    assert_eq!(
+        (state, attempts, class),
+        (JobState::Dead, 0, Some(ErrorClass::Poison))
+    );
+    let error: String = sqlx::query_scalar("select last_error from job where job_id = $1")
+        .bind(job_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(error, "ended the runs of 3 different nodes");
+}
+
 #[sqlx::test(migrator = "MIGRATOR")]
 async fn release_keeps_reattached_leases(pool: PgPool) {
     let queue = queue(&pool).await;

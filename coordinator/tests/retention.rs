@@ -648,3 +648,70 @@ async fn a_schedules_current_run_and_its_observations_stay(pool: PgPool) {
     assert_eq!(report.deleted(Kind::Searches), 1);
     assert_eq!(count(&pool, "select count(*) from search_request").await, 0);
 }
+
+/// `node_session`: a row per node id ever seen, and pods bring new ids. Rows whose stream
+/// ended (or was last seen, under a coordinator that crashed) longer ago than the age go,
+/// in batches; a live stream's row and a recently ended one stay, and a node coming back
+/// after its row went simply registers anew.
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn node_sessions_ended_long_ago_are_deleted_and_live_ones_stay(pool: PgPool) {
+    let row = |id: &str, seen: &str, ended: &str| {
+        format!(
+            "insert into node_session (node_id, session_id, coordinator_id, slots, free_slots,
+                                       last_seen_at, disconnected_at)
+             values ('{id}', gen_random_uuid(), 'c-1', 2, 2, {seen}, {ended})"
+        )
+    };
+    exec(&pool, &row("live", "now()", "null")).await;
+    exec(
+        &pool,
+        &row(
+            "ended-recently",
+            "now() - interval '2 hours'",
+            "now() - interval '1 hour'",
+        ),
+    )
+    .await;
+    for i in 0..5 {
+        exec(
+            &pool,
+            &row(
+                &format!("ended-{i}"),
+                "now() - interval '41 days'",
+                "now() - interval '40 days'",
+            ),
+        )
+        .await;
+    }
+    // A crashed coordinator's stream: never marked ended, not seen for 40 days.
+    exec(&pool, &row("crashed", "now() - interval '40 days'", "null")).await;
+
+    let report = sweep(&pool, &config(&[(Kind::NodeSessions, 30 * DAY)], 2)).await;
+    assert_eq!(report.deleted(Kind::NodeSessions), 6, "{report:?}");
+    let left: Vec<String> = sqlx::query_scalar("select node_id from node_session order by node_id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, ["ended-recently", "live"]);
+    // Nothing more to do, and a second sweep deletes nothing.
+    let again = sweep(&pool, &config(&[(Kind::NodeSessions, 30 * DAY)], 2)).await;
+    assert_eq!(again.deleted(Kind::NodeSessions), 0);
+
+    // A node whose row went comes back: its Hello registers it anew.
+    let stream = lps_coordinator::node_session::Stream {
+        node_id: "ended-0",
+        session_id: uuid::Uuid::new_v4(),
+        coordinator_id: "c-2",
+        version: "test",
+        slots: 2,
+        malls: &[],
+        instance: Some("i-1"),
+    };
+    lps_coordinator::node_session::register(&pool, &stream)
+        .await
+        .unwrap();
+    assert_eq!(
+        count(&pool, "select count(*) from node_session where node_id = 'ended-0' and disconnected_at is null").await,
+        1
+    );
+}

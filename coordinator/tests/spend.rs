@@ -798,3 +798,110 @@ async fn a_reached_cap_shows_in_ops_metrics_alerts_and_what_lpsctl_prints(pool: 
     assert_eq!(json["spend_capped"], false, "{json}");
     running.shutdown().await;
 }
+
+/// The estimated figures of every attempt: (job, epoch, ended, bytes, cost, estimated).
+async fn estimates(pool: &PgPool) -> Vec<(i64, i64, String, i64, f64, bool)> {
+    sqlx::query_as(
+        "select job_id, lease_epoch, ended::text, bytes, cost_usd, estimated from job_attempt
+         order by job_id, lease_epoch",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// A node killed mid-run (`kill -9`) reports nothing, yet its runs spent: each is charged
+/// the bytes its last heartbeat reported, at LPS_PROXY_USD_PER_GB, marked estimated — on
+/// the reclaim after the grace and on the reaper's expired lease alike — and the spend
+/// caps see it. A report that arrives after all raises the figures and clears the mark.
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn a_vanished_nodes_runs_are_charged_their_last_heartbeat_estimated(pool: PgPool) {
+    let queue = Queue::new(
+        pool.clone(),
+        QueueConfig {
+            proxy_usd_per_gb: 10.0,
+            ..QueueConfig::default()
+        },
+    );
+    queue
+        .upsert_mall(&MallLimits::unlimited(MallId::new(MALL).unwrap()))
+        .await
+        .unwrap();
+    let (_, first) = enqueue(&queue, "첫째").await;
+    let (_, second) = enqueue(&queue, "둘째").await;
+    let running = queue.claim("node-1", None, 2).await.unwrap();
+    assert_eq!(running.len(), 2);
+    let lease = |job: i64| {
+        running
+            .iter()
+            .find(|c| c.lease.job_id == job)
+            .unwrap()
+            .lease
+    };
+    // Two heartbeats; the last one's figures count.
+    for (a, b) in [(1_000_000, 100_000), (2_000_000, 500_000)] {
+        let renewed = queue
+            .renew_reporting(
+                "node-1",
+                &[(lease(first), Some(a)), (lease(second), Some(b))],
+            )
+            .await
+            .unwrap();
+        assert_eq!(renewed.len(), 2);
+    }
+    // The node is gone past its grace: both runs are reclaimed and charged.
+    let released = queue.release_node("node-1", &[]).await.unwrap();
+    assert_eq!(released.len(), 2);
+    assert_eq!(
+        estimates(&pool).await,
+        [
+            (first, 1, "reclaimed".into(), 2_000_000, 0.02, true),
+            (second, 1, "reclaimed".into(), 500_000, 0.005, true),
+        ]
+    );
+    assert_ring_matches_attempts(&pool).await;
+
+    // Another node runs the first job; its lease expires with 1 MB reported: reaped and
+    // charged the same way.
+    let again = queue.claim("node-2", None, 1).await.unwrap();
+    let again = again
+        .iter()
+        .find(|c| c.lease.job_id == first)
+        .unwrap()
+        .lease;
+    queue
+        .renew_reporting("node-2", &[(again, Some(1_000_000))])
+        .await
+        .unwrap();
+    let later = Utc::now() + TimeDelta::minutes(1);
+    let reaped = queue.at(later).reap().await.unwrap();
+    assert!(reaped.iter().any(|r| r.job_id == first), "{reaped:?}");
+    let rows = estimates(&pool).await;
+    assert!(
+        rows.contains(&(first, 2, "lease_expired".into(), 1_000_000, 0.01, true)),
+        "{rows:?}"
+    );
+    assert_ring_matches_attempts(&pool).await;
+
+    // node-1 comes back and its outbox resends what the first run really spent: the
+    // report replaces the estimate.
+    let spent = queue
+        .record_spend(
+            "node-1",
+            lease(first),
+            &JobMetrics {
+                bytes_in: 3_000_000,
+                cost_usd: 0.03,
+                ..JobMetrics::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(spent.matched);
+    let rows = estimates(&pool).await;
+    assert_eq!(
+        rows[0],
+        (first, 1, "reclaimed".into(), 3_000_000, 0.03, false)
+    );
+    assert_ring_matches_attempts(&pool).await;
+}

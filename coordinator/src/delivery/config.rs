@@ -88,8 +88,23 @@ pub struct Destination {
 }
 
 impl Destination {
+    /// The signing secret; empty for an alert webhook without one (posted unsigned).
     pub fn secret(&self) -> &[u8] {
         &self.secret
+    }
+
+    /// The alert webhook (`LPS_ALERT_WEBHOOK_URL`) as the destination of alert
+    /// announcements ([`super::ALERT_DESTINATION`]): signed like any destination with
+    /// `secret` (`LPS_ALERT_WEBHOOK_SECRET`), unsigned without one — a Slack incoming
+    /// webhook checks no signature, and a webhook configured before alerts were signed
+    /// keeps working.
+    pub fn alert_webhook(url: Url, secret: Option<&str>) -> Self {
+        Self {
+            name: DestinationName::new(super::ALERT_DESTINATION)
+                .expect("the alert destination's name is a valid name"),
+            url,
+            secret: Arc::from(secret.unwrap_or_default().as_bytes()),
+        }
     }
 }
 
@@ -123,6 +138,9 @@ impl Destinations {
 #[derive(Debug, Clone)]
 pub struct DeliveryConfig {
     pub destinations: Destinations,
+    /// Where alert announcements go (`None`: no alert webhook; set by the composer from
+    /// the alert settings).
+    pub alert_webhook: Option<Destination>,
     pub max_attempts: u32,
     pub backoff_base: Duration,
     pub backoff_cap: Duration,
@@ -278,6 +296,7 @@ impl DeliveryArgs {
         }
         Ok(DeliveryConfig {
             destinations: Destinations(destinations),
+            alert_webhook: None,
             max_attempts: self.delivery_max_attempts,
             backoff_base: self.delivery_backoff_base,
             backoff_cap: self.delivery_backoff_cap,

@@ -15,9 +15,13 @@
 //!   attempts`; zero rows is [`Recorded::ClaimLost`] (the claim expired and another worker
 //!   has the row), never applied;
 //! - [`Outbox::retry_if_dead`]: an operator's retry;
-//! - [`enqueue_price_moves`]: the one insert made by LPS code rather than the database: a
+//! - [`enqueue_price_moves`]: an insert made by LPS code rather than the database: a
 //!   schedule's price-move event, its body rendered, in the transaction of the evaluation
-//!   that found it (`schedule`), with ON CONFLICT DO NOTHING on its unique key.
+//!   that found it (`schedule`), with ON CONFLICT DO NOTHING on its unique key;
+//! - [`enqueue_alert`]: the other one: an alert rule's announcement (fired or resolved)
+//!   to the alert webhook, its message rendered, in the transaction of the evaluation that
+//!   recorded the transition (`alerts`), so each transition is posted by the worker with
+//!   the same retries, signature and dead state as any event ([`ALERT_DESTINATION`]).
 //!
 //! The worker that posts claimed rows is [`worker`]; its settings and the destinations are
 //! [`config`]; the request's signature is [`signature`].
@@ -66,12 +70,15 @@ impl DeliveryState {
 pub struct DeliveryInfo {
     pub delivery_id: i64,
     pub event_id: uuid::Uuid,
-    pub search_id: i64,
+    /// `None` for an alert's announcement.
+    pub search_id: Option<i64>,
     /// `None`: the search is final; else the product (its index) that is.
     pub product_index: Option<u32>,
     pub search_version: i64,
     /// Set for a price-move event: the schedule whose run it is.
     pub schedule_id: Option<i64>,
+    /// Set for an alert's announcement: the rule.
+    pub alert_rule: Option<String>,
     pub destination: String,
     pub state: DeliveryState,
     pub attempts: u32,
@@ -88,7 +95,8 @@ pub struct DeliveryInfo {
 pub struct Claimed {
     pub delivery_id: i64,
     pub event_id: uuid::Uuid,
-    pub search_id: i64,
+    /// `None` for an alert's announcement (its body is stored with it).
+    pub search_id: Option<i64>,
     pub product_index: Option<u32>,
     pub search_version: i64,
     pub destination: String,
@@ -98,6 +106,8 @@ pub struct Claimed {
     pub created_at: DateTime<Utc>,
     /// The payload an earlier attempt sent, to send unchanged; `None` before the first.
     pub body: Option<String>,
+    /// Set for an alert's announcement: the rule (it goes to the alert webhook).
+    pub alert_rule: Option<String>,
 }
 
 /// What recording an attempt's outcome did.
@@ -199,6 +209,7 @@ impl Outbox {
                 attempt: count(r.attempts),
                 created_at: r.created_at,
                 body: r.body,
+                alert_rule: r.alert_rule,
             })
             .collect())
     }
@@ -339,6 +350,7 @@ impl Outbox {
                 product_index: r.product_index.and_then(|i| u32::try_from(i).ok()),
                 search_version: r.search_version,
                 schedule_id: r.schedule_id,
+                alert_rule: r.alert_rule,
                 destination: r.destination,
                 state: r.state,
                 attempts: count(r.attempts),
@@ -439,6 +451,31 @@ pub async fn enqueue_price_moves(
     Ok(u64::try_from(row.inserted).unwrap_or_default())
 }
 
+/// The `destination` of an alert's announcement: the alert webhook
+/// (`LPS_ALERT_WEBHOOK_URL`), which the worker posts to by the row's kind, not by this name.
+pub const ALERT_DESTINATION: &str = "alert-webhook";
+
+/// Stores alert rule `rule`'s announcement `body` (the webhook's JSON message) in the
+/// caller's transaction, due at once; returns its delivery id. `now`: `None` for the
+/// database clock.
+pub async fn enqueue_alert(
+    conn: &mut sqlx::PgConnection,
+    rule: &str,
+    body: &str,
+    now: Option<DateTime<Utc>>,
+) -> Result<i64, Error> {
+    let row = sqlx::query_file!(
+        "src/delivery/sql/alert.sql",
+        rule,
+        ALERT_DESTINATION,
+        body,
+        now
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(row.delivery_id)
+}
+
 /// The delay before attempt `attempt + 1` after attempt `attempt` failed:
 /// `min(cap, base · 2^(attempt-1))`, jittered to 50–100 % so receivers that failed together
 /// are not retried together.
@@ -456,10 +493,11 @@ impl From<&DeliveryInfo> for lps_proto::pb::Delivery {
             delivery_id: d.delivery_id,
             event_id: d.event_id.to_string(),
             destination: d.destination.clone(),
-            kind: match (d.schedule_id, d.product_index) {
-                (Some(_), _) => pb::DeliveryEventKind::PriceMove,
-                (None, Some(_)) => pb::DeliveryEventKind::ProductFinal,
-                (None, None) => pb::DeliveryEventKind::SearchFinal,
+            kind: match (&d.alert_rule, d.schedule_id, d.product_index) {
+                (Some(_), _, _) => pb::DeliveryEventKind::Alert,
+                (None, Some(_), _) => pb::DeliveryEventKind::PriceMove,
+                (None, None, Some(_)) => pb::DeliveryEventKind::ProductFinal,
+                (None, None, None) => pb::DeliveryEventKind::SearchFinal,
             } as i32,
             product_index: d.product_index,
             state: match d.state {
@@ -474,9 +512,10 @@ impl From<&DeliveryInfo> for lps_proto::pb::Delivery {
             next_attempt_at: Some(timestamp_to_pb(d.next_attempt_at)),
             created_at: Some(timestamp_to_pb(d.created_at)),
             delivered_at: d.delivered_at.map(timestamp_to_pb),
-            search_id: d.search_id,
+            search_id: d.search_id.unwrap_or_default(),
             search_version: d.search_version,
             schedule_id: d.schedule_id.unwrap_or_default(),
+            alert_rule: d.alert_rule.clone().unwrap_or_default(),
         }
     }
 }

@@ -19,6 +19,10 @@
 //! redirect — never followed —, a timeout, a refused connection) a failed attempt, retried
 //! after [`super::backoff`] or dead after `LPS_DELIVERY_MAX_ATTEMPTS`.
 //!
+//! An alert rule's announcement (`alert_rule` set) is stored with its message and posted
+//! to the alert webhook (`LPS_ALERT_WEBHOOK_URL`, signed with `LPS_ALERT_WEBHOOK_SECRET`
+//! when one is set) with the same retries, backoff and dead state.
+//!
 //! A replica claims only events of destinations it has configured (none: it claims
 //! nothing), so one whose configuration lacks a destination — a rollout adding it — leaves
 //! those events to the replicas that have it.
@@ -101,15 +105,18 @@ impl Worker {
         let concurrency = usize::try_from(self.config.concurrency).unwrap_or(1).max(1);
         let permits = Arc::new(Semaphore::new(concurrency));
         let claim_for = self.config.timeout + CLAIM_MARGIN;
-        let destinations: Vec<String> = self
+        let mut destinations: Vec<String> = self
             .config
             .destinations
             .names()
             .map(str::to_owned)
             .collect();
+        if self.config.alert_webhook.is_some() {
+            destinations.push(super::ALERT_DESTINATION.to_owned());
+        }
         let mut in_flight = JoinSet::new();
         info!(
-            destinations = ?self.config.destinations.names().collect::<Vec<_>>(),
+            destinations = ?destinations,
             concurrency,
             "delivery worker started"
         );
@@ -266,7 +273,13 @@ impl Worker {
     /// The payload of `claim`: its event with the search's status (for a product's event,
     /// with that product only), in the proto3 JSON mapping.
     async fn render(&self, claim: &Claimed) -> Result<String, crate::error::Error> {
-        let status = self.searches.status(claim.search_id).await?;
+        let Some(search_id) = claim.search_id else {
+            // NB: an alert's body is stored with it (migration 0026 checks it).
+            return Err(crate::error::Error::Internal(
+                "an alert delivery without its body".into(),
+            ));
+        };
+        let status = self.searches.status(search_id).await?;
         let mut search = lps_proto::pb::SearchStatus::from(&status);
         if let Some(index) = claim.product_index {
             let index = usize::try_from(index).unwrap_or(usize::MAX);
@@ -281,7 +294,7 @@ impl Worker {
             kind: kind as i32,
             occurred_at: Some(lps_proto::model::timestamp_to_pb(claim.created_at)),
             destination: claim.destination.clone(),
-            search_id: claim.search_id,
+            search_id,
             product_index: claim.product_index,
             search: Some(search),
             price_move: None,
@@ -293,29 +306,46 @@ impl Worker {
     /// Posts `body` to `claim`'s destination: `(Some(status), None)` for a 2xx answer,
     /// else the status if any and what went wrong. Error texts never carry the URL.
     async fn post(&self, claim: &Claimed, body: &str) -> (Option<u16>, Option<String>) {
-        let Some(destination) = self.config.destinations.get(&claim.destination) else {
-            return (
-                None,
-                Some(format!(
-                    "destination {} is not configured on this replica (LPS_DESTINATIONS)",
-                    claim.destination
-                )),
-            );
+        // An alert's announcement goes to the alert webhook, whatever its destination's name.
+        let destination = match &claim.alert_rule {
+            Some(_) => self
+                .config
+                .alert_webhook
+                .as_ref()
+                .ok_or("LPS_ALERT_WEBHOOK_URL"),
+            None => self
+                .config
+                .destinations
+                .get(&claim.destination)
+                .ok_or("LPS_DESTINATIONS"),
         };
-        let signature = sign(
-            destination.secret(),
-            Utc::now().timestamp(),
-            body.as_bytes(),
-        );
-        let sent = self
+        let destination = match destination {
+            Ok(d) => d,
+            Err(setting) => {
+                return (
+                    None,
+                    Some(format!(
+                        "destination {} is not configured on this replica ({setting})",
+                        claim.destination
+                    )),
+                );
+            }
+        };
+        let mut request = self
             .client
             .post(destination.url.clone())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .header(EVENT_ID_HEADER, claim.event_id.to_string())
-            .header(SIGNATURE_HEADER, signature)
-            .body(body.to_owned())
-            .send()
-            .await;
+            .header(EVENT_ID_HEADER, claim.event_id.to_string());
+        // NB: only an alert webhook without LPS_ALERT_WEBHOOK_SECRET has no secret.
+        if !destination.secret().is_empty() {
+            let signature = sign(
+                destination.secret(),
+                Utc::now().timestamp(),
+                body.as_bytes(),
+            );
+            request = request.header(SIGNATURE_HEADER, signature);
+        }
+        let sent = request.body(body.to_owned()).send().await;
         match sent {
             Ok(response) => {
                 let status = response.status();

@@ -22,6 +22,8 @@ pub const DEFAULT_PROXY_REST: &str = "120s";
 pub const DEFAULT_PROXY_BLOCK_COOLDOWN_BASE: &str = "60s";
 pub const DEFAULT_PROXY_BLOCK_COOLDOWN_CAP: &str = "1h";
 pub const DEFAULT_PROXY_ERROR_COOLDOWN: &str = "30s";
+/// Default of [`LedgerConfig::burn_half_life`] (`LPS_PROXY_BURN_HALF_LIFE`).
+pub const DEFAULT_PROXY_BURN_HALF_LIFE: &str = "6h";
 pub const DEFAULT_IP_REQUEST_BUDGET: u32 = 3;
 pub const DEFAULT_MAX_IP_BURNS_PER_JOB: u32 = 3;
 
@@ -157,6 +159,9 @@ pub struct LedgerConfig {
     pub mall_budgets: BTreeMap<MallId, u32>,
     /// A job blocked on more IPs than this is a page problem: it fails as `page_blocked`.
     pub max_ip_burns_per_job: u32,
+    /// A port's burn count halves every this long since its last block, so an IP burned
+    /// once last month is not cooled as if it were burned again and again today.
+    pub burn_half_life: Duration,
 }
 
 impl LedgerConfig {
@@ -182,6 +187,7 @@ impl LedgerConfig {
             request_budget: DEFAULT_IP_REQUEST_BUDGET,
             mall_budgets: BTreeMap::new(),
             max_ip_burns_per_job: DEFAULT_MAX_IP_BURNS_PER_JOB,
+            burn_half_life: default_duration(DEFAULT_PROXY_BURN_HALF_LIFE),
         }
     }
 
@@ -247,6 +253,10 @@ pub struct LedgerArgs {
     pub ip_request_budgets: String,
     #[arg(long, env = "LPS_MAX_IP_BURNS_PER_JOB", default_value_t = DEFAULT_MAX_IP_BURNS_PER_JOB)]
     pub max_ip_burns_per_job: u32,
+    /// A port's burn count (what lengthens its block cooldowns) halves every this long
+    /// since its last block (1m..=365d).
+    #[arg(long, env = "LPS_PROXY_BURN_HALF_LIFE", default_value = DEFAULT_PROXY_BURN_HALF_LIFE, value_parser = duration)]
+    pub proxy_burn_half_life: Duration,
 }
 
 impl LedgerArgs {
@@ -324,6 +334,11 @@ impl LedgerArgs {
         if !(1..=100).contains(&self.max_ip_burns_per_job) {
             return Err(bad("LPS_MAX_IP_BURNS_PER_JOB", "must be 1..=100"));
         }
+        if self.proxy_burn_half_life < Duration::from_secs(60)
+            || self.proxy_burn_half_life > Duration::from_secs(365 * 86_400)
+        {
+            return Err(bad("LPS_PROXY_BURN_HALF_LIFE", "must be 1m..=365d"));
+        }
         Ok(Some(LedgerConfig {
             host,
             ports,
@@ -337,6 +352,7 @@ impl LedgerArgs {
             request_budget: self.ip_request_budget,
             mall_budgets,
             max_ip_burns_per_job: self.max_ip_burns_per_job,
+            burn_half_life: self.proxy_burn_half_life,
         }))
     }
 }
@@ -384,6 +400,28 @@ mod tests {
         let mut all = vec!["coordinator"];
         all.extend_from_slice(argv);
         Cli::try_parse_from(all).unwrap().ledger
+    }
+
+    #[test]
+    fn a_bad_burn_half_life_names_the_setting() {
+        let base = ["--proxy-gateway-host", "gw", "--proxy-ports", "1"];
+        let with = |v: &str| {
+            let mut a = base.to_vec();
+            a.extend(["--proxy-burn-half-life", v]);
+            args(&a).validate()
+        };
+        assert_eq!(
+            with("6h").unwrap().unwrap().burn_half_life,
+            Duration::from_secs(6 * 3600)
+        );
+        for bad in ["30s", "400d"] {
+            let err = with(bad).unwrap_err();
+            assert_eq!(err.setting, "LPS_PROXY_BURN_HALF_LIFE", "{bad}");
+        }
+        assert_eq!(
+            args(&base).validate().unwrap().unwrap().burn_half_life,
+            default_duration(DEFAULT_PROXY_BURN_HALF_LIFE)
+        );
     }
 
     #[test]

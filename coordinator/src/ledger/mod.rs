@@ -289,6 +289,7 @@ impl Ledger {
                     millis(self.config.proxy_error_cooldown),
                     self.now,
                     lease_id,
+                    millis(self.config.burn_half_life) as f64,
                 )
                 .fetch_one($db)
                 .await

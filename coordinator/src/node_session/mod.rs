@@ -7,7 +7,9 @@
 //! - [`refresh`] on a heartbeat (at least every 30 s), which also reads an operator's drain;
 //! - [`disconnect`] when the stream ends, [`disconnect_replica`] when a replica starts;
 //! - [`mark_draining`] for `lpsctl drain`;
-//! - [`connected`] and [`fleet`]: the nodes of ListNodes and of the ops snapshot.
+//! - [`connected`] and [`fleet`]: the nodes of ListNodes and of the ops snapshot;
+//! - [`retire_ended`]: retention's batches (`LPS_RETAIN_NODE_SESSIONS`) of rows whose
+//!   stream ended longer ago than the age, on the sweep's connection.
 //!
 //! Invariants: a row is refreshed at least every 30 s plus a heartbeat while its stream
 //! lives, so a row not seen for 90 s belongs to a coordinator that crashed and is not
@@ -124,6 +126,37 @@ pub async fn refresh(
 }
 
 /// Stream `session_id` of `node_id` ended.
+/// What one retention batch did ([`retire_ended`]): rows deleted and scanned, and the last
+/// scanned key (the next cursor).
+#[derive(Debug)]
+pub struct Retired {
+    pub deleted: i64,
+    pub scanned: i64,
+    pub last_at: Option<DateTime<Utc>>,
+    pub last_id: Option<i64>,
+}
+
+/// Deletes one retention batch of rows whose stream ended (or, a crashed coordinator's,
+/// was last seen) longer than `age_ms` ago, after the `(ended, row_id)` cursor, at most
+/// `limit` scanned (`sql/retire.sql`).
+pub async fn retire_ended(
+    conn: &mut sqlx::PgConnection,
+    age_ms: i64,
+    limit: i64,
+    (after_at, after_id): (DateTime<Utc>, i64),
+) -> Result<Retired, sqlx::Error> {
+    sqlx::query_file_as!(
+        Retired,
+        "src/node_session/sql/retire.sql",
+        age_ms,
+        limit,
+        after_at,
+        after_id
+    )
+    .fetch_one(conn)
+    .await
+}
+
 pub async fn disconnect(pool: &PgPool, node_id: &str, session_id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query_file!("src/node_session/sql/disconnect.sql", node_id, session_id)
         .execute(pool)

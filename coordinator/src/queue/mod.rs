@@ -154,7 +154,13 @@ pub struct QueueConfig {
     /// Deployment-wide cap on what attempts may cost per rolling hour, USD; `None`: no cap.
     /// Reached, no job is claimed until the hour frees up (`spend.rs`).
     pub spend_cap_hourly_usd: Option<f64>,
+    /// USD per GB of proxy traffic (`LPS_PROXY_USD_PER_GB`): what a run whose node vanished
+    /// is charged for the bytes its last heartbeat reported.
+    pub proxy_usd_per_gb: f64,
 }
+
+/// Default of [`QueueConfig::proxy_usd_per_gb`] (`LPS_PROXY_USD_PER_GB`; also sent to nodes).
+pub const DEFAULT_PROXY_USD_PER_GB: f64 = 8.0;
 
 // The queue's flag defaults (the coordinator's `LPS_LEASE_TTL`, `LPS_JOB_DEADLINE`,
 // `LPS_MAX_ATTEMPTS`, `LPS_BACKOFF_BASE`, `LPS_BACKOFF_CAP`).
@@ -179,6 +185,7 @@ impl Default for QueueConfig {
             reap_batch: 500,
             max_batches_in_flight: 2,
             spend_cap_hourly_usd: None,
+            proxy_usd_per_gb: DEFAULT_PROXY_USD_PER_GB,
         }
     }
 }
@@ -622,11 +629,27 @@ impl Queue {
         node: &str,
         leases: &[Lease],
     ) -> Result<Vec<Renewed>, Error> {
-        if leases.is_empty() {
+        let progress: Vec<(Lease, Option<u64>)> = leases.iter().map(|l| (*l, None)).collect();
+        self.renew_reporting(node, &progress).await
+    }
+
+    /// [`Queue::renew_if_leased`] for a heartbeat's runs, each with the bytes it reported
+    /// so far (`None`: not reported): kept as the lease's progress, which a run whose
+    /// node vanishes is charged, marked estimated (`release_node.sql`, `reap.sql`).
+    pub async fn renew_reporting(
+        &self,
+        node: &str,
+        progress: &[(Lease, Option<u64>)],
+    ) -> Result<Vec<Renewed>, Error> {
+        if progress.is_empty() {
             return Ok(Vec::new());
         }
-        let (ids, epochs): (Vec<i64>, Vec<i64>) =
-            leases.iter().map(|l| (l.job_id, l.epoch)).unzip();
+        let ids: Vec<i64> = progress.iter().map(|(l, _)| l.job_id).collect();
+        let epochs: Vec<i64> = progress.iter().map(|(l, _)| l.epoch).collect();
+        let bytes: Vec<Option<i64>> = progress
+            .iter()
+            .map(|(_, b)| b.map(|b| i64::try_from(b).unwrap_or(i64::MAX)))
+            .collect();
         let rows = sqlx::query_file!(
             "src/queue/sql/renew.sql",
             node,
@@ -634,6 +657,7 @@ impl Queue {
             &epochs,
             millis(self.config.lease_ttl),
             self.now,
+            &bytes as &[Option<i64>],
         )
         .fetch_all(&self.pool)
         .await?;
@@ -876,7 +900,10 @@ impl Queue {
             &ids,
             &epochs,
             self.now,
-            stream
+            stream,
+            self.config.proxy_usd_per_gb,
+            millis(self.config.backoff_base) as f64,
+            millis(self.config.backoff_cap) as f64,
         )
         .fetch_all(&self.pool)
         .await?;
@@ -957,6 +984,7 @@ impl Queue {
                     leases,
                     issued,
                     millis(self.stall_limit()),
+                    self.config.proxy_usd_per_gb,
                 )
                 .fetch_all(&mut *conn)
                 .await

@@ -40,7 +40,7 @@ use sqlx::{PgConnection, PgPool, pool::PoolConnection};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument as _, info, info_span, warn};
 
-use crate::{queue, settings::ConfigError};
+use crate::{node_session, queue, settings::ConfigError};
 
 /// The advisory lock one sweep holds ('lps-rtn'): one replica sweeps at a time.
 pub const SWEEP_LOCK: i64 = 0x6c70_732d_7274_6e00;
@@ -68,6 +68,8 @@ pub enum Kind {
     BotDetections,
     /// Delivered outbox rows (pending and dead ones are never deleted).
     Deliveries,
+    /// Node streams' rows (`node_session`) ended long ago.
+    NodeSessions,
 }
 
 /// What one batch did: rows deleted, rows scanned (at most the batch size; fewer means the
@@ -78,6 +80,17 @@ struct Batch {
     scanned: i64,
     last_at: Option<DateTime<Utc>>,
     last_id: Option<i64>,
+}
+
+impl From<node_session::Retired> for Batch {
+    fn from(r: node_session::Retired) -> Self {
+        Self {
+            deleted: r.deleted,
+            scanned: r.scanned,
+            last_at: r.last_at,
+            last_id: r.last_id,
+        }
+    }
 }
 
 impl From<queue::embedded::Retired> for Batch {
@@ -93,7 +106,7 @@ impl From<queue::embedded::Retired> for Batch {
 
 impl Kind {
     /// Every kind, in sweep order (searches before the jobs their items refer to).
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Searches,
         Self::Jobs,
         Self::HistoryThin,
@@ -101,6 +114,7 @@ impl Kind {
         Self::IpSessions,
         Self::BotDetections,
         Self::Deliveries,
+        Self::NodeSessions,
     ];
 
     /// The metric label and log name.
@@ -113,6 +127,7 @@ impl Kind {
             Self::IpSessions => "ip_sessions",
             Self::BotDetections => "bot_detections",
             Self::Deliveries => "deliveries",
+            Self::NodeSessions => "node_sessions",
         }
     }
 
@@ -126,6 +141,7 @@ impl Kind {
             Self::IpSessions => "LPS_RETAIN_IP_SESSIONS",
             Self::BotDetections => "LPS_RETAIN_BOT_DETECTIONS",
             Self::Deliveries => "LPS_RETAIN_DELIVERIES",
+            Self::NodeSessions => "LPS_RETAIN_NODE_SESSIONS",
         }
     }
 
@@ -163,6 +179,12 @@ impl Kind {
             Self::IpSessions => rule!("src/retention/sql/ip_sessions.sql"),
             Self::BotDetections => rule!("src/retention/sql/bot_detections.sql"),
             Self::Deliveries => rule!("src/retention/sql/deliveries.sql"),
+            // NB: `node_session/` is the one writer of its table.
+            Self::NodeSessions => {
+                node_session::retire_ended(conn, age_ms, limit, (after_at, after_id))
+                    .await
+                    .map(Batch::from)
+            }
         }
     }
 }
@@ -201,6 +223,11 @@ pub struct RetentionArgs {
     /// Unset/off: kept with their search.
     #[arg(long, env = "LPS_RETAIN_DELIVERIES")]
     pub retain_deliveries: Option<String>,
+    /// Delete node streams' rows (`lpsctl nodes`' history) this long after the stream ended
+    /// (a live stream's row is never deleted; a drain mark goes with its row). Node ids come
+    /// and go with pods, so the table otherwise grows with every pod. Unset/off: kept.
+    #[arg(long, env = "LPS_RETAIN_NODE_SESSIONS")]
+    pub retain_node_sessions: Option<String>,
     /// Time between retention sweeps (one replica sweeps at a time).
     #[arg(long, env = "LPS_RETENTION_INTERVAL", default_value = DEFAULT_INTERVAL)]
     pub retention_interval: String,
@@ -270,6 +297,7 @@ impl RetentionArgs {
                 Kind::IpSessions => &self.retain_ip_sessions,
                 Kind::BotDetections => &self.retain_bot_detections,
                 Kind::Deliveries => &self.retain_deliveries,
+                Kind::NodeSessions => &self.retain_node_sessions,
             };
             age(kind.setting(), raw.as_deref())
         };

@@ -242,12 +242,21 @@ so that nodes are only added for jobs that could start now.
 */}}
 {{- define "lps.keda.query" -}}
 {{- $k := .Values.autoscaling.keda -}}
+{{- $cap := float64 .Values.coordinator.spendCapHourlyUsd -}}
 {{- if $k.query -}}
 {{- $k.query | trim -}}
 {{- else -}}
 -- slots wanted = running jobs (their nodes must stay)
---   + queued jobs that could start now: past their backoff (run_after), of an enabled
---     mall, within the mall's cap on running jobs (max_running; null = no cap)
+--   + queued jobs a claim could take now, by the claim's own rules (queue/sql/claim.sql):
+--     past run_after (a retry's backoff, a hand-back's not_before), of an enabled mall,
+--     within the mall's cap on running jobs (max_running; null = no cap), not of a mall
+--     whose spend over the last hour reached its spend_cap_hourly_usd,
+{{- if gt $cap 0.0 }}
+--     none at all while the deployment's spend over the last hour reached
+--     LPS_SPEND_CAP_HOURLY_USD ({{ $cap }}, coordinator.spendCapHourlyUsd),
+{{- end }}
+--     and with a proxy ledger (any enabled port) no more for a mall than its ports not
+--     cooling for it, and in all than the ports not cooling, less the running jobs
 {{- if $k.capByProxyPorts }}
 --     and, all together, no more than the proxy ports available now (enabled, and not
 --     leased, resting or cooling down): a node added beyond that would only wait for an IP.
@@ -255,14 +264,43 @@ so that nodes are only added for jobs that could start now.
 with running as (
     select mall, count(*) as n from job where state = 'running' group by mall
 ),
+ports as (
+    select count(*) as enabled,
+           count(*) filter (where cooldown_until is null or cooldown_until <= now()) as usable
+    from proxy_port where enabled
+),
+room as (
+    select m.mall_id,
+           case when m.max_running is null then null
+                else greatest(m.max_running - coalesce(r.n, 0), 0) end as cap_room,
+           case when ports.enabled = 0 then null
+                else greatest(ports.usable - coalesce(r.n, 0)
+                     - (select count(*) from proxy_port_cooldown c
+                        join proxy_port p on p.host = c.host and p.port = c.port
+                        where c.mall = m.mall_id and c.cooldown_until > now() and p.enabled
+                          and (p.cooldown_until is null or p.cooldown_until <= now())), 0)
+           end as port_room
+    from mall m
+    cross join ports
+    left join running r on r.mall = m.mall_id
+    where m.enabled
+      and (m.spend_cap_hourly_usd is null
+           or coalesce((select sum(s.cost_usd) from spend_minute s
+                        where s.mall = m.mall_id and s.minute > now() - interval '1 hour'), 0)
+              < m.spend_cap_hourly_usd)
+),
 startable as (
-    select coalesce(sum(case when m.max_running is null then q.n
-                             else least(q.n, greatest(m.max_running - coalesce(r.n, 0), 0))
-                        end), 0) as n
+    select least(coalesce(sum(least(q.n, coalesce(rm.cap_room, q.n), coalesce(rm.port_room, q.n))), 0),
+                 (select case when enabled = 0 then null
+                              else greatest(usable - (select coalesce(sum(n), 0) from running), 0) end
+                  from ports)) as n
     from (select mall, count(*) as n from job
           where state = 'queued' and run_after <= now() group by mall) q
-    join mall m on m.mall_id = q.mall and m.enabled
-    left join running r on r.mall = q.mall
+    join room rm on rm.mall_id = q.mall
+{{- if gt $cap 0.0 }}
+    where coalesce((select sum(cost_usd) from spend_minute
+                    where minute > now() - interval '1 hour'), 0) < {{ $cap }}
+{{- end }}
 ){{ if $k.capByProxyPorts }},
 available_ports as (
     select count(*) as n from proxy_port

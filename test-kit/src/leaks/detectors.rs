@@ -44,7 +44,7 @@ new FingerprintScanner().collectFingerprint({ encrypt: false }).then(fp => {
 
 /// Whether a missing detector must fail rather than skip (`CI=true`).
 pub fn required() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+    crate::checks::in_ci()
 }
 
 /// The detectors, fetched into `cache` (once) with `npm pack`.

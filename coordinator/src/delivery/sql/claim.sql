@@ -6,7 +6,8 @@
 -- knows ($5): a replica whose configuration lacks one (a rollout adding it) leaves its
 -- events to the replicas that have it instead of spending their attempts.
 -- $1 worker, $2 how many, $3 claim length (ms), $4 now (null: the database clock),
--- $5 the worker's destinations.
+-- $5 the worker's destinations. An alert's row (alert_rule set, no search) is one of the
+-- destination the worker gives for the alert webhook.
 with
 clock as materialized (select coalesce($4::timestamptz, clock_timestamp()) as now),
 due as materialized (
@@ -27,4 +28,4 @@ update delivery d set
 from due, clock
 where d.delivery_id = due.delivery_id
 returning d.delivery_id, d.event_id, d.search_id, d.product_index, d.search_version,
-          d.destination, d.attempts, d.created_at, d.body
+          d.destination, d.attempts, d.created_at, d.body, d.alert_rule

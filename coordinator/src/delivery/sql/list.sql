@@ -1,7 +1,7 @@
 -- Deliveries newest first, one page: all, dead only ($1), of one search ($2), before id $3.
 -- $4 limit.
 select delivery_id, event_id, search_id, product_index, search_version, schedule_id,
-       destination,
+       alert_rule, destination,
        state as "state: DeliveryState", attempts, next_attempt_at, created_at,
        delivered_at, last_status, last_error
 from delivery

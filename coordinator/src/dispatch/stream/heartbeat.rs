@@ -29,10 +29,16 @@ impl NodeStream {
     pub(super) async fn heartbeat(&mut self, hb: model::Heartbeat) -> Result<(), Status> {
         self.announced_free = hb.free_slots.min(self.slots);
         let leases = hb.leases();
+        // Each run's bytes so far: what it is charged should its node vanish.
+        let progress: Vec<_> = hb
+            .running
+            .iter()
+            .map(|p| (p.lease, Some(p.bytes)))
+            .collect();
         let renewed = self
             .d
             .queue
-            .renew_if_leased(&self.node_id, &leases)
+            .renew_reporting(&self.node_id, &progress)
             .await
             .map_err(crate::error::status)?;
         let cancel: Vec<i64> = leases

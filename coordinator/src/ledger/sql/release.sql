@@ -6,7 +6,8 @@
 -- the port, but its session is still recorded. $6 is the job that used the IP last: the
 -- session's job, and the job a block burns. By reason:
 --   budget      -> the port rests until now + $11 ms;
---   block       -> burn_count + 1 and a cooldown for mall $5 of
+--   block       -> burn_count decayed by half per $18 ms (the half-life) since the port's
+--                  last block, rounded, + 1, and a cooldown for mall $5 of
 --                  min($13 cap, $12 base * 2^burns_before) * $14 (the jitter fraction in
 --                  [0, 1], drawn by the caller: full jitter), never shortening a longer
 --                  one; the caller then counts the burn on job $6 in the same
@@ -32,7 +33,13 @@ released as (
         cooldown_until = case when $4::session_end_reason = 'proxy_error'
                               then greatest(p.cooldown_until, clock.now + $15::bigint * interval '1 millisecond')
                               else p.cooldown_until end,
-        burn_count = p.burn_count + case when $4::session_end_reason = 'block' then 1 else 0 end
+        burn_count = case when $4::session_end_reason = 'block'
+                          then round(p.burn_count * power(0.5,
+                                   greatest(extract(epoch from clock.now - coalesce(p.last_burn_at, clock.now)), 0)
+                                   * 1000 / $18::float8))::int + 1
+                          else p.burn_count end,
+        last_burn_at = case when $4::session_end_reason = 'block' then clock.now
+                            else p.last_burn_at end
     from clock
     where p.host = $1::text
       and p.port = $2::int

@@ -2,7 +2,9 @@
 -- (a renewal never extends a lease past the deadline, so both show as an expired lease;
 -- the deadline decides the class). Each is a failed attempt: queued again after backoff
 -- while attempts are left, else dead. At most $3 jobs per call, skipping rows another
--- reaper holds. $1 backoff base ms, $2 backoff cap ms, $4 now.
+-- reaper holds. $1 backoff base ms, $2 backoff cap ms, $4 now. $8 USD per GB: the attempt
+-- is charged its last heartbeat's bytes, marked estimated (a lease that expired had no
+-- report; migration 0026).
 -- Expired leases are only ended when $5 (the database has been reachable for a lease TTL:
 -- nodes could not renew while it was away) and when no more than $7 ms passed between $6
 -- (the database clock read just before this statement, on the same connection) and this
@@ -45,15 +47,44 @@ reaped as (
     returning j.job_id, j.lease_epoch, j.mall, j.state, j.error_class, j.run_started_at,
               j.last_error,
               -- the holder before this update, for the attempt record
-              (select node_id from job o where o.job_id = j.job_id) as prev_node
+              (select node_id from job o where o.job_id = j.job_id) as prev_node,
+              j.progress_bytes, j.progress_epoch
+),
+-- What the lost runs are charged: the bytes their last heartbeat reported for this lease,
+-- at $8 USD per GB, marked estimated; added to their malls' spend_minute bucket like
+-- any spend (spend.sql's bucket rule), so the spend caps see it.
+estimate as materialized (
+    select r.job_id, r.lease_epoch, r.mall,
+           coalesce(case when r.progress_epoch = r.lease_epoch then r.progress_bytes end, 0) as bytes
+    from reaped r
+),
+spent as (
+    select e.mall, sum(e.bytes * $8::float8 / 1e9) as added
+    from estimate e
+    where e.bytes > 0
+    group by e.mall
+),
+bucketed as (
+    insert into spend_minute as s (mall, slot, minute, cost_usd)
+    select b.mall, (floor(extract(epoch from clock.now) / 60)::bigint % 60)::smallint,
+           to_timestamp(floor(extract(epoch from clock.now) / 60) * 60), b.added
+    from spent b, clock
+    where b.added > 0
+    order by b.mall
+    on conflict (mall, slot) do update set
+        minute = greatest(s.minute, excluded.minute),
+        cost_usd = case when s.minute < excluded.minute then excluded.cost_usd
+                        else s.cost_usd + excluded.cost_usd end
 ),
 attempt as (
     insert into job_attempt (job_id, lease_epoch, node_id, started_at, ended_at, ended,
-                             error_class, error)
+                             error_class, error, bytes, cost_usd, estimated)
     select r.job_id, r.lease_epoch, r.prev_node, r.run_started_at, clock.now,
            case when r.error_class = 'deadline' then 'deadline' else 'lease_expired' end::attempt_end,
-           r.error_class, r.last_error
-    from reaped r, clock
+           r.error_class, r.last_error, e.bytes, e.bytes * $8::float8 / 1e9, e.bytes > 0
+    from reaped r
+    join estimate e on e.job_id = r.job_id
+    cross join clock
 ),
 notified as (
     select pg_notify('lps_job', m.mall)

@@ -34,7 +34,9 @@ prev as materialized (
 recorded as (
     update job_attempt a set
         bytes = greatest(p.bytes, p.reported_bytes),
-        cost_usd = greatest(p.cost_usd, p.reported_cost)
+        cost_usd = greatest(p.cost_usd, p.reported_cost),
+        -- A report that covers an estimate (release_node.sql, reap.sql) replaces it.
+        estimated = a.estimated and p.reported_bytes < p.bytes
     from prev p
     where a.job_id = p.job_id and a.lease_epoch = p.lease_epoch
       and (p.reported_bytes > p.bytes or p.reported_cost > p.cost_usd)
