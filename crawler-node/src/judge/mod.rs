@@ -839,10 +839,27 @@ fn bundled_part(query: &ProductQuery, card: &Text) -> Option<String> {
     (states_amount || names_variant).then_some(first)
 }
 
-/// Whether two words differ by at most one substituted character (`린넨`/`리넨`).
+/// Least characters of two words for any one substituted character to be a spelling: in
+/// a word of two, one character is half of it (`갈축`/`적축` are two switches).
+const SPELLING_LEN: usize = 3;
+
+/// Whether two words differ by at most one substituted character: in words of at least
+/// [`SPELLING_LEN`] characters any one, in shorter ones only a Hangul syllable's final
+/// consonant (`린넨`/`리넨`), the way loanword spellings vary.
 fn one_edit_apart(a: &str, b: &str) -> bool {
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    a.len() == b.len() && a.iter().zip(&b).filter(|(x, y)| x != y).count() <= 1
+    let differing: Vec<(&char, &char)> = a.iter().zip(&b).filter(|(x, y)| x != y).collect();
+    a.len() == b.len()
+        && match differing.as_slice() {
+            [] => true,
+            [(x, y)] => {
+                a.len() >= SPELLING_LEN
+                    || translit::jamo(**x)
+                        .zip(translit::jamo(**y))
+                        .is_some_and(|((i1, m1, _), (i2, m2, _))| i1 == i2 && m1 == m2)
+            }
+            _ => false,
+        }
 }
 
 /// The spans of the phrases in which a card says what its item works with: a

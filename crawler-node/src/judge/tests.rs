@@ -1017,6 +1017,23 @@ fn a_card_word_in_place_of_a_compound_words_lead_is_another_maker() {
     );
 }
 
+/// A two-syllable word one syllable away from the query's is another value (`적축` for
+/// `갈축`), unless only a final consonant differs (`린넨`/`리넨`: a spelling).
+#[test]
+fn a_short_word_one_syllable_away_is_another_word() {
+    let keyboard = must_query("키크론 K8 Pro RGB 알루미늄 갈축");
+    check(
+        &keyboard,
+        &[
+            ("키크론 K8 PRO 알루미늄 RGB 블루투스 키보드 (갈축)", "match"),
+            ("키크론 K8 Pro RGB 알루미늄 적축", "other_name"),
+            ("키크론 K8 Pro RGB 알루미늄 청축", "other_name"),
+        ],
+    );
+    let cushion = must_query("클리오 킬커버 쿠션 리필 03 리넨");
+    check(&cushion, &[("클리오 킬커버 쿠션 리필 03 린넨", "match")]);
+}
+
 /// The node's query of an assigned job: every hint the caller sent reaches the judge.
 #[test]
 fn a_callers_hints_reach_the_query() {
@@ -1036,7 +1053,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "856900fe1d02c1bc8ad7015f2dfad0aeea76d2d5301320c17df906758c587b83";
+    "a40ffc4350c08770f4467f24032e42eeab45bd63da40f6bd729da3e3425285b4";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.

@@ -210,7 +210,7 @@ pub(super) fn hangul_sounds(word: &str) -> Vec<Sound> {
 }
 
 /// A precomposed syllable's (initial, medial, final) indices.
-fn jamo(c: char) -> Option<(u32, u32, u32)> {
+pub(super) fn jamo(c: char) -> Option<(u32, u32, u32)> {
     let code = u32::from(c);
     if !(0xAC00..=0xD7A3).contains(&code) {
         return None;
