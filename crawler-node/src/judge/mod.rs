@@ -192,6 +192,14 @@ pub enum Reason {
         /// The card's word in its place.
         found: String,
     },
+    /// The query states an attribute with a number (`2채널`, `50mm`) that the card states
+    /// with another (`1채널`, `54mm`) and never with the query's.
+    OtherValue {
+        /// The query's attribute as written.
+        wanted: String,
+        /// The card's.
+        found: String,
+    },
     /// Among the page's cards that hold the whole name, this one adds a word next to the
     /// name that others do not: another line, formula or edition of the product.
     LineWord {
@@ -230,6 +238,7 @@ impl Reason {
             Self::VariantMismatch { .. } => "variant_mismatch",
             Self::LowTokenOverlap => "low_token_overlap",
             Self::OtherName { .. } => "other_name",
+            Self::OtherValue { .. } => "other_value",
             Self::LineWord { .. } => "line_word",
             Self::OtherGtin { .. } => "other_gtin",
             Self::QuantityMismatch { .. } => "quantity_mismatch",
@@ -254,6 +263,9 @@ impl fmt::Display for Reason {
             }
             Self::OtherName { wanted, found } => {
                 write!(f, "{found:?} where the name has {wanted:?}")
+            }
+            Self::OtherValue { wanted, found } => {
+                write!(f, "{found:?} where the query has {wanted:?}")
             }
             Self::VariantMismatch {
                 kind,
@@ -649,6 +661,11 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
         )
     };
     let quantity_agrees = query.quantity().agrees_with(&card.quantity);
+    let other_value = if gtin_same {
+        None
+    } else {
+        numbers::other_value(query, &card)
+    };
 
     let vetoed = accessory.is_some()
         || missing_condition.is_some()
@@ -658,6 +675,7 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
         || missing_model.is_some()
         || variant.is_some()
         || substituted.is_some()
+        || other_value.is_some()
         || !quantity_agrees;
     let reason = if let Some(word) = accessory {
         Reason::Accessory { word }
@@ -675,6 +693,8 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
         Reason::OtherBrand { brand }
     } else if let Some(reason) = variant {
         reason
+    } else if let Some((wanted, found)) = other_value {
+        Reason::OtherValue { wanted, found }
     } else if let Some((wanted, found)) = substituted {
         Reason::OtherName { wanted, found }
     } else if name_overlap < MIN_NAME_OVERLAP {

@@ -1034,6 +1034,29 @@ fn a_short_word_one_syllable_away_is_another_word() {
     check(&cushion, &[("클리오 킬커버 쿠션 리필 03 린넨", "match")]);
 }
 
+/// A number with a unit the query states (`2채널`, `50mm`) stated with another number is
+/// another product, even when the card holds the full model code.
+#[test]
+fn the_same_attribute_with_another_number_is_another_product() {
+    let dashcam = must_query("파인뷰 GX1000 2채널 블랙박스 64GB");
+    check(
+        &dashcam,
+        &[
+            ("FINEVU GX1000 전후방 QHD 2채널 블랙박스 64GB", "match"),
+            ("파인뷰 GX1000 1채널 블랙박스 64GB", "other_value"),
+            ("파인뷰 GX1000 3채널 블랙박스 64GB 실내 추가", "other_value"),
+        ],
+    );
+    let glasses = must_query("레이밴 웨이페어러 RB2140 901 50mm");
+    check(
+        &glasses,
+        &[
+            ("레이밴 RB2140 901 50mm 웨이페어러", "match"),
+            ("레이밴 RB2140 901 54mm 웨이페어러", "other_value"),
+        ],
+    );
+}
+
 /// The node's query of an assigned job: every hint the caller sent reaches the judge.
 #[test]
 fn a_callers_hints_reach_the_query() {
@@ -1053,7 +1076,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "a40ffc4350c08770f4467f24032e42eeab45bd63da40f6bd729da3e3425285b4";
+    "9dbafa08d254b306d5481d8c4b8aee2ee5ff1fc0ae361b0d9bf91bac059e0e57";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
