@@ -1184,6 +1184,9 @@ fn variant_mismatch(
 ) -> Option<Reason> {
     let lexicon = query.lexicon();
     let named = variants::named_values(lexicon, fragments, true);
+    // Every value the card names, its name words included: a value the query names that
+    // the card holds as the query does (`사과` of `경북 부사 사과`) is on the card.
+    let anywhere = variants::named_values(lexicon, &card.fragments(&[], true), true);
     for (k, kind) in lexicon.kinds.iter().enumerate() {
         let asked = query.variants().get(k)?;
         // Of a kind the query is silent on, a value in the description after the amount
@@ -1222,6 +1225,7 @@ fn variant_mismatch(
         // it; a bare number stands for a numbered value (`프로 2` for `2세대`).
         let missing = asked.named.iter().find(|v| {
             !card_values.contains(v)
+                && !anywhere.iter().any(|(n, _)| n.kind == k && n.value == **v)
                 && !kind
                     .values
                     .get(**v)

@@ -1057,6 +1057,32 @@ fn the_same_attribute_with_another_number_is_another_product() {
     );
 }
 
+/// A size written as numbers joined by `x` (`700x25C`) is shared by many makers' products:
+/// no model code that identifies a card alone.
+#[test]
+fn a_joined_size_is_no_model_code() {
+    let tyre = must_query("슈발베 마라톤 700x25C 타이어");
+    assert!(judge(&tyre, "슈발베 마라톤 700x25C 타이어 1개").same);
+    assert!(!judge(&tyre, "컨티넨탈 그랑프리 5000 700x25C").same);
+    assert!(!judge(&tyre, "슈발베 마라톤 700x28C 타이어").same);
+}
+
+/// A value the query names is on a card that holds it the way the query does, inside
+/// the name included: a query matches its own title.
+#[test]
+fn a_value_held_as_the_query_holds_it_is_on_the_card() {
+    for name in [
+        "경북 부사 사과 5kg 16-18과",
+        "쌤소나이트 C-LITE 스피너 69cm 블랙",
+    ] {
+        let query = must_query(name);
+        let verdict = judge(&query, name);
+        assert!(verdict.same, "{name}: {verdict:?}");
+    }
+    let apples = must_query("경북 부사 사과 5kg 16-18과");
+    assert!(judge(&apples, "[산지직송] 경북 부사사과 5kg 16-18과").same);
+}
+
 /// The node's query of an assigned job: every hint the caller sent reaches the judge.
 #[test]
 fn a_callers_hints_reach_the_query() {
@@ -1076,7 +1102,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "9dbafa08d254b306d5481d8c4b8aee2ee5ff1fc0ae361b0d9bf91bac059e0e57";
+    "4019edaf6f44fea3652debae5f08f603314651b661f59e289e2c86e708272165";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
