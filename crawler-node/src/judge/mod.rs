@@ -346,6 +346,17 @@ fn find_token(query: &ProductQuery, card: &Text, token: &QueryToken) -> Hit {
     }
 }
 
+/// Whether the card glues to one of the query's model tokens letters that abbreviate a
+/// variant value the query names (`B` of `PX-S1B` for `… 블랙`).
+fn value_in_code(query: &ProductQuery, card: &Text) -> bool {
+    query.tokens_of(TokenKind::Model).any(|token| {
+        card.spans_of(&token.key).into_iter().any(|span| {
+            card.letters_after(span)
+                .is_some_and(|more| abbreviates_named_value(query, more))
+        })
+    })
+}
+
 /// Whether letters a card glues to a short code (`B` of `P-145B`, `BK` of `K05A-BK`)
 /// abbreviate a variant value the query names (`블랙`, spelled `black`): its Latin spelling's
 /// first letter and then others of it in order, at most three.
@@ -574,8 +585,11 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
                     substantive = true;
                 }
             }
-            // A plain-product word (`클래식`) the card lacks may have been replaced.
-            TokenKind::Name if hit.weight == 0 && query.is_plain_word(&token.key) => {
+            // A plain-product word (`클래식`) the card lacks may have been replaced, and so
+            // may a variant value (a colour the card does not name: `코요테탄` for `블랙`).
+            TokenKind::Name
+                if hit.weight == 0 && (query.is_plain_word(&token.key) || token.variant) =>
+            {
                 missing_names.push(token);
             }
             TokenKind::Model if !token.variant => {
@@ -1108,7 +1122,20 @@ fn substitution(
         // `삼성전자 DDR5-5600 데스크탑`): a word of its own inside its name is a
         // replacement too.
         .or_else(|| (name_first + 1..name_last).find(|&i| replaces(i)));
-        if let Some(i) = replacement {
+        // A variant value the card does not name is replaced only by the word closing
+        // its title (amounts aside: `코요테탄`, `코어 50포`), never when a code's letters
+        // name it (`PX-S1B` for `… 블랙`): inside the title a word of the card's own is
+        // as often its wording.
+        let closes = |i: usize| {
+            card.roles
+                .iter()
+                .skip(i + 1)
+                .all(|r| *r != quantity::WordRole::Other)
+        };
+        let value = m.variant && !query.is_plain_word(&m.key);
+        if let Some(i) =
+            replacement.filter(|&i| !value || (closes(i) && !value_in_code(query, card)))
+        {
             return Some((m.display.clone(), card.words[i].clone()));
         }
     }

@@ -904,7 +904,8 @@ fn page_contrast_reads_the_name_phrase_only() {
                 "[코베아] 캠핑 체어 올리브드랍 2개",
             ]
         ),
-        ["match", "match", "line_word", "quantity_mismatch"]
+        // (A colour closing the title in place of the query's is caught card by card.)
+        ["match", "match", "other_name", "other_name"]
     );
     // A word in the other script may spell a query word the card lacks (`티`, too short to
     // compare by sound); a mark after a code of the card's own (`SPF50 PA`) is the code's.
@@ -1083,6 +1084,22 @@ fn a_value_held_as_the_query_holds_it_is_on_the_card() {
     assert!(judge(&apples, "[산지직송] 경북 부사사과 5kg 16-18과").same);
 }
 
+/// A colour the query names, left out by a card whose title closes with a word of its
+/// own right where the colour would be, is another colour the vocabulary does not list.
+#[test]
+fn an_unlisted_value_closing_the_title_replaces_the_querys() {
+    let chair = must_query("헬리녹스 체어원 블랙");
+    check(
+        &chair,
+        &[
+            ("헬리녹스 체어원 블랙 캠핑의자", "match"),
+            ("헬리녹스 체어원 코요테탄", "other_name"),
+        ],
+    );
+    let mat = must_query("만두카 PRO 요가매트 6mm 블랙");
+    check(&mat, &[("만두카 PRO 요가매트 6mm 미드나잇", "other_name")]);
+}
+
 /// The node's query of an assigned job: every hint the caller sent reaches the judge.
 #[test]
 fn a_callers_hints_reach_the_query() {
@@ -1102,7 +1119,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "4019edaf6f44fea3652debae5f08f603314651b661f59e289e2c86e708272165";
+    "7001b648074343189cf87352fcacb18995ccdba4a0017840a7ee8dacc31addd6";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
