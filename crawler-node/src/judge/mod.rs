@@ -1133,8 +1133,10 @@ fn substitution(
                 .all(|r| *r != quantity::WordRole::Other)
         };
         let value = m.variant && !query.is_plain_word(&m.key);
-        if let Some(i) =
-            replacement.filter(|&i| !value || (closes(i) && !value_in_code(query, card)))
+        // ... or by a word between both its neighbours (`노트 포켓 룰드` for `노트 라지 룰드`).
+        let between = |i: usize| matches!((before, after), (Some(b), Some(a)) if b < i && i < a);
+        if let Some(i) = replacement
+            .filter(|&i| !value || ((closes(i) || between(i)) && !value_in_code(query, card)))
         {
             return Some((m.display.clone(), card.words[i].clone()));
         }

@@ -1098,6 +1098,15 @@ fn an_unlisted_value_closing_the_title_replaces_the_querys() {
     );
     let mat = must_query("만두카 PRO 요가매트 6mm 블랙");
     check(&mat, &[("만두카 PRO 요가매트 6mm 미드나잇", "other_name")]);
+    // Between both its neighbours too.
+    let notebook = must_query("몰스킨 클래식 노트 라지 룰드 하드커버 블랙");
+    check(
+        &notebook,
+        &[
+            ("몰스킨 클래식 노트 라지 룰드 하드커버 블랙", "match"),
+            ("몰스킨 클래식 노트 포켓 룰드 하드 블랙", "other_name"),
+        ],
+    );
 }
 
 /// The node's query of an assigned job: every hint the caller sent reaches the judge.
@@ -1119,7 +1128,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "7001b648074343189cf87352fcacb18995ccdba4a0017840a7ee8dacc31addd6";
+    "9f98108c9016c1ae3045ced18a282a3b0cba81ef05c62d140cee26b7c3c3740f";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
