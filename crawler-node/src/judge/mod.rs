@@ -1228,6 +1228,13 @@ fn variant_mismatch(
             .filter(|(_, span)| {
                 !(silent_plain && (code_identifies || described(card, *span, tail)))
             })
+            // A value the card writes as a query word spelled in the other script is the
+            // query's word (`OLED` for `올레드`), not a value the query is silent on.
+            .filter(|(_, span)| {
+                card.compact()
+                    .get(span.0..span.1)
+                    .is_none_or(|text| !spells_query_word(query, text))
+            })
             .map(|(n, _)| n.value)
             .collect();
         card_values.dedup();

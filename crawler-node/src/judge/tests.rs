@@ -1109,6 +1109,21 @@ fn an_unlisted_value_closing_the_title_replaces_the_querys() {
     );
 }
 
+/// A variant value the card writes as a query word in the other script (`OLED` for the
+/// query's `올레드`) is the query's word, not a value the query is silent on.
+#[test]
+fn a_value_spelling_a_query_word_is_the_querys_word() {
+    let tv = must_query("LG전자 올레드 evo C4 65인치 TV");
+    assert!(
+        judge(
+            &tv,
+            "[LG전자] OLED evo C4 65인치 4K 스마트TV OLED65C4KNA 스탠드"
+        )
+        .same
+    );
+    assert!(!judge(&tv, "LG 올레드 evo C4 55인치 OLED55C4KNA 스탠드형").same);
+}
+
 /// The node's query of an assigned job: every hint the caller sent reaches the judge.
 #[test]
 fn a_callers_hints_reach_the_query() {
@@ -1128,7 +1143,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "9f98108c9016c1ae3045ced18a282a3b0cba81ef05c62d140cee26b7c3c3740f";
+    "6cdfdd8161771ab2e664b47265f361d93a0e61a99cc5ca52a72ca898bb9907a6";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
