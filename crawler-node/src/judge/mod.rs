@@ -639,7 +639,9 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     let substituted = if code_identifies {
         None
     } else {
-        lead_replaced.or_else(|| substitution(query, &card, &covered_name, &missing_names))
+        lead_replaced
+            .or_else(|| substitution(query, &card, &covered_name, &missing_names))
+            .or_else(|| inserted_mark(query, &card, &covered_name))
     };
     let query_fragments = query.text().fragments(&[], false);
     let in_query =
@@ -1139,6 +1141,62 @@ fn substitution(
             .filter(|&i| !value || ((closes(i) || between(i)) && !value_in_code(query, card)))
         {
             return Some((m.display.clone(), card.words[i].clone()));
+        }
+    }
+    None
+}
+
+/// A Latin word of the card's own between two query words the query writes side by side,
+/// which the card writes as the query does and side by side but for it (`4060 Ti STORM`
+/// for `4060 STORM`, `체어원 XL 블랙` for `체어원 블랙`, `evo3 EV 245/45R18`): a mark of
+/// another model or edition splitting the name. A Hangul word there is as often the
+/// seller's description (`스위치 OLED 모델 화이트`), a run of several words always is.
+/// The word is ordinary: not covered by the query, no filler, vocabulary, descriptor,
+/// variant value, number or tag, no spelling of a query word. As (the query's words
+/// around it, the word).
+fn inserted_mark(query: &ProductQuery, card: &Text, covered: &[Span]) -> Option<(String, String)> {
+    let lexicon = query.lexicon();
+    let word_spans = card.word_spans();
+    let tokens = query.tokens();
+    // The card word holding each query token as the query writes it.
+    let located: Vec<Option<usize>> = tokens
+        .iter()
+        .map(|t| card.words.iter().position(|w| w.replace('-', "") == t.key))
+        .collect();
+    let named_spans: Vec<Span> =
+        variants::named_values(lexicon, &card.fragments(covered, true), true)
+            .into_iter()
+            .map(|(_, span)| span)
+            .collect();
+    let ordinary = |i: usize| {
+        let Some(w) = card.words.get(i) else {
+            return false;
+        };
+        let flag = |list: &[bool]| list.get(i).copied().unwrap_or(false);
+        tokens::is_latin(w)
+            && card
+                .roles
+                .get(i)
+                .is_some_and(|r| *r == quantity::WordRole::Other)
+            && !flag(&card.gift)
+            && !flag(&card.bracketed)
+            && !flag(&card.bundled)
+            && !tokens::word_overlaps(&word_spans, i, covered)
+            && !tokens::word_overlaps(&word_spans, i, &named_spans)
+            && !w.chars().any(|c| c.is_ascii_digit())
+            && w.chars().count() >= 2
+            && !vocabulary_word(lexicon, w)
+            && !lexicon.is_descriptor(w)
+            && !spells_query_word(query, w)
+            && !query.text().contains_key(w)
+    };
+    for (j, pair) in located.windows(2).enumerate() {
+        let (Some(left), Some(right)) = (pair[0], pair[1]) else {
+            continue;
+        };
+        if right == left + 2 && ordinary(left + 1) {
+            let around = format!("{} {}", tokens[j].display, tokens[j + 1].display);
+            return Some((around, card.words[left + 1].clone()));
         }
     }
     None

@@ -753,7 +753,8 @@ fn a_page_contrasts_a_line_word_nobody_listed() {
                 "이엠텍 지포스 RTX 4060 STORM X Dual OC D6 8GB 정품",
             ]
         ),
-        ["match", "line_word", "match", "line_word", "match"]
+        // (`Ti` splits two query words: a Latin mark the cards are rejected for one by one.)
+        ["match", "other_name", "match", "other_name", "match"]
     );
     // A word one card alone adds is that seller's wording, not a line.
     assert_eq!(
@@ -1124,6 +1125,34 @@ fn a_value_spelling_a_query_word_is_the_querys_word() {
     assert!(!judge(&tv, "LG 올레드 evo C4 55인치 OLED55C4KNA 스탠드형").same);
 }
 
+/// A Latin mark of the card's own splitting two query words the card writes as the query
+/// does (`4060 Ti STORM`) is another model; a Hangul word or a run of words there is the
+/// seller's description.
+#[test]
+fn a_latin_mark_splitting_the_name_is_another_model() {
+    let gpu = must_query("이엠텍 지포스 RTX 4060 STORM X Dual OC D6 8GB");
+    check(
+        &gpu,
+        &[
+            ("이엠텍 지포스 RTX 4060 STORM X Dual OC D6 8GB", "match"),
+            (
+                "이엠텍 지포스 RTX 4060 Ti STORM X Dual OC D6 8GB",
+                "other_name",
+            ),
+        ],
+    );
+    let tyre = must_query("한국타이어 벤투스 S1 evo3 245/45R18");
+    check(
+        &tyre,
+        &[("한국타이어 벤투스 S1 evo3 EV 245/45R18", "other_name")],
+    );
+    let console = must_query("닌텐도 스위치 OLED 화이트");
+    check(
+        &console,
+        &[("닌텐도 스위치 OLED 모델 화이트 정품", "match")],
+    );
+}
+
 /// The node's query of an assigned job: every hint the caller sent reaches the judge.
 #[test]
 fn a_callers_hints_reach_the_query() {
@@ -1143,7 +1172,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "6cdfdd8161771ab2e664b47265f361d93a0e61a99cc5ca52a72ca898bb9907a6";
+    "f2149e17bf626af1ef64ceef6cea54f290bd5f55657bc8b953b7ea6f0e4dacb9";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
