@@ -316,6 +316,7 @@ fn find_token(query: &ProductQuery, card: &Text, token: &QueryToken) -> Hit {
                         .chain(lexicon.aliases(more).iter().map(String::as_str))
                         .any(|m| query.text().contains_key(m))
                     || abbreviates_named_value(query, more)
+                    || english_ordinal(&token.key, more)
             })
         });
     }
@@ -355,6 +356,23 @@ fn value_in_code(query: &ProductQuery, card: &Text) -> bool {
                 .is_some_and(|more| abbreviates_named_value(query, more))
         })
     })
+}
+
+/// Whether letters after a number are its English ordinal suffix (`12th`, `2nd`, `1st`,
+/// `3rd`): the number itself, as `12세대` is.
+fn english_ordinal(number: &str, more: &str) -> bool {
+    if !number.chars().all(|c| c.is_ascii_digit()) {
+        return false;
+    }
+    let teen = number.len() >= 2 && number[number.len() - 2..].starts_with('1');
+    let suffix = match number.chars().last() {
+        Some('1') if !teen => "st",
+        Some('2') if !teen => "nd",
+        Some('3') if !teen => "rd",
+        Some(_) => "th",
+        None => return false,
+    };
+    more == suffix
 }
 
 /// Whether letters a card glues to a short code (`B` of `P-145B`, `BK` of `K05A-BK`)

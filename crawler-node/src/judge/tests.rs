@@ -1153,6 +1153,16 @@ fn a_latin_mark_splitting_the_name_is_another_model() {
     );
 }
 
+/// An English ordinal suffix (`12th`, `2nd`) is the number's own, not a code's letters.
+#[test]
+fn an_english_ordinal_is_its_number() {
+    let buds = must_query("갤럭시 버즈 2 프로");
+    assert!(judge(&buds, "갤럭시 버즈 2nd 프로").same);
+    assert!(!judge(&buds, "갤럭시 버즈 2st 프로").same);
+    assert!(super::english_ordinal("12", "th") && super::english_ordinal("21", "st"));
+    assert!(!super::english_ordinal("11", "st") && !super::english_ordinal("3", "th"));
+}
+
 /// The node's query of an assigned job: every hint the caller sent reaches the judge.
 #[test]
 fn a_callers_hints_reach_the_query() {
@@ -1172,7 +1182,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "f2149e17bf626af1ef64ceef6cea54f290bd5f55657bc8b953b7ea6f0e4dacb9";
+    "856ac154ac60c8fa0d2970fa37c7d34228adf4c3abfd89d38864343ce0a873a8";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
