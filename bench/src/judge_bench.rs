@@ -79,11 +79,11 @@ const TUNING_FLOOR: (f64, f64) = (0.99, 0.96);
 /// (`DEV_FLOOR`'s precision was lowered once, from 0.93, when the line-word rule that had
 /// been written against `dev.tsv` was narrowed on the evidence of two blind parts:
 /// BENCHMARKS.md, "Page contrast on blind data".)
-const DEV_FLOOR: (f64, f64) = (0.87, 0.91);
+const DEV_FLOOR: (f64, f64) = (0.89, 0.91);
 const DEV2_FLOOR: (f64, f64) = (0.97, 0.90);
 const DEV3_FLOOR: (f64, f64) = (0.85, 0.93);
-const DEV4_FLOOR: (f64, f64) = (0.76, 0.79);
-const TEST_FLOOR: (f64, f64) = (0.87, 0.77);
+const DEV4_FLOOR: (f64, f64) = (0.88, 0.86);
+const TEST_FLOOR: (f64, f64) = (0.90, 0.77);
 
 /// The header line the corpus must start with.
 const HEADER: &str = "query\tbrand\tmodel_code\tcard_title\tsame\tkind\treason";

@@ -58,13 +58,19 @@
 //!    for an `any` kind unless the card names none of the kind. A numbered value
 //!    (`2세대`) is also named by its bare number (`에어팟 프로 2`); a card holding the
 //!    full model code is not required to name the values (the code settles them);
+//!    and no number with a unit the query states (`2채널`, `50mm`) is on the card only
+//!    with another number (`1채널`, `54mm`), code or not ([`Reason::OtherValue`]);
 //! 8. no query name word is replaced ([`Reason::OtherName`]): where the query has a word
 //!    the card lacks, between the card words holding its neighbours the card has an
 //!    ordinary word of its own in the same script (`크록스 바야 클로그` for
 //!    `크록스 클래식 클로그`), or the card runs straight from one neighbour to the other
 //!    and the word has three or more characters (`퓨전5 면도날` for
 //!    `퓨전5 프로글라이드 면도날`), or a Hangul word is there only by its trailing part
-//!    right after a word of the card's own (`탐사 사이다` for `칠성사이다`);
+//!    right after a word of the card's own (`탐사 사이다` for `칠성사이다`); a variant
+//!    value the query names and the card leaves out is replaced by the card's own word
+//!    closing the title in its place or between both its neighbours (`체어원 코요테탄`
+//!    for `체어원 블랙`), and a Latin mark of the card's own splits two query words the
+//!    card writes as the query does (`4060 Ti STORM` for `4060 STORM`);
 //! 9. it holds at least [`MIN_NAME_OVERLAP`] of the query's name words, weighted by
 //!    length ([`Reason::LowTokenOverlap`]). A brand word the card leaves out does not
 //!    count when a substantive word (three or more characters) of the name was found:

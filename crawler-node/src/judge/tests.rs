@@ -1182,7 +1182,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "856ac154ac60c8fa0d2970fa37c7d34228adf4c3abfd89d38864343ce0a873a8";
+    "25ffb9eb33f4f228fd111841b70a8b171683c19bf5680e4999201b0f9f178834";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
