@@ -639,7 +639,9 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
         name_total = name_total.saturating_add(missing_brands);
     }
     // A number written in another shape (`245/45R18` as `245 45 18` or `2454518`).
-    missing.retain(|t| !numbers::shape_found(query, &card, &t.key));
+    missing.retain(|t| {
+        !numbers::shape_found(query, &card, &t.key) && !numbers::inches_found(query, &card, &t.key)
+    });
     let score = if gtin_same { 1.0 } else { ratio(found, total) };
     let missing_model = if gtin_same {
         None

@@ -241,6 +241,63 @@ pub(super) fn other_value(query: &ProductQuery, card: &Text) -> Option<(String, 
     None
 }
 
+/// Words after a number that make it a screen's or blade's size in inches (`65인치`,
+/// `65형` as Korean writes screen sizes, `27 inch`).
+const INCH_WORDS: [&str; 5] = ["인치", "형", "inch", "in", "\""];
+
+/// Centimetres in an inch.
+const CM_PER_INCH: f64 = 2.54;
+
+/// How far a size in centimetres may be from the inches' own (a screen's size is its
+/// visible diagonal: LG's 65-inch set is `163cm`, 165.1 cm exactly).
+const INCH_TOLERANCE: f64 = 0.03;
+
+/// Whether the query's number `key` is a size in inches (`65 인치`) the card states in
+/// inches another way (`65형`) or in centimetres or millimetres within
+/// [`INCH_TOLERANCE`] (`163cm`, `650mm` for `26인치`).
+pub(super) fn inches_found(query: &ProductQuery, card: &Text, key: &str) -> bool {
+    let text = query.text();
+    let Some(inches) = text
+        .words
+        .iter()
+        .enumerate()
+        .find(|(i, w)| {
+            *w == key
+                && text
+                    .words
+                    .get(i + 1)
+                    .is_some_and(|u| INCH_WORDS.contains(&u.as_str()))
+        })
+        .and_then(|(_, w)| w.parse::<f64>().ok())
+    else {
+        return false;
+    };
+    let wanted_cm = inches * CM_PER_INCH;
+    let words = &card.words;
+    words.iter().enumerate().any(|(i, w)| {
+        let digits: String = w
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        let Ok(number) = digits.parse::<f64>() else {
+            return false;
+        };
+        let glued = &w[digits.len()..];
+        let unit = if glued.is_empty() {
+            words.get(i + 1).map_or("", String::as_str)
+        } else {
+            glued
+        };
+        let cm = match unit {
+            "cm" => number,
+            "mm" => number / 10.0,
+            u if INCH_WORDS.contains(&u) => number * CM_PER_INCH,
+            _ => return false,
+        };
+        (cm - wanted_cm).abs() <= wanted_cm * INCH_TOLERANCE
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{judge, must_query};

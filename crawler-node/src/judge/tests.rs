@@ -1163,6 +1163,16 @@ fn an_english_ordinal_is_its_number() {
     assert!(!super::english_ordinal("11", "st") && !super::english_ordinal("3", "th"));
 }
 
+/// A size in inches is the card's in centimetres within a few per cent (a screen's
+/// visible diagonal) or as `형`, never another size.
+#[test]
+fn inches_match_their_centimetres() {
+    let tv = must_query("LG 올레드 evo 65인치 스탠드형");
+    assert!(judge(&tv, "LG전자 올레드 evo 163cm 스탠드형").same);
+    assert!(judge(&tv, "LG 올레드 evo 65형 스탠드형").same);
+    assert!(!judge(&tv, "LG전자 올레드 evo 139cm 스탠드형").same);
+}
+
 /// The node's query of an assigned job: every hint the caller sent reaches the judge.
 #[test]
 fn a_callers_hints_reach_the_query() {
@@ -1182,7 +1192,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "25ffb9eb33f4f228fd111841b70a8b171683c19bf5680e4999201b0f9f178834";
+    "29132572c8db043353db3b1f791303237b7135cae54a2b9cae3ae575ba525683";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
