@@ -1173,6 +1173,18 @@ fn inches_match_their_centimetres() {
     assert!(!judge(&tv, "LG전자 올레드 evo 139cm 스탠드형").same);
 }
 
+/// Numbers joined by `x` without a unit whose product passes a thousand (`77x147`) are a
+/// size, glued or spaced; small ones stay a count (`6x4`).
+#[test]
+fn a_product_too_large_for_a_count_is_a_size() {
+    let shelf = must_query("이케아 KALLAX 칼락스 선반유닛 77x147 화이트");
+    assert!(judge(&shelf, "IKEA 칼락스 선반유닛 화이트 77x147cm").same);
+    assert!(judge(&shelf, "이케아 KALLAX 선반 유닛 77*147 화이트").same);
+    assert!(!judge(&shelf, "이케아 칼락스 선반유닛 77x77 화이트").same);
+    let cola = must_query("코카콜라 355ml 24개");
+    assert!(judge(&cola, "코카콜라 355ml 6x4").same);
+}
+
 /// The node's query of an assigned job: every hint the caller sent reaches the judge.
 #[test]
 fn a_callers_hints_reach_the_query() {
@@ -1192,7 +1204,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "29132572c8db043353db3b1f791303237b7135cae54a2b9cae3ae575ba525683";
+    "c852bf5b896ee4ae1d91c1ff79397c8f57ad4dda0ef617a13151738ab6891dce";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
