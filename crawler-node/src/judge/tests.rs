@@ -1185,6 +1185,17 @@ fn a_product_too_large_for_a_count_is_a_size() {
     assert!(judge(&cola, "코카콜라 355ml 6x4").same);
 }
 
+/// German `schw` is said with a `v` (`Schwalbe`, `슈발베`; `Schwarzkopf`, `슈바르츠코프`).
+#[test]
+fn german_schw_is_said_with_a_v() {
+    assert!(super::same_name_across_scripts("슈발베", "Schwalbe"));
+    assert!(super::same_name_across_scripts(
+        "슈바르츠코프",
+        "Schwarzkopf"
+    ));
+    assert!(!super::same_name_across_scripts("슈발베", "Schwinn"));
+}
+
 /// The node's query of an assigned job: every hint the caller sent reaches the judge.
 #[test]
 fn a_callers_hints_reach_the_query() {
@@ -1204,7 +1215,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "c852bf5b896ee4ae1d91c1ff79397c8f57ad4dda0ef617a13151738ab6891dce";
+    "e14f3c37f3dd002a6ca6e0710e5ef03c7eb80a94f998a50422ab9e3baa5687b6";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.

@@ -332,6 +332,10 @@ fn latin_sounds_of(letters: Vec<char>) -> Vec<Sound> {
             ('j', _) => (Some(Sound::Affricate), 1),
             ('l', _) => (Some(Sound::Liquid), 1),
             ('r', n) if !vowel(n) && i > 0 => (Some(Sound::WeakR), 1),
+            // German `schw`: the `w` is a `v` (`Schwalbe`, `슈발베`).
+            ('w', _) if i >= 3 && letters.get(i - 3..i) == Some(&['s', 'c', 'h'][..]) => {
+                (Some(Sound::Labial), 1)
+            }
             ('r', _) => (Some(Sound::Liquid), 1),
             ('m', _) => (Some(Sound::Nasal), 1),
             ('n', _) => (Some(Sound::Alveolar), 1),
