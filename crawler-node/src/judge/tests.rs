@@ -1194,6 +1194,10 @@ fn german_schw_is_said_with_a_v() {
         "Schwarzkopf"
     ));
     assert!(!super::same_name_across_scripts("슈발베", "Schwinn"));
+    // Or with a `w`, as English says it.
+    assert!(super::same_name_across_scripts("슈웹스", "Schweppes"));
+    // A closing `re` after a vowel is said `-er`.
+    assert!(super::same_name_across_scripts("슈어", "Shure"));
 }
 
 /// The node's query of an assigned job: every hint the caller sent reaches the judge.
@@ -1215,7 +1219,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "e14f3c37f3dd002a6ca6e0710e5ef03c7eb80a94f998a50422ab9e3baa5687b6";
+    "161fca7f183b3bb91065b2d0f6de63b7c890ef57867fd41c5eea3ada70d1ab32";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
