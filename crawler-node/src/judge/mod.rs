@@ -1199,7 +1199,7 @@ fn inserted_mark(query: &ProductQuery, card: &Text, covered: &[Span]) -> Option<
             return false;
         };
         let flag = |list: &[bool]| list.get(i).copied().unwrap_or(false);
-        tokens::is_latin(w)
+        tokens::is_latin(&w.replace('-', ""))
             && card
                 .roles
                 .get(i)

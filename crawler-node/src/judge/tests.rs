@@ -1219,7 +1219,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "161fca7f183b3bb91065b2d0f6de63b7c890ef57867fd41c5eea3ada70d1ab32";
+    "c5d6f76b7464191442f91c9d9bae1a5536fc455d3ad67fabce174a0191442681";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
