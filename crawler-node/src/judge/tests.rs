@@ -1146,6 +1146,11 @@ fn a_latin_mark_splitting_the_name_is_another_model() {
         &tyre,
         &[("한국타이어 벤투스 S1 evo3 EV 245/45R18", "other_name")],
     );
+    let shoe = must_query("나이키 페가수스 41 블랙 270");
+    check(
+        &shoe,
+        &[("나이키 페가수스 41 GORE-TEX 블랙 270", "other_name")],
+    );
     let console = must_query("닌텐도 스위치 OLED 화이트");
     check(
         &console,
