@@ -313,6 +313,11 @@ fn find_token(query: &ProductQuery, card: &Text, token: &QueryToken) -> Hit {
     // for `945`, `4060Ti` for `4060`) is another model; letters the query has (`15Pro`
     // for `15 프로`) are its own words.
     if token.kind == TokenKind::Model && !is_full_code(&token.key) {
+        // A short number the card's word continues with another group of digits
+        // (`901/58` for `901`, `2025-26` for `2025`) is another code.
+        spans.retain(|&span| {
+            !(token.key.chars().all(|c| c.is_ascii_digit()) && card.digits_after(span))
+        });
         spans.retain(|&span| {
             card.letters_after(span).is_none_or(|more| {
                 // A unit closing a size (`270mm`) is no letter of a code.

@@ -1205,6 +1205,27 @@ fn german_schw_is_said_with_a_v() {
     assert!(super::same_name_across_scripts("슈어", "Shure"));
 }
 
+/// A short number the card's word continues with another group of digits is another code
+/// or edition (`2025-26` for `2025`: an 18-month diary).
+#[test]
+fn a_number_continued_with_digits_is_another_code() {
+    let diary = must_query("몰스킨 2025 클래식 위클리 다이어리 소프트커버 엑스라지 블랙");
+    assert!(
+        judge(
+            &diary,
+            "[몰스킨] 2025 클래식 위클리 다이어리 소프트커버 블랙 엑스라지"
+        )
+        .same
+    );
+    assert!(
+        !judge(
+            &diary,
+            "[몰스킨] 2025-26년 클래식 위클리 다이어리 소프트커버 블랙 엑스라지"
+        )
+        .same
+    );
+}
+
 /// The node's query of an assigned job: every hint the caller sent reaches the judge.
 #[test]
 fn a_callers_hints_reach_the_query() {
@@ -1224,7 +1245,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "c5d6f76b7464191442f91c9d9bae1a5536fc455d3ad67fabce174a0191442681";
+    "d2540045f345db514538c774c1b2aeb199fe0b56fe601724f2700569172eee50";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
