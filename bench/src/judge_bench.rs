@@ -54,6 +54,9 @@ const DEV_PART: &str = "judge/dev.tsv";
 const DEV2_PART: &str = "judge/dev2.tsv";
 /// Real listing titles (tuning side from the start: written to be read).
 const DEV3_PART: &str = "judge/dev3.tsv";
+/// Hand-written titles from product areas no other part covers (tuning side: written to be
+/// read, before the rules of its round changed).
+const DEV4_PART: &str = "judge/dev4.tsv";
 
 /// The corpus's test part (held out), relative to this crate.
 const TEST_PART: &str = "judge/test.tsv";
@@ -76,10 +79,11 @@ const TUNING_FLOOR: (f64, f64) = (0.99, 0.96);
 /// (`DEV_FLOOR`'s precision was lowered once, from 0.93, when the line-word rule that had
 /// been written against `dev.tsv` was narrowed on the evidence of two blind parts:
 /// BENCHMARKS.md, "Page contrast on blind data".)
-const DEV_FLOOR: (f64, f64) = (0.87, 0.91);
+const DEV_FLOOR: (f64, f64) = (0.89, 0.91);
 const DEV2_FLOOR: (f64, f64) = (0.97, 0.90);
 const DEV3_FLOOR: (f64, f64) = (0.85, 0.93);
-const TEST_FLOOR: (f64, f64) = (0.87, 0.77);
+const DEV4_FLOOR: (f64, f64) = (0.89, 0.90);
+const TEST_FLOOR: (f64, f64) = (0.91, 0.78);
 
 /// The header line the corpus must start with.
 const HEADER: &str = "query\tbrand\tmodel_code\tcard_title\tsame\tkind\treason";
@@ -335,6 +339,12 @@ fn main() -> anyhow::Result<()> {
                     Part::Tuning,
                     DEV3_FLOOR.0,
                     DEV3_FLOOR.1,
+                ),
+                (
+                    crate_dir.join(DEV4_PART),
+                    Part::Tuning,
+                    DEV4_FLOOR.0,
+                    DEV4_FLOOR.1,
                 ),
             ];
             let test = crate_dir.join(TEST_PART);
@@ -615,6 +625,13 @@ fn print_report(corpus: &str, part: Part, judged: &[Judged<'_>]) -> Tally {
     }
     println!();
 
+    if part == Part::Test {
+        // A held-out part's cases are never read while the rules change
+        // (`bench/judge/README.md`): its errors are counted above, never listed.
+        println!("Errors of the held-out part are not listed.");
+        println!();
+        return total;
+    }
     for (title, false_accept) in [("False accepts", true), ("False rejects", false)] {
         let errors: Vec<&Judged<'_>> = judged
             .iter()

@@ -58,13 +58,19 @@
 //!    for an `any` kind unless the card names none of the kind. A numbered value
 //!    (`2세대`) is also named by its bare number (`에어팟 프로 2`); a card holding the
 //!    full model code is not required to name the values (the code settles them);
+//!    and no number with a unit the query states (`2채널`, `50mm`) is on the card only
+//!    with another number (`1채널`, `54mm`), code or not ([`Reason::OtherValue`]);
 //! 8. no query name word is replaced ([`Reason::OtherName`]): where the query has a word
 //!    the card lacks, between the card words holding its neighbours the card has an
 //!    ordinary word of its own in the same script (`크록스 바야 클로그` for
 //!    `크록스 클래식 클로그`), or the card runs straight from one neighbour to the other
 //!    and the word has three or more characters (`퓨전5 면도날` for
 //!    `퓨전5 프로글라이드 면도날`), or a Hangul word is there only by its trailing part
-//!    right after a word of the card's own (`탐사 사이다` for `칠성사이다`);
+//!    right after a word of the card's own (`탐사 사이다` for `칠성사이다`); a variant
+//!    value the query names and the card leaves out is replaced by the card's own word
+//!    closing the title in its place or between both its neighbours (`체어원 코요테탄`
+//!    for `체어원 블랙`), and a Latin mark of the card's own splits two query words the
+//!    card writes as the query does (`4060 Ti STORM` for `4060 STORM`);
 //! 9. it holds at least [`MIN_NAME_OVERLAP`] of the query's name words, weighted by
 //!    length ([`Reason::LowTokenOverlap`]). A brand word the card leaves out does not
 //!    count when a substantive word (three or more characters) of the name was found:
@@ -192,6 +198,14 @@ pub enum Reason {
         /// The card's word in its place.
         found: String,
     },
+    /// The query states an attribute with a number (`2채널`, `50mm`) that the card states
+    /// with another (`1채널`, `54mm`) and never with the query's.
+    OtherValue {
+        /// The query's attribute as written.
+        wanted: String,
+        /// The card's.
+        found: String,
+    },
     /// Among the page's cards that hold the whole name, this one adds a word next to the
     /// name that others do not: another line, formula or edition of the product.
     LineWord {
@@ -230,6 +244,7 @@ impl Reason {
             Self::VariantMismatch { .. } => "variant_mismatch",
             Self::LowTokenOverlap => "low_token_overlap",
             Self::OtherName { .. } => "other_name",
+            Self::OtherValue { .. } => "other_value",
             Self::LineWord { .. } => "line_word",
             Self::OtherGtin { .. } => "other_gtin",
             Self::QuantityMismatch { .. } => "quantity_mismatch",
@@ -254,6 +269,9 @@ impl fmt::Display for Reason {
             }
             Self::OtherName { wanted, found } => {
                 write!(f, "{found:?} where the name has {wanted:?}")
+            }
+            Self::OtherValue { wanted, found } => {
+                write!(f, "{found:?} where the query has {wanted:?}")
             }
             Self::VariantMismatch {
                 kind,
@@ -295,6 +313,11 @@ fn find_token(query: &ProductQuery, card: &Text, token: &QueryToken) -> Hit {
     // for `945`, `4060Ti` for `4060`) is another model; letters the query has (`15Pro`
     // for `15 프로`) are its own words.
     if token.kind == TokenKind::Model && !is_full_code(&token.key) {
+        // A short number the card's word continues with another group of digits
+        // (`901/58` for `901`, `2025-26` for `2025`) is another code.
+        spans.retain(|&span| {
+            !(token.key.chars().all(|c| c.is_ascii_digit()) && card.digits_after(span))
+        });
         spans.retain(|&span| {
             card.letters_after(span).is_none_or(|more| {
                 // A unit closing a size (`270mm`) is no letter of a code.
@@ -304,6 +327,7 @@ fn find_token(query: &ProductQuery, card: &Text, token: &QueryToken) -> Hit {
                         .chain(lexicon.aliases(more).iter().map(String::as_str))
                         .any(|m| query.text().contains_key(m))
                     || abbreviates_named_value(query, more)
+                    || english_ordinal(&token.key, more)
             })
         });
     }
@@ -332,6 +356,34 @@ fn find_token(query: &ProductQuery, card: &Text, token: &QueryToken) -> Hit {
         weight: if spans.is_empty() { 0 } else { full },
         spans,
     }
+}
+
+/// Whether the card glues to one of the query's model tokens letters that abbreviate a
+/// variant value the query names (`B` of `PX-S1B` for `… 블랙`).
+fn value_in_code(query: &ProductQuery, card: &Text) -> bool {
+    query.tokens_of(TokenKind::Model).any(|token| {
+        card.spans_of(&token.key).into_iter().any(|span| {
+            card.letters_after(span)
+                .is_some_and(|more| abbreviates_named_value(query, more))
+        })
+    })
+}
+
+/// Whether letters after a number are its English ordinal suffix (`12th`, `2nd`, `1st`,
+/// `3rd`): the number itself, as `12세대` is.
+fn english_ordinal(number: &str, more: &str) -> bool {
+    if !number.chars().all(|c| c.is_ascii_digit()) {
+        return false;
+    }
+    let teen = number.len() >= 2 && number[number.len() - 2..].starts_with('1');
+    let suffix = match number.chars().last() {
+        Some('1') if !teen => "st",
+        Some('2') if !teen => "nd",
+        Some('3') if !teen => "rd",
+        Some(_) => "th",
+        None => return false,
+    };
+    more == suffix
 }
 
 /// Whether letters a card glues to a short code (`B` of `P-145B`, `BK` of `K05A-BK`)
@@ -562,8 +614,11 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
                     substantive = true;
                 }
             }
-            // A plain-product word (`클래식`) the card lacks may have been replaced.
-            TokenKind::Name if hit.weight == 0 && query.is_plain_word(&token.key) => {
+            // A plain-product word (`클래식`) the card lacks may have been replaced, and so
+            // may a variant value (a colour the card does not name: `코요테탄` for `블랙`).
+            TokenKind::Name
+                if hit.weight == 0 && (query.is_plain_word(&token.key) || token.variant) =>
+            {
                 missing_names.push(token);
             }
             TokenKind::Model if !token.variant => {
@@ -589,7 +644,9 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
         name_total = name_total.saturating_add(missing_brands);
     }
     // A number written in another shape (`245/45R18` as `245 45 18` or `2454518`).
-    missing.retain(|t| !numbers::shape_found(query, &card, &t.key));
+    missing.retain(|t| {
+        !numbers::shape_found(query, &card, &t.key) && !numbers::inches_found(query, &card, &t.key)
+    });
     let score = if gtin_same { 1.0 } else { ratio(found, total) };
     let missing_model = if gtin_same {
         None
@@ -613,7 +670,9 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     let substituted = if code_identifies {
         None
     } else {
-        lead_replaced.or_else(|| substitution(query, &card, &covered_name, &missing_names))
+        lead_replaced
+            .or_else(|| substitution(query, &card, &covered_name, &missing_names))
+            .or_else(|| inserted_mark(query, &card, &covered_name))
     };
     let query_fragments = query.text().fragments(&[], false);
     let in_query =
@@ -649,6 +708,11 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
         )
     };
     let quantity_agrees = query.quantity().agrees_with(&card.quantity);
+    let other_value = if gtin_same {
+        None
+    } else {
+        numbers::other_value(query, &card)
+    };
 
     let vetoed = accessory.is_some()
         || missing_condition.is_some()
@@ -658,6 +722,7 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
         || missing_model.is_some()
         || variant.is_some()
         || substituted.is_some()
+        || other_value.is_some()
         || !quantity_agrees;
     let reason = if let Some(word) = accessory {
         Reason::Accessory { word }
@@ -675,6 +740,8 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
         Reason::OtherBrand { brand }
     } else if let Some(reason) = variant {
         reason
+    } else if let Some((wanted, found)) = other_value {
+        Reason::OtherValue { wanted, found }
     } else if let Some((wanted, found)) = substituted {
         Reason::OtherName { wanted, found }
     } else if name_overlap < MIN_NAME_OVERLAP {
@@ -839,10 +906,27 @@ fn bundled_part(query: &ProductQuery, card: &Text) -> Option<String> {
     (states_amount || names_variant).then_some(first)
 }
 
-/// Whether two words differ by at most one substituted character (`린넨`/`리넨`).
+/// Least characters of two words for any one substituted character to be a spelling: in
+/// a word of two, one character is half of it (`갈축`/`적축` are two switches).
+const SPELLING_LEN: usize = 3;
+
+/// Whether two words differ by at most one substituted character: in words of at least
+/// [`SPELLING_LEN`] characters any one, in shorter ones only a Hangul syllable's final
+/// consonant (`린넨`/`리넨`), the way loanword spellings vary.
 fn one_edit_apart(a: &str, b: &str) -> bool {
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    a.len() == b.len() && a.iter().zip(&b).filter(|(x, y)| x != y).count() <= 1
+    let differing: Vec<(&char, &char)> = a.iter().zip(&b).filter(|(x, y)| x != y).collect();
+    a.len() == b.len()
+        && match differing.as_slice() {
+            [] => true,
+            [(x, y)] => {
+                a.len() >= SPELLING_LEN
+                    || translit::jamo(**x)
+                        .zip(translit::jamo(**y))
+                        .is_some_and(|((i1, m1, _), (i2, m2, _))| i1 == i2 && m1 == m2)
+            }
+            _ => false,
+        }
 }
 
 /// The spans of the phrases in which a card says what its item works with: a
@@ -1071,8 +1155,79 @@ fn substitution(
         // `삼성전자 DDR5-5600 데스크탑`): a word of its own inside its name is a
         // replacement too.
         .or_else(|| (name_first + 1..name_last).find(|&i| replaces(i)));
-        if let Some(i) = replacement {
+        // A variant value the card does not name is replaced only by the word closing
+        // its title (amounts aside: `코요테탄`, `코어 50포`), never when a code's letters
+        // name it (`PX-S1B` for `… 블랙`): inside the title a word of the card's own is
+        // as often its wording.
+        let closes = |i: usize| {
+            card.roles
+                .iter()
+                .skip(i + 1)
+                .all(|r| *r != quantity::WordRole::Other)
+        };
+        let value = m.variant && !query.is_plain_word(&m.key);
+        // ... or by a word between both its neighbours (`노트 포켓 룰드` for `노트 라지 룰드`).
+        let between = |i: usize| matches!((before, after), (Some(b), Some(a)) if b < i && i < a);
+        if let Some(i) = replacement
+            .filter(|&i| !value || ((closes(i) || between(i)) && !value_in_code(query, card)))
+        {
             return Some((m.display.clone(), card.words[i].clone()));
+        }
+    }
+    None
+}
+
+/// A Latin word of the card's own between two query words the query writes side by side,
+/// which the card writes as the query does and side by side but for it (`4060 Ti STORM`
+/// for `4060 STORM`, `체어원 XL 블랙` for `체어원 블랙`, `evo3 EV 245/45R18`): a mark of
+/// another model or edition splitting the name. A Hangul word there is as often the
+/// seller's description (`스위치 OLED 모델 화이트`), a run of several words always is.
+/// The word is ordinary: not covered by the query, no filler, vocabulary, descriptor,
+/// variant value, number or tag, no spelling of a query word. As (the query's words
+/// around it, the word).
+fn inserted_mark(query: &ProductQuery, card: &Text, covered: &[Span]) -> Option<(String, String)> {
+    let lexicon = query.lexicon();
+    let word_spans = card.word_spans();
+    let tokens = query.tokens();
+    // The card word holding each query token as the query writes it.
+    let located: Vec<Option<usize>> = tokens
+        .iter()
+        .map(|t| card.words.iter().position(|w| w.replace('-', "") == t.key))
+        .collect();
+    let named_spans: Vec<Span> =
+        variants::named_values(lexicon, &card.fragments(covered, true), true)
+            .into_iter()
+            .map(|(_, span)| span)
+            .collect();
+    let ordinary = |i: usize| {
+        let Some(w) = card.words.get(i) else {
+            return false;
+        };
+        let flag = |list: &[bool]| list.get(i).copied().unwrap_or(false);
+        tokens::is_latin(&w.replace('-', ""))
+            && card
+                .roles
+                .get(i)
+                .is_some_and(|r| *r == quantity::WordRole::Other)
+            && !flag(&card.gift)
+            && !flag(&card.bracketed)
+            && !flag(&card.bundled)
+            && !tokens::word_overlaps(&word_spans, i, covered)
+            && !tokens::word_overlaps(&word_spans, i, &named_spans)
+            && !w.chars().any(|c| c.is_ascii_digit())
+            && w.chars().count() >= 2
+            && !vocabulary_word(lexicon, w)
+            && !lexicon.is_descriptor(w)
+            && !spells_query_word(query, w)
+            && !query.text().contains_key(w)
+    };
+    for (j, pair) in located.windows(2).enumerate() {
+        let (Some(left), Some(right)) = (pair[0], pair[1]) else {
+            continue;
+        };
+        if right == left + 2 && ordinary(left + 1) {
+            let around = format!("{} {}", tokens[j].display, tokens[j + 1].display);
+            return Some((around, card.words[left + 1].clone()));
         }
     }
     None
@@ -1147,6 +1302,9 @@ fn variant_mismatch(
 ) -> Option<Reason> {
     let lexicon = query.lexicon();
     let named = variants::named_values(lexicon, fragments, true);
+    // Every value the card names, its name words included: a value the query names that
+    // the card holds as the query does (`사과` of `경북 부사 사과`) is on the card.
+    let anywhere = variants::named_values(lexicon, &card.fragments(&[], true), true);
     for (k, kind) in lexicon.kinds.iter().enumerate() {
         let asked = query.variants().get(k)?;
         // Of a kind the query is silent on, a value in the description after the amount
@@ -1158,6 +1316,13 @@ fn variant_mismatch(
             .filter(|(n, _)| n.kind == k && n.value != variants::PLAIN)
             .filter(|(_, span)| {
                 !(silent_plain && (code_identifies || described(card, *span, tail)))
+            })
+            // A value the card writes as a query word spelled in the other script is the
+            // query's word (`OLED` for `올레드`), not a value the query is silent on.
+            .filter(|(_, span)| {
+                card.compact()
+                    .get(span.0..span.1)
+                    .is_none_or(|text| !spells_query_word(query, text))
             })
             .map(|(n, _)| n.value)
             .collect();
@@ -1185,6 +1350,7 @@ fn variant_mismatch(
         // it; a bare number stands for a numbered value (`프로 2` for `2세대`).
         let missing = asked.named.iter().find(|v| {
             !card_values.contains(v)
+                && !anywhere.iter().any(|(n, _)| n.kind == k && n.value == **v)
                 && !kind
                     .values
                     .get(**v)

@@ -12,7 +12,7 @@
 
 use super::ProductQuery;
 use super::quantity::WordRole;
-use super::tokens::Text;
+use super::tokens::{self, Text};
 
 /// The most card words one query run may be spread over.
 const MAX_WINDOW: usize = 6;
@@ -163,6 +163,139 @@ pub(super) fn shape_found(query: &ProductQuery, card: &Text, key: &str) -> bool 
         }
     }
     false
+}
+
+/// Most characters of a unit word after a number (`채널` of `2 채널`, `세대`): a longer
+/// word is a name, not what the number counts.
+const MAX_UNIT_WORD: usize = 3;
+
+/// The valued attributes of a text's ordinary words: a number with the unit it is glued
+/// to (`50mm`, `144hz`, `3s`) or the short word right after it (`2 채널`), as (number,
+/// unit, as written). Amounts (`500ml`, `12개`) are the quantity's, not read here; words
+/// of a gift or a second product are not the card's.
+fn valued(text: &Text) -> Vec<(f64, String, String)> {
+    let ordinary = |i: usize| {
+        text.roles.get(i).is_some_and(|r| *r == WordRole::Other)
+            && !text.gift.get(i).copied().unwrap_or(false)
+            && !text.bundled.get(i).copied().unwrap_or(false)
+    };
+    // A number joined to the one before it (`30 x 40cm`, `30*40cm`) is a group of a size,
+    // which `shape_found` compares.
+    let joined = |i: usize| {
+        text.words.get(i).is_some_and(|w| {
+            w.ends_with('x') || w.ends_with('*') || w.ends_with('/') || w.ends_with('-')
+        })
+    };
+    let mut out = Vec::new();
+    for (i, word) in text.words.iter().enumerate() {
+        if !ordinary(i) || (i > 0 && joined(i - 1)) {
+            continue;
+        }
+        let digits: String = word
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        let Ok(number) = digits.parse::<f64>() else {
+            continue;
+        };
+        let rest = &word[digits.len()..];
+        let unit = if rest.is_empty() {
+            match text.words.get(i + 1) {
+                Some(next)
+                    if ordinary(i + 1)
+                        && !tokens::is_latin(next)
+                        && next.chars().count() <= MAX_UNIT_WORD
+                        && next.chars().all(char::is_alphabetic) =>
+                {
+                    next.clone()
+                }
+                _ => continue,
+            }
+        } else if rest.chars().all(|c| c.is_ascii_alphabetic()) && rest != "x" {
+            rest.to_owned()
+        } else {
+            continue;
+        };
+        out.push((number, unit.clone(), format!("{digits}{unit}")));
+    }
+    out
+}
+
+/// A valued attribute of the query the card states with another number (`1채널` for
+/// `2채널`, `54mm` for `50mm`, `2S` for `3S`) and never with the query's: the same slot
+/// filled with another value, whatever the card's other words, code included. As (the
+/// query's, the card's).
+pub(super) fn other_value(query: &ProductQuery, card: &Text) -> Option<(String, String)> {
+    let found = valued(card);
+    for (number, unit, shown) in valued(query.text()) {
+        let same_unit = || found.iter().filter(|(_, u, _)| *u == unit);
+        if same_unit().any(|(n, _, _)| (*n - number).abs() < f64::EPSILON)
+            || shape_found(query, card, &shown)
+        {
+            continue;
+        }
+        if let Some((_, _, other)) = same_unit().next() {
+            return Some((shown, other.clone()));
+        }
+    }
+    None
+}
+
+/// Words after a number that make it a screen's or blade's size in inches (`65인치`,
+/// `65형` as Korean writes screen sizes, `27 inch`).
+const INCH_WORDS: [&str; 5] = ["인치", "형", "inch", "in", "\""];
+
+/// Centimetres in an inch.
+const CM_PER_INCH: f64 = 2.54;
+
+/// How far a size in centimetres may be from the inches' own (a screen's size is its
+/// visible diagonal: LG's 65-inch set is `163cm`, 165.1 cm exactly).
+const INCH_TOLERANCE: f64 = 0.03;
+
+/// Whether the query's number `key` is a size in inches (`65 인치`) the card states in
+/// inches another way (`65형`) or in centimetres or millimetres within
+/// [`INCH_TOLERANCE`] (`163cm`, `650mm` for `26인치`).
+pub(super) fn inches_found(query: &ProductQuery, card: &Text, key: &str) -> bool {
+    let text = query.text();
+    let Some(inches) = text
+        .words
+        .iter()
+        .enumerate()
+        .find(|(i, w)| {
+            *w == key
+                && text
+                    .words
+                    .get(i + 1)
+                    .is_some_and(|u| INCH_WORDS.contains(&u.as_str()))
+        })
+        .and_then(|(_, w)| w.parse::<f64>().ok())
+    else {
+        return false;
+    };
+    let wanted_cm = inches * CM_PER_INCH;
+    let words = &card.words;
+    words.iter().enumerate().any(|(i, w)| {
+        let digits: String = w
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        let Ok(number) = digits.parse::<f64>() else {
+            return false;
+        };
+        let glued = &w[digits.len()..];
+        let unit = if glued.is_empty() {
+            words.get(i + 1).map_or("", String::as_str)
+        } else {
+            glued
+        };
+        let cm = match unit {
+            "cm" => number,
+            "mm" => number / 10.0,
+            u if INCH_WORDS.contains(&u) => number * CM_PER_INCH,
+            _ => return false,
+        };
+        (cm - wanted_cm).abs() <= wanted_cm * INCH_TOLERANCE
+    })
 }
 
 #[cfg(test)]

@@ -327,6 +327,9 @@ pub(super) fn is_dimension(word: &str) -> bool {
     dimension_words(&words).first().copied().unwrap_or(false)
 }
 
+/// The most units a count written as numbers glued by `x` (`6x4`, `24x2`) can mean.
+const MAX_GLUED_COUNT: f64 = 1000.0;
+
 /// Marks the words of dimensions: numbers joined by `x` marks whose last number carries
 /// (or is followed by) a length unit. A dimension is a size written with separators,
 /// never a count (`30 x 40 cm` is not 1,200 pieces); its words stay ordinary words, so a
@@ -351,7 +354,14 @@ fn dimension_words(words: &[&str]) -> Vec<bool> {
     for (i, w) in words.iter().enumerate() {
         let glued_unit = w.split('x').next_back().is_some_and(with_length);
         let unit_after = words.get(i + 1).is_some_and(|n| LENGTH_UNITS.contains(n));
-        if glued(w) && (glued_unit || unit_after) {
+        // Without a unit, factors whose product passes [`MAX_GLUED_COUNT`] (`77x147`) are
+        // a size: nobody sells 77 packs of 147.
+        let too_many = w
+            .split('x')
+            .map(|p| p.parse::<f64>().ok())
+            .try_fold(1.0, |acc, p| p.map(|p| acc * p))
+            .is_some_and(|product| product > MAX_GLUED_COUNT);
+        if glued(w) && (glued_unit || unit_after || too_many) {
             if let Some(m) = marks.get_mut(i) {
                 *m = true;
             }
@@ -381,7 +391,18 @@ fn dimension_words(words: &[&str]) -> Vec<bool> {
         }
         let last = end.checked_sub(1).and_then(|i| words.get(i)).copied();
         let unit_after = words.get(end).is_some_and(|w| LENGTH_UNITS.contains(w));
-        if marks_seen > 0 && (last.is_some_and(with_length) || unit_after) {
+        // Bare numbers joined by marks whose product passes [`MAX_GLUED_COUNT`]
+        // (`77 x 147`) are a size, as glued ones are.
+        let factors: Vec<f64> = words
+            .get(start..end)
+            .unwrap_or_default()
+            .iter()
+            .filter(|w| **w != "x")
+            .map(|w| w.parse::<f64>().unwrap_or(0.0))
+            .collect();
+        let too_many =
+            factors.iter().all(|f| *f >= 10.0) && factors.iter().product::<f64>() > MAX_GLUED_COUNT;
+        if marks_seen > 0 && (last.is_some_and(with_length) || unit_after || too_many) {
             let stop = if unit_after { end + 1 } else { end };
             marks
                 .iter_mut()

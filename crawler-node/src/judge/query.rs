@@ -411,9 +411,27 @@ impl ProductQuery {
     }
 }
 
+/// Most letters closing a size written as numbers joined by `x` (`C` of `700x25C`).
+const SIZE_CODE_LETTERS: usize = 2;
+
+/// Numbers joined by `x`, the last closed by at most [`SIZE_CODE_LETTERS`] letters
+/// (`700x25c`, a tyre's size): a size many makers' products share, not one product's code.
+fn is_size_code(key: &str) -> bool {
+    let parts: Vec<&str> = key.split('x').collect();
+    let number = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit() || c == '.');
+    parts.len() >= 2
+        && parts.iter().enumerate().all(|(i, p)| {
+            if i + 1 < parts.len() {
+                return number(p);
+            }
+            let digits = p.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+            number(digits) && p.len() - digits.len() <= SIZE_CODE_LETTERS
+        })
+}
+
 pub(super) fn is_full_code(key: &str) -> bool {
     // A dimension (`30x40cm`) names a size, not a product.
-    if super::quantity::is_dimension(key) {
+    if super::quantity::is_dimension(key) || is_size_code(key) {
         return false;
     }
     // A product number of five or more digits (a LEGO set, a catalog number).

@@ -184,6 +184,20 @@ impl Text {
             .then_some(next.text.as_str())
     }
 
+    /// Whether the word holding a span goes on after it with another group of digits
+    /// (`58` of `901/58`, `26` of `2025-26`).
+    pub fn digits_after(&self, span: Span) -> bool {
+        let Some(last) = self.pieces.iter().position(|p| p.span.1 == span.1) else {
+            return false;
+        };
+        match (self.pieces.get(last), self.pieces.get(last + 1)) {
+            (Some(here), Some(next)) => {
+                next.word == here.word && next.text.starts_with(|c: char| c.is_ascii_digit())
+            }
+            _ => false,
+        }
+    }
+
     /// Spans where a full model code is present followed, inside its last piece, only by
     /// up to [`MAX_CODE_SUFFIX`] letters (`sms928n` in `SM-S928NZKEKOO`).
     pub fn code_with_suffix(&self, key: &str) -> Vec<Span> {

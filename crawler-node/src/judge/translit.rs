@@ -210,7 +210,7 @@ pub(super) fn hangul_sounds(word: &str) -> Vec<Sound> {
 }
 
 /// A precomposed syllable's (initial, medial, final) indices.
-fn jamo(c: char) -> Option<(u32, u32, u32)> {
+pub(super) fn jamo(c: char) -> Option<(u32, u32, u32)> {
     let code = u32::from(c);
     if !(0xAC00..=0xD7A3).contains(&code) {
         return None;
@@ -277,6 +277,19 @@ fn latin_readings(word: &str) -> Vec<Vec<Sound>> {
     if with != without {
         out.push(latin_sounds_of(with));
     }
+    // German `schw` may be said with a `v` (`Schwalbe`, `슈발베`) or, as English says it,
+    // with a `w` (`Schweppes`, `슈웹스`).
+    let german: Vec<char> = without
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| {
+            let after_sch = i >= 3 && without.get(i - 3..i) == Some(&['s', 'c', 'h'][..]);
+            if c == 'w' && after_sch { 'v' } else { c }
+        })
+        .collect();
+    if german != without {
+        out.push(latin_sounds_of(german));
+    }
     out
 }
 
@@ -332,6 +345,10 @@ fn latin_sounds_of(letters: Vec<char>) -> Vec<Sound> {
             ('j', _) => (Some(Sound::Affricate), 1),
             ('l', _) => (Some(Sound::Liquid), 1),
             ('r', n) if !vowel(n) && i > 0 => (Some(Sound::WeakR), 1),
+            // `re` closing a word after a vowel is said `-er` (`Claire`, `클레어`).
+            ('r', Some('e')) if i > 0 && vowel(at(i - 1)) && at(i + 2).is_none() => {
+                (Some(Sound::WeakR), 1)
+            }
             ('r', _) => (Some(Sound::Liquid), 1),
             ('m', _) => (Some(Sound::Nasal), 1),
             ('n', _) => (Some(Sound::Alveolar), 1),
