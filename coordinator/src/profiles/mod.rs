@@ -184,6 +184,32 @@ mod tests {
     }
 
     #[test]
+    fn a_revision_names_the_file_names_and_contents_wherever_they_are_mounted() {
+        let a = revision(&[("/etc/lps/profiles/shop.toml".into(), "format = 2".into())]);
+        assert_eq!(a.len(), 16);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(
+            a,
+            revision(&[("/elsewhere/shop.toml".into(), "format = 2".into())]),
+            "the same files on another replica"
+        );
+        assert_ne!(
+            a,
+            revision(&[("/p/shop.toml".into(), "format = 2 ".into())])
+        );
+        assert_ne!(
+            a,
+            revision(&[("/p/shop2.toml".into(), "format = 2".into())])
+        );
+        assert_ne!(a, revision(&[]), "the built-in profiles alone");
+        // Length-prefixed: moving the boundary between name and contents changes it.
+        assert_ne!(
+            revision(&[("/p/ab".into(), "c".into())]),
+            revision(&[("/p/a".into(), "bc".into())])
+        );
+    }
+
+    #[test]
     fn the_built_in_vocabulary_takes_the_built_in_profiles() {
         let profiles = load(None).unwrap();
         assert_eq!(

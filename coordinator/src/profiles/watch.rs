@@ -189,24 +189,7 @@ impl Watcher {
 
     /// The profiles of `files`, or why they cannot replace the loaded ones.
     fn check(&self, files: &[(String, String)]) -> Result<Vec<SiteProfile>, RefusedEdit> {
-        let profiles = lps_profiles::format::load_files(files)?;
-        for mall in &self.enabled {
-            if !profiles.iter().any(|p| p.wire.id == mall.as_str()) {
-                return Err(RefusedEdit::EnabledMallMissing {
-                    mall: mall.to_string(),
-                });
-            }
-        }
-        for p in &profiles {
-            let before = self.additions.get(&p.wire.id).cloned().flatten();
-            if before != p.wire.vocabulary {
-                return Err(RefusedEdit::VocabularyChanged {
-                    file: p.file.clone(),
-                    mall: p.wire.id.clone(),
-                });
-            }
-        }
-        Ok(profiles)
+        check_edit(files, &self.enabled, &self.additions)
     }
 
     #[instrument(name = "profiles.apply", skip_all, fields(profiles.revision = %revision))]
@@ -282,6 +265,34 @@ impl Watcher {
             }
         }
     }
+}
+
+/// The profiles of `files` if they may replace the loaded ones: they load, every mall of
+/// `enabled` has one, and each mall's `[vocabulary]` additions equal `additions` (the
+/// start-up ones; a mall new since has none).
+fn check_edit(
+    files: &[(String, String)],
+    enabled: &[MallId],
+    additions: &BTreeMap<String, Option<pb::Vocabulary>>,
+) -> Result<Vec<SiteProfile>, RefusedEdit> {
+    let profiles = lps_profiles::format::load_files(files)?;
+    for mall in enabled {
+        if !profiles.iter().any(|p| p.wire.id == mall.as_str()) {
+            return Err(RefusedEdit::EnabledMallMissing {
+                mall: mall.to_string(),
+            });
+        }
+    }
+    for p in &profiles {
+        let before = additions.get(&p.wire.id).cloned().flatten();
+        if before != p.wire.vocabulary {
+            return Err(RefusedEdit::VocabularyChanged {
+                file: p.file.clone(),
+                mall: p.wire.id.clone(),
+            });
+        }
+    }
+    Ok(profiles)
 }
 
 /// Records that this replica serves `revision` (and has no refused edit).
@@ -377,4 +388,71 @@ pub async fn profile_sets(pool: &PgPool) -> Result<Vec<ProfileSetInfo>, sqlx::Er
     )
     .fetch_all(pool)
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alpha(extra: &str) -> (String, String) {
+        let text = lps_profiles::format::builtin_text("testmall-alpha.toml").unwrap();
+        (
+            "/etc/lps/profiles/alpha.toml".into(),
+            format!("{text}\n{extra}"),
+        )
+    }
+
+    fn start_up() -> BTreeMap<String, Option<pb::Vocabulary>> {
+        lps_profiles::format::load_files(&[])
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.wire.id.clone(), p.wire.vocabulary.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn an_edit_that_loads_and_keeps_the_words_is_accepted() {
+        let enabled = [MallId::new("testmall-alpha").unwrap()];
+        let file = alpha("");
+        let edited = (file.0, file.1.replace("max_cards = 40", "max_cards = 20"));
+        let profiles = check_edit(&[edited], &enabled, &start_up()).unwrap();
+        let alpha = profiles
+            .iter()
+            .find(|p| p.wire.id == "testmall-alpha")
+            .unwrap();
+        assert_eq!(alpha.wire.max_cards, 20);
+    }
+
+    #[test]
+    fn an_invalid_file_is_refused_naming_the_file_and_the_field() {
+        let file = alpha("");
+        let broken = (file.0, file.1.replace("div.product-price", "div[["));
+        let e = check_edit(&[broken], &[], &start_up()).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("site profile /etc/lps/profiles/alpha.toml: sources[0].fields.price"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn changed_words_and_a_lost_enabled_mall_take_a_restart() {
+        let words = alpha(
+            "[[vocabulary.variants]]\nname = \"flavour\"\nvalues = [[\"흑임자\", \"black sesame\"]]\n",
+        );
+        let e = check_edit(&[words], &[], &start_up()).unwrap_err();
+        assert!(
+            matches!(&e, RefusedEdit::VocabularyChanged { file, mall }
+                if file == "/etc/lps/profiles/alpha.toml" && mall == "testmall-alpha"),
+            "{e:?}"
+        );
+        // Built-in profiles always load, so only an enabled mall without any profile is lost.
+        let e = check_edit(&[], &[MallId::new("elsewhere").unwrap()], &start_up()).unwrap_err();
+        assert_eq!(
+            e,
+            RefusedEdit::EnabledMallMissing {
+                mall: "elsewhere".into()
+            }
+        );
+    }
 }
