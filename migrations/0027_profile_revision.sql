@@ -6,12 +6,15 @@
 -- each by one module (coordinator/src/profiles):
 
 -- What each replica serves, and the last edit it refused (an operator sees it in
--- `lpsctl ops`; the replica keeps serving `revision`). One row per replica id, rewritten
--- on each load or refusal.
+-- `lpsctl ops`; the replica keeps serving `revision`). One row per replica process,
+-- rewritten on each load or refusal; `seen_at` is renewed every minute while the process
+-- runs, so the ops snapshot shows live replicas only and rows of processes long gone are
+-- deleted when a replica starts.
 create table profile_set (
     coordinator_id   text primary key,
     revision         text not null check (revision ~ '^[0-9a-f]{16}$'),
     loaded_at        timestamptz not null default now(),
+    seen_at          timestamptz not null default now(),
     refused_revision text check (refused_revision ~ '^[0-9a-f]{16}$'),
     refused_error    text,
     refused_at       timestamptz,

@@ -3,7 +3,8 @@
 //! [`start`] binds the listeners (port 0 works, for tests), migrates, and spawns: the gRPC
 //! server and the HTTP health server (TLS when configured, see [`crate::tls`]), the job
 //! listener, the control listener, the reaper, the alert loop, the delivery worker
-//! ([`crate::delivery::worker`]), the scheduler ([`crate::schedule::scheduler`]) and the database probe that keeps gRPC health and
+//! ([`crate::delivery::worker`]), the scheduler ([`crate::schedule::scheduler`]), the
+//! profile watcher ([`crate::profiles::watch`]) and the database probe that keeps gRPC health and
 //! `/readyz` current ([`crate::readiness`]).
 //! A background task that exits on its own is fatal: [`Running::wait`] returns its error.
 //!
@@ -186,12 +187,15 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     profiles::watch::record_loaded(&pool, &config.coordinator_id, &profile_revision)
         .await
         .context("recording the loaded site profiles")?;
+    if let Err(e) = profiles::watch::forget_gone_replicas(&pool).await {
+        warn!(error = %e, "could not delete the profile sets of replicas gone");
+    }
     let (current_profiles, profile_updates) = tokio::sync::watch::channel(Arc::new(
         profiles::watch::ProfileSet::new(profile_revision, &profiles),
     ));
-    if let Some(dir) = &config.profiles_dir {
+    {
         let watcher = profiles::watch::Watcher::new(
-            dir.clone(),
+            config.profiles_dir.clone(),
             config.profiles_poll,
             queue.clone(),
             config.coordinator_id.clone(),

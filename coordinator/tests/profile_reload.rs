@@ -355,3 +355,41 @@ async fn an_edited_profile_reaches_the_node_and_an_invalid_edit_is_refused(pool:
     let _ = tokio::time::timeout(Duration::from_secs(30), node_task).await;
     running.shutdown().await;
 }
+
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn ops_shows_running_replicas_and_a_start_forgets_long_gone_ones(pool: PgPool) {
+    use lps_coordinator::profiles::watch::{forget_gone_replicas, profile_sets, record_loaded};
+
+    let revision = revision_of("format = 2");
+    for replica in ["live", "quiet", "gone"] {
+        record_loaded(&pool, replica, &revision).await.unwrap();
+    }
+    for (replica, ago) in [("quiet", "10 minutes"), ("gone", "2 hours")] {
+        sqlx::query(
+            "update profile_set set seen_at = now() - $2::interval where coordinator_id = $1",
+        )
+        .bind(replica)
+        .bind(ago)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    let shown: Vec<String> = profile_sets(&pool, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.coordinator_id)
+        .collect();
+    assert_eq!(
+        shown,
+        ["live"],
+        "a replica that stopped renewing is not shown"
+    );
+    assert_eq!(forget_gone_replicas(&pool).await.unwrap(), 1);
+    let left: Vec<String> =
+        sqlx::query_scalar("select coordinator_id from profile_set order by coordinator_id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(left, ["live", "quiet"]);
+}

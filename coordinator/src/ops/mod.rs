@@ -70,7 +70,8 @@ impl Ops {
             waiting: s.waiting,
             failing: s.failing,
         };
-        let profile_sets = crate::profiles::watch::profile_sets(self.queue.pool()).await?;
+        let profile_sets =
+            crate::profiles::watch::profile_sets(self.queue.pool(), self.now).await?;
         Ok(OpsSnapshot {
             at: self.now.unwrap_or_else(Utc::now),
             profile_sets,

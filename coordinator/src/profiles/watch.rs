@@ -1,8 +1,9 @@
 //! The profile directory, watched: a profile fix reaches the nodes without a restart
 //! (DESIGN §5 "Profile revisions").
 //!
-//! [`Watcher::run`] reads `LPS_PROFILES_DIR` every `LPS_PROFILES_POLL` and hashes what it
-//! read ([`super::revision`]). NB: polling, not file notifications: a mounted Kubernetes
+//! [`Watcher::run`] reads `LPS_PROFILES_DIR` (if set) every `LPS_PROFILES_POLL` and hashes
+//! what it read ([`super::revision`]); every [`SEEN_EVERY`] it renews its replica's
+//! `profile_set` row, which the ops snapshot shows while it is younger than [`SHOWN_FOR`]. NB: polling, not file notifications: a mounted Kubernetes
 //! ConfigMap changes by swapping the `..data` symbolic link the files point through, which
 //! inotify on the directory does not report; reading the files through their links sees
 //! the swap on the next poll.
@@ -50,6 +51,12 @@ use crate::{
 
 /// `LPS_PROFILES_POLL` when unset.
 pub const DEFAULT_PROFILES_POLL: &str = "5s";
+/// How often a running replica renews its `profile_set` row.
+pub const SEEN_EVERY: Duration = Duration::from_secs(60);
+/// A `profile_set` row renewed longer ago than this is a replica that is gone: not shown.
+pub const SHOWN_FOR: Duration = Duration::from_secs(180);
+/// Rows renewed longer ago than this are deleted when a replica starts.
+const FORGOTTEN_AFTER: Duration = Duration::from_secs(3600);
 
 /// The profile set the node streams send (Welcome, ProfileUpdate).
 #[derive(Debug, Clone, PartialEq)]
@@ -97,7 +104,8 @@ enum Record {
 /// Watches one profile directory; see the module doc.
 #[derive(Debug)]
 pub struct Watcher {
-    pub dir: PathBuf,
+    /// `None`: the built-in profiles only; the row is still renewed.
+    pub dir: Option<PathBuf>,
     pub poll: Duration,
     pub queue: Queue,
     pub coordinator_id: String,
@@ -116,7 +124,7 @@ impl Watcher {
     /// A watcher whose start-up set is `profiles` (already published on `current`).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
-        dir: PathBuf,
+        dir: Option<PathBuf>,
         poll: Duration,
         queue: Queue,
         coordinator_id: String,
@@ -149,6 +157,7 @@ impl Watcher {
         let mut unrecorded: Option<Record> = None;
         let mut tick = tokio::time::interval(self.poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut seen_at = tokio::time::Instant::now();
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
@@ -157,7 +166,16 @@ impl Watcher {
             if let Some(record) = unrecorded.take() {
                 unrecorded = self.record(record).await;
             }
-            let files = match lps_profiles::format::read_dir(&self.dir) {
+            if seen_at.elapsed() >= SEEN_EVERY {
+                match record_seen(self.queue.pool(), &self.coordinator_id).await {
+                    Ok(()) => seen_at = tokio::time::Instant::now(),
+                    Err(e) => warn!(error = %e, "could not renew the profile set's row; retrying"),
+                }
+            }
+            let Some(dir) = &self.dir else {
+                continue;
+            };
+            let files = match lps_profiles::format::read_dir(dir) {
                 Ok(files) => files,
                 Err(e) => {
                     let error = e.to_string();
@@ -304,7 +322,7 @@ pub async fn record_loaded(
     sqlx::query!(
         "insert into profile_set (coordinator_id, revision) values ($1, $2)
          on conflict (coordinator_id) do update
-             set revision = excluded.revision, loaded_at = now(),
+             set revision = excluded.revision, loaded_at = now(), seen_at = now(),
                  refused_revision = null, refused_error = null, refused_at = null",
         coordinator_id,
         revision
@@ -312,6 +330,28 @@ pub async fn record_loaded(
     .execute(pool)
     .await?;
     Ok(())
+}
+
+/// Renews this replica's row: it still serves what the row says.
+async fn record_seen(pool: &PgPool, coordinator_id: &str) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "update profile_set set seen_at = now() where coordinator_id = $1",
+        coordinator_id
+    )
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Deletes the rows of replica processes gone for long (a replica id names one process).
+pub async fn forget_gone_replicas(pool: &PgPool) -> Result<u64, sqlx::Error> {
+    let gone = sqlx::query!(
+        "delete from profile_set where seen_at < now() - make_interval(secs => $1)",
+        FORGOTTEN_AFTER.as_secs_f64()
+    )
+    .execute(pool)
+    .await?;
+    Ok(gone.rows_affected())
 }
 
 /// Records an edit this replica refused (`revision`: `None` when the directory could not
@@ -324,7 +364,7 @@ async fn record_refused(
 ) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "update profile_set
-            set refused_revision = $2, refused_error = $3, refused_at = now()
+            set refused_revision = $2, refused_error = $3, refused_at = now(), seen_at = now()
           where coordinator_id = $1",
         coordinator_id,
         revision,
@@ -379,12 +419,20 @@ pub struct ProfileSetInfo {
     pub refused_at: Option<DateTime<Utc>>,
 }
 
-/// Every replica's profile set, by replica id.
-pub async fn profile_sets(pool: &PgPool) -> Result<Vec<ProfileSetInfo>, sqlx::Error> {
+/// The profile set of every replica that is running (renewed within [`SHOWN_FOR`] of
+/// `now`, default the database's clock), by replica id.
+pub async fn profile_sets(
+    pool: &PgPool,
+    now: Option<DateTime<Utc>>,
+) -> Result<Vec<ProfileSetInfo>, sqlx::Error> {
     sqlx::query_as!(
         ProfileSetInfo,
         "select coordinator_id, revision, loaded_at, refused_revision, refused_error, refused_at
-           from profile_set order by coordinator_id"
+           from profile_set
+          where seen_at > coalesce($1, now()) - make_interval(secs => $2)
+          order by coordinator_id",
+        now,
+        SHOWN_FOR.as_secs_f64()
     )
     .fetch_all(pool)
     .await
