@@ -563,6 +563,29 @@ check "inline vocabulary: kubernetes-validate --strict (${K8S_VERSIONS[*]})" kva
 check "inline vocabulary: runtime contracts" checks contracts "$work/vocabulary.yaml"
 check "inline vocabulary: ConfigMap mounted as LPS_VOCABULARY_FILE" \
   checks vocabulary "$work/vocabulary.yaml" "$ROOT/profiles/vocabulary.toml"
+# A profile edit restarts no pod (the coordinator watches its directory and pushes the
+# edit to the nodes); a vocabulary edit restarts the coordinator only (read at start-up).
+pod_checksums() {  # pod_checksums FILE: each Deployment's/StatefulSet's checksum annotations
+  awk '/^kind: /{kind=$2} /^  name: /{if (kind=="Deployment"||kind=="StatefulSet") name=$2}
+       /checksum\//{print kind, name, $1, $2}' "$1"
+}
+profile_edit_restarts_nothing() {
+  render profiles-a --set-string 'profiles.shop\.toml=format = 2' \
+    && render profiles-b --set-string 'profiles.shop\.toml=format = 2 # edited' \
+    && render vocabulary-b --set-string 'profiles.shop\.toml=format = 2' --set-string 'vocabulary=format = 1' \
+    || return 1
+  local a b v
+  a=$(pod_checksums "$work/profiles-a.yaml"); b=$(pod_checksums "$work/profiles-b.yaml")
+  v=$(pod_checksums "$work/vocabulary-b.yaml")
+  [ -n "$a" ] || { echo "no checksum annotations rendered"; return 1; }
+  [ "$a" = "$b" ] || { printf 'a profile edit changes pod checksums:\n%s\n--\n%s\n' "$a" "$b"; return 1; }
+  # The vocabulary changes the coordinator's checksum and no node's.
+  diff <(echo "$a" | grep -v coordinator) <(echo "$v" | grep -v coordinator) \
+    || { echo "a vocabulary edit changes a node's checksum"; return 1; }
+  [ "$(echo "$a" | grep coordinator)" != "$(echo "$v" | grep coordinator)" ] \
+    || { echo "a vocabulary edit does not restart the coordinator"; return 1; }
+}
+check "a profile edit changes no pod checksum; a vocabulary edit only the coordinator's" profile_edit_restarts_nothing
 # (Helm 4 says "additional properties 'x' not allowed", Helm 3 "Additional property x is not allowed".)
 expect_failure "schema rejects a typo'd top-level value" "[Aa]dditional propert[a-z]+ '?crawlerNodes'? (is )?not allowed" \
   render bad --set crawlerNodes.slots=4

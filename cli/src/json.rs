@@ -209,8 +209,23 @@ pub fn ops(s: &pb::OpsSnapshot) -> Value {
         .iter()
         .map(|c| (job_state(c.state), json!(c.count)))
         .collect();
+    let profile_sets: Vec<Value> = s
+        .profile_sets
+        .iter()
+        .map(|p| {
+            json!({
+                "coordinator_id": p.coordinator_id,
+                "revision": p.revision,
+                "loaded_at": timestamp(p.loaded_at.as_ref()),
+                "refused_revision": (!p.refused_revision.is_empty()).then_some(&p.refused_revision),
+                "refused_error": (!p.refused_error.is_empty()).then_some(&p.refused_error),
+                "refused_at": timestamp(p.refused_at.as_ref()),
+            })
+        })
+        .collect();
     json!({
         "at": timestamp(s.at.as_ref()),
+        "profile_sets": profile_sets,
         "jobs": jobs,
         "oldest_queued_age_secs": seconds(s.oldest_queued_age.as_ref()),
         "dead_last_hour": s.dead_last_hour,

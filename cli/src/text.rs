@@ -572,6 +572,22 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
             s.schedules_active, s.schedules_paused, s.schedules_waiting, s.schedules_failing
         ),
     );
+    // An edit of a replica's profile directory it refused: it still serves `revision`.
+    for p in &s.profile_sets {
+        let refused = if p.refused_error.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; REFUSED edit {}: {}",
+                or_dash(Some(p.refused_revision.clone())),
+                p.refused_error
+            )
+        };
+        kv(
+            "site profiles:",
+            format!("{} serves {}{refused}", p.coordinator_id, p.revision),
+        );
+    }
     let layout: Vec<String> = s
         .malls
         .iter()
@@ -1030,6 +1046,39 @@ mod tests {
         assert!(
             quiet.contains("spend caps reached:          -\n"),
             "{quiet}"
+        );
+    }
+
+    #[test]
+    fn ops_shows_each_replica_s_profiles_and_a_refused_edit() {
+        let out = ops(&pb::OpsSnapshot {
+            profile_sets: vec![
+                pb::ProfileSetOps {
+                    coordinator_id: "c1".into(),
+                    revision: "00112233aabbccdd".into(),
+                    ..Default::default()
+                },
+                pb::ProfileSetOps {
+                    coordinator_id: "c2".into(),
+                    revision: "00112233aabbccdd".into(),
+                    refused_revision: "ffeeddcc00112233".into(),
+                    refused_error: "site profile /p/naver.toml: fields.price: bad".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        });
+        let lines: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("site profiles:"))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "site profiles:               c1 serves 00112233aabbccdd",
+                "site profiles:               c2 serves 00112233aabbccdd; REFUSED edit ffeeddcc00112233: site profile /p/naver.toml: fields.price: bad",
+            ],
+            "{out}"
         );
     }
 

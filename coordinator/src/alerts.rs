@@ -797,6 +797,7 @@ mod tests {
             },
             alerts: vec![],
             clients: Vec::new(),
+            profile_sets: Vec::new(),
             deliveries: Default::default(),
             schedules: Default::default(),
         }

@@ -3,7 +3,8 @@
 //! [`start`] binds the listeners (port 0 works, for tests), migrates, and spawns: the gRPC
 //! server and the HTTP health server (TLS when configured, see [`crate::tls`]), the job
 //! listener, the control listener, the reaper, the alert loop, the delivery worker
-//! ([`crate::delivery::worker`]), the scheduler ([`crate::schedule::scheduler`]) and the database probe that keeps gRPC health and
+//! ([`crate::delivery::worker`]), the scheduler ([`crate::schedule::scheduler`]), the
+//! profile watcher ([`crate::profiles::watch`]) and the database probe that keeps gRPC health and
 //! `/readyz` current ([`crate::readiness`]).
 //! A background task that exits on its own is fatal: [`Running::wait`] returns its error.
 //!
@@ -86,7 +87,8 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         },
     );
     let tokens = Arc::new(config.tokens.clone());
-    let profiles = profiles::load(config.profiles_dir.as_deref())?;
+    let (profiles, profile_revision) =
+        profiles::load_with_revision(config.profiles_dir.as_deref())?;
     for mall in &config.malls {
         if !profiles.iter().any(|p| p.wire.id == mall.as_str()) {
             anyhow::bail!("invalid setting LPS_MALLS: no site profile for mall {mall:?}");
@@ -115,6 +117,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     }
     info!(
         profiles = profiles.len(),
+        profiles.revision = %profile_revision,
         enabled = ?config.malls.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "site profiles loaded"
     );
@@ -166,6 +169,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             None
         }
     };
+    let settings_allowed = settings.allowed;
     settings.commit().await?;
     // Streams an earlier process under this replica's id held died with it (a crash leaves
     // them marked connected).
@@ -180,6 +184,36 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
     }
     let metrics = Arc::new(Metrics::new());
     metrics.init_malls(config.malls.iter().map(|m| m.as_str()));
+    profiles::watch::record_loaded(&pool, &config.coordinator_id, &profile_revision)
+        .await
+        .context("recording the loaded site profiles")?;
+    if let Err(e) = profiles::watch::forget_gone_replicas(&pool).await {
+        warn!(error = %e, "could not delete the profile sets of replicas gone");
+    }
+    let (current_profiles, profile_updates) = tokio::sync::watch::channel(Arc::new(
+        profiles::watch::ProfileSet::new(profile_revision, &profiles),
+    ));
+    {
+        let watcher = profiles::watch::Watcher::new(
+            config.profiles_dir.clone(),
+            config.profiles_poll,
+            queue.clone(),
+            config.coordinator_id.clone(),
+            config.malls.clone(),
+            settings_allowed,
+            metrics.clone(),
+            current_profiles,
+            &profiles,
+        );
+        let cancel = loops.clone();
+        tasks.spawn(
+            async move {
+                watcher.run(cancel).await;
+                ("profile watcher", Ok(()))
+            }
+            .instrument(info_span!(parent: None, "profiles.watch", log_only = true)),
+        );
+    }
     let registry = Registry::spawn();
     let dispatcher = Dispatcher {
         queue: queue.clone(),
@@ -189,7 +223,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             silence_timeout: dispatch::stream::silence_for(config.heartbeat_interval),
             node_grace: config.node_grace,
             claim_poll: config.claim_poll,
-            profiles: profiles.iter().map(|p| p.wire.clone()).collect(),
+            profiles: profile_updates,
             vocabulary,
             limits: pb::Limits {
                 max_ip_burns_per_job: config

@@ -185,8 +185,14 @@ pub struct ServeArgs {
     #[arg(long, env = "LPS_LOG_FORMAT", default_value = DEFAULT_LOG_FORMAT)]
     pub log_format: String,
     /// Directory of site-profile TOML files overriding or adding to the built-in ones.
+    /// Watched while the coordinator runs: an edit that validates reaches the connected
+    /// nodes without a restart, an invalid one is refused and the loaded set kept.
     #[arg(long, env = "LPS_PROFILES_DIR")]
     pub profiles_dir: Option<std::path::PathBuf>,
+    /// How often the profile directory is read for edits (a mounted ConfigMap changes in
+    /// place by swapping a symbolic link, which file notifications miss).
+    #[arg(long, env = "LPS_PROFILES_POLL", default_value = crate::profiles::watch::DEFAULT_PROFILES_POLL, value_parser = duration)]
+    pub profiles_poll: Duration,
     /// Vocabulary file (TOML, docs/vocabulary.md) replacing the built-in word lists of the
     /// same-product judge; sent to nodes in Welcome. Default: the built-in vocabulary.
     #[arg(long, env = "LPS_VOCABULARY_FILE")]
@@ -298,6 +304,7 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     pub json_logs: bool,
     pub profiles_dir: Option<std::path::PathBuf>,
+    pub profiles_poll: Duration,
     /// Replaces the built-in vocabulary (`None`: built-in); read and checked at start-up.
     pub vocabulary_file: Option<std::path::PathBuf>,
     pub malls: Vec<lps_proto::model::MallId>,
@@ -330,6 +337,7 @@ impl std::fmt::Debug for Config {
             .field("node_grace", &self.node_grace)
             .field("job_deadline", &self.job_deadline)
             .field("profiles_dir", &self.profiles_dir)
+            .field("profiles_poll", &self.profiles_poll)
             .field("vocabulary_file", &self.vocabulary_file)
             .field("malls", &self.malls)
             .field("alerts", &self.alerts)
@@ -607,6 +615,7 @@ impl ServeArgs {
         for (setting, value) in [
             ("LPS_REAP_INTERVAL", self.reap_interval),
             ("LPS_CLAIM_POLL", self.claim_poll),
+            ("LPS_PROFILES_POLL", self.profiles_poll),
             ("LPS_SHUTDOWN_TIMEOUT", self.shutdown_timeout),
         ] {
             if value.is_zero() {
@@ -801,6 +810,7 @@ impl ServeArgs {
             shutdown_timeout: self.shutdown_timeout,
             json_logs,
             profiles_dir: self.profiles_dir,
+            profiles_poll: self.profiles_poll,
             vocabulary_file: self.vocabulary_file.filter(|p| !p.as_os_str().is_empty()),
             malls,
             alerts,
@@ -843,6 +853,7 @@ mod tests {
             DEFAULT_BACKOFF_CAP,
             DEFAULT_REAP_INTERVAL,
             DEFAULT_CLAIM_POLL,
+            crate::profiles::watch::DEFAULT_PROFILES_POLL,
             DEFAULT_SHUTDOWN_TIMEOUT,
             DEFAULT_ALERT_INTERVAL,
             DEFAULT_ALERT_FOR,

@@ -108,6 +108,10 @@ pub const RETENTION_KINDS: [&str; 8] = [
 pub const SCHEDULE_RUN_OUTCOMES: [&str; 5] =
     ["started", "skipped", "retry", "claim_lost", "unrecorded"];
 
+/// `profile_reloads{outcome}`: what became of an edit of the profile directory: applied
+/// (sent to the nodes) or refused (invalid; the loaded set is kept).
+pub const PROFILE_RELOAD_OUTCOMES: [&str; 2] = ["applied", "refused"];
+
 /// `price_moves{reason}`: why a schedule evaluation found a price move.
 pub const PRICE_MOVE_REASONS: [&str; 2] = ["below_target", "moved"];
 
@@ -161,6 +165,9 @@ pub struct Metrics {
     pub retention_sweep_duration: Histogram,
     pub schedule_runs: Family<OutcomeLabels, Counter>,
     pub price_moves: Family<ReasonLabels, Counter>,
+    pub profile_reloads: Family<OutcomeLabels, Counter>,
+    /// 1 while the profile directory holds an edit this replica refused.
+    pub profile_edit_refused: Gauge,
 }
 
 impl Default for Metrics {
@@ -460,6 +467,23 @@ impl Metrics {
                 reason: reason.into(),
             });
         }
+        let profile_reloads = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "profile_reloads",
+            "Edits of the profile directory this replica read, by outcome (applied, refused)",
+            profile_reloads.clone(),
+        );
+        for outcome in PROFILE_RELOAD_OUTCOMES {
+            let _ = profile_reloads.get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            });
+        }
+        let profile_edit_refused = Gauge::default();
+        registry.register(
+            "profile_edit_refused",
+            "1 while the profile directory holds an edit this replica refused (lpsctl ops shows the error; the loaded profiles are kept)",
+            profile_edit_refused.clone(),
+        );
         Self {
             registry,
             jobs,
@@ -508,6 +532,8 @@ impl Metrics {
             retention_sweep_duration,
             schedule_runs,
             price_moves,
+            profile_reloads,
+            profile_edit_refused,
         }
     }
 

@@ -2,10 +2,11 @@
 //! [`Welcome`] (id, heartbeat interval, lease TTL, which held jobs were re-attached or lost)
 //! and the [`SiteProfiles`] the executor searches malls with.
 //!
-//! Site profiles are replaced wholesale by every Welcome (an operator changes a selector
-//! without a rebuild, DESIGN §5); the node publishes the latest ones through a `watch`
-//! channel and copies a job's profile into its [`Job`](crate::executor::Job) when the job
-//! is assigned, so a running job keeps the profile it started with. Pure data, no I/O.
+//! Site profiles are replaced wholesale by every Welcome and every `ProfileUpdate` (an
+//! operator changes a selector without a rebuild or a restart, DESIGN §5); the node
+//! publishes the latest ones through a `watch` channel and copies a job's profile into its
+//! [`Job`](crate::executor::Job) when the job is assigned, so a running job keeps the
+//! profile it started with. Pure data, no I/O.
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 

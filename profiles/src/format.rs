@@ -1053,28 +1053,56 @@ fn block(e: &Errors<'_>, b: BlockFile) -> Result<pb::BlockMarkers, ProfileError>
 
 /// The built-in profiles, overridden and extended by id by the `*.toml` files of `dir`.
 pub fn load(dir: Option<&Path>) -> Result<Vec<Profile>, ProfileError> {
+    let files = match dir {
+        Some(dir) => read_dir(dir)?,
+        None => Vec::new(),
+    };
+    load_files(&files)
+}
+
+/// The `*.toml` files of `dir` as (path, contents), in path order: what [`load_files`]
+/// takes. Files are read through symbolic links (a mounted Kubernetes ConfigMap is a set
+/// of links into a directory that is swapped whole); other entries are skipped.
+pub fn read_dir(dir: &Path) -> Result<Vec<(String, String)>, ProfileError> {
+    let io = |reason: String| ProfileError {
+        file: dir.display().to_string(),
+        field: "(directory)".into(),
+        reason,
+    };
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| io(e.to_string()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let name = path.display().to_string();
+            match std::fs::read_to_string(&path) {
+                Ok(text) => Ok((name, text)),
+                Err(e) => Err(ProfileError {
+                    file: name,
+                    field: "(file)".into(),
+                    reason: e.to_string(),
+                }),
+            }
+        })
+        .collect()
+}
+
+/// The built-in profiles, overridden and extended by id by `files` ((path, contents), as
+/// [`read_dir`] returns them; a later file wins over an earlier one with the same id).
+pub fn load_files(files: &[(String, String)]) -> Result<Vec<Profile>, ProfileError> {
     let mut by_id = BTreeMap::new();
     for (file, text) in BUILTIN {
         let p = parse(&format!("(built-in) {file}"), text)?;
         by_id.insert(p.wire.id.clone(), p);
     }
-    if let Some(dir) = dir {
-        let io = |reason: String| ProfileError {
-            file: dir.display().to_string(),
-            field: "(directory)".into(),
-            reason,
-        };
-        let mut files: Vec<_> = std::fs::read_dir(dir)
-            .map_err(|e| io(e.to_string()))?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-            .collect();
-        files.sort();
-        for path in files {
-            let p = parse_file(&path)?;
-            by_id.insert(p.wire.id.clone(), p);
-        }
+    for (name, text) in files {
+        let p = parse(name, text)?;
+        by_id.insert(p.wire.id.clone(), p);
     }
     Ok(by_id.into_values().collect())
 }

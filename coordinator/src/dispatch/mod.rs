@@ -41,8 +41,9 @@ pub struct DispatchConfig {
     pub node_grace: Duration,
     /// Poll fallback for claimers when no NOTIFY arrives.
     pub claim_poll: Duration,
-    /// Site profiles sent in Welcome.
-    pub profiles: Vec<pb::SiteProfile>,
+    /// The current site profiles, sent in Welcome and, when they change, in ProfileUpdate
+    /// (`crate::profiles::watch`).
+    pub profiles: tokio::sync::watch::Receiver<Arc<crate::profiles::watch::ProfileSet>>,
     /// The same-product judge's vocabulary sent in Welcome (the built-in one or
     /// `LPS_VOCABULARY_FILE`, checked with every profile's additions at start-up).
     pub vocabulary: pb::Vocabulary,

@@ -428,6 +428,18 @@ pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
         schedules_waiting: s.schedules.waiting,
         schedules_failing: s.schedules.failing,
         scope_client: String::new(),
+        profile_sets: s
+            .profile_sets
+            .iter()
+            .map(|p| pb::ProfileSetOps {
+                coordinator_id: p.coordinator_id.clone(),
+                revision: p.revision.clone(),
+                loaded_at: Some(timestamp_to_pb(p.loaded_at)),
+                refused_revision: p.refused_revision.clone().unwrap_or_default(),
+                refused_error: p.refused_error.clone().unwrap_or_default(),
+                refused_at: p.refused_at.map(timestamp_to_pb),
+            })
+            .collect(),
         deliveries_pending: s.deliveries.pending,
         deliveries_dead: s.deliveries.dead,
         deliveries_delivered_last_hour: s.deliveries.delivered_last_hour,

@@ -70,8 +70,11 @@ impl Ops {
             waiting: s.waiting,
             failing: s.failing,
         };
+        let profile_sets =
+            crate::profiles::watch::profile_sets(self.queue.pool(), self.now).await?;
         Ok(OpsSnapshot {
             at: self.now.unwrap_or_else(Utc::now),
+            profile_sets,
             queue,
             fleet,
             alerts,
@@ -108,6 +111,8 @@ pub struct OpsSnapshot {
     pub deliveries: crate::delivery::DeliveryOps,
     /// The schedules (watchlists).
     pub schedules: ScheduleOps,
+    /// The site profiles each replica serves, and an edit it refused.
+    pub profile_sets: Vec<crate::profiles::watch::ProfileSetInfo>,
 }
 
 /// The schedules' figures.

@@ -560,6 +560,7 @@ impl Link {
                 }
             }
             In::ProxyUnavailable(none) => self.desk.on_unavailable(none),
+            In::ProfileUpdate(update) => self.on_profile_update(update),
             In::Drain(drain) => {
                 if self.drain.is_none() {
                     let reason = if drain.reason.is_empty() {
@@ -571,6 +572,28 @@ impl Link {
                 }
             }
         }
+    }
+
+    /// The coordinator's profiles changed (an edited profile directory): jobs assigned from
+    /// now on use the new set; a running job keeps the profile it was assigned with (its
+    /// own copy in its `Job`). The limits stay the Welcome's.
+    fn on_profile_update(&mut self, update: pb::ProfileUpdate) {
+        let profiles =
+            SiteProfiles::new(update.profiles, *self.profiles.limits(), update.vocabulary);
+        info!(
+            profiles.revision = %update.revision,
+            profiles = profiles.len(),
+            "site profiles updated by the coordinator"
+        );
+        let malls = &self.config.malls;
+        self.shared.metrics.init_malls(
+            profiles
+                .malls()
+                .into_iter()
+                .filter(|mall| malls.is_empty() || malls.iter().any(|m| m.as_str() == *mall)),
+        );
+        self.profiles = Arc::new(profiles);
+        self.shared.profiles.send_replace(self.profiles.clone());
     }
 
     fn on_assign(&mut self, assign: pb::Assign) {

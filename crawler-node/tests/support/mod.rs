@@ -172,6 +172,7 @@ impl State {
                         // As an older coordinator: the node judges with its built-in words.
                         vocabulary: None,
                         stopped_reports: b.stopped_reports,
+                        profile_revision: String::new(),
                     }),
                 );
             }

@@ -225,13 +225,22 @@ NetworkPolicy ports for proxy.ports ("10000-10099", "10000,10005-10010").
 {{- end }}
 {{- end -}}
 
-{{/* Checksum of the chart-managed config that pods should roll on. */}}
+{{/* Checksum of the chart-managed config that every pod must restart on: the secrets.
+Site profiles are not in it: the coordinator watches its profile directory and sends an
+edit to the connected nodes without a restart (DESIGN §5 "Profile revisions"), so a profile
+fix neither drains the nodes nor restarts the coordinator. */}}
 {{- define "lps.configChecksum" -}}
-{{- $parts := list (toJson .Values.profiles) (toJson .Values.vocabulary) -}}
+{{- $parts := list -}}
 {{- if .Values.secrets.create -}}
 {{- $parts = append $parts (toJson .Values.secrets.values) -}}
 {{- end -}}
 {{- join "|" $parts | sha256sum -}}
+{{- end -}}
+
+{{/* Checksum of what the coordinator reads only at start-up: the vocabulary file (nodes
+get the vocabulary from the coordinator, so they do not restart on it). */}}
+{{- define "lps.vocabularyChecksum" -}}
+{{- toJson .Values.vocabulary | sha256sum -}}
 {{- end -}}
 
 {{/*

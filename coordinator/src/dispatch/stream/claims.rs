@@ -3,7 +3,7 @@
 use lps_proto::{model::Lease, pb::coordinator_message::Body as Out};
 use opentelemetry::KeyValue;
 use tonic::Status;
-use tracing::{Instrument as _, debug, info_span};
+use tracing::{Instrument as _, debug, info_span, warn};
 
 use super::{Held, NodeStream, assign};
 use crate::queue::{self, ClaimedJob};
@@ -23,6 +23,7 @@ impl NodeStream {
 
     /// Records freshly claimed jobs as held and sends their `Assign`s.
     pub(super) async fn assign_all(&mut self, jobs: Vec<queue::ClaimedJob>) -> Result<(), Status> {
+        let assigned: Vec<Lease> = jobs.iter().map(|j| j.lease).collect();
         let mut jobs = jobs.into_iter();
         while let Some(job) = jobs.next() {
             self.d.metrics.claims.inc();
@@ -73,6 +74,17 @@ impl NodeStream {
                 self.hand_back_unsent(unsent.collect());
                 return Err(gone);
             }
+        }
+        if !assigned.is_empty()
+            && let Err(e) = crate::profiles::watch::record_assigned(
+                self.d.pool(),
+                &self.profile_revision,
+                &assigned,
+            )
+            .await
+        {
+            // NB: the jobs run all the same; only their record lacks the revision.
+            warn!(error = %e, profiles.revision = %self.profile_revision, "could not record the jobs' profile revision");
         }
         Ok(())
     }

@@ -108,6 +108,10 @@ struct NodeStream {
     /// What the node_session row last recorded, and when.
     recorded_free: u32,
     recorded_at: Instant,
+    /// The site profiles; their revision as last sent to the node (Welcome or
+    /// ProfileUpdate): every Assign after it runs with that revision.
+    profiles: tokio::sync::watch::Receiver<std::sync::Arc<crate::profiles::watch::ProfileSet>>,
+    profile_revision: String,
 }
 
 /// Runs a node stream whose Hello was already validated; returns when the stream is over.
@@ -171,6 +175,8 @@ pub async fn run(
         ports: std::collections::BTreeSet::new(),
         recorded_free: hello.slots,
         recorded_at: Instant::now(),
+        profiles: d.config.profiles.clone(),
+        profile_revision: String::new(),
     };
     let end = match s.welcome(&hello).await {
         Ok(()) => s.serve(&mut inbound, &mut commands).await,
@@ -235,6 +241,8 @@ impl NodeStream {
         let silence = self.d.config.silence_timeout;
         let mut silent_until = Instant::now() + silence;
         let mut wakeups = self.d.wakeups.clone();
+        // NB: a clone keeps the version the Welcome saw: an edit since is sent below.
+        let mut profiles = self.profiles.clone();
         // Claim once right away: work may be waiting.
         let mut claim_now = true;
         loop {
@@ -295,6 +303,14 @@ impl NodeStream {
                     Command::Drain { reason } => self.start_drain(&reason).await,
                     Command::Replaced => return End::Replaced,
                 },
+                // Before any later Assign on this stream: the node runs the jobs assigned
+                // after the update with the new profiles.
+                Ok(()) = profiles.changed() => {
+                    let set = profiles.borrow_and_update().clone();
+                    if self.send_profiles(&set).await.is_err() {
+                        return End::Lost;
+                    }
+                }
                 woken = wakeups.wait(self.d.config.claim_poll), if can_claim => {
                     let _ = woken;
                     claim_now = true;
@@ -465,6 +481,22 @@ impl NodeStream {
             error,
         }))
         .await
+    }
+
+    /// Sends the node a new profile set (`crate::profiles::watch`).
+    async fn send_profiles(
+        &mut self,
+        set: &crate::profiles::watch::ProfileSet,
+    ) -> Result<(), Status> {
+        info!(profiles.revision = %set.revision, previous = %self.profile_revision, "sending the node new site profiles");
+        self.send(Out::ProfileUpdate(pb::ProfileUpdate {
+            profiles: set.profiles.clone(),
+            vocabulary: Some(self.d.config.vocabulary.clone()),
+            revision: set.revision.clone(),
+        }))
+        .await?;
+        self.profile_revision.clone_from(&set.revision);
+        Ok(())
     }
 
     async fn send(&self, body: Out) -> Result<(), Status> {

@@ -88,11 +88,14 @@ impl NodeStream {
         self.announced_free = self
             .slots
             .saturating_sub(u32::try_from(self.held.len()).unwrap_or(u32::MAX));
+        let profiles = self.profiles.borrow_and_update().clone();
+        self.profile_revision.clone_from(&profiles.revision);
         let welcome = pb::Welcome {
             session_id: self.stream_id.to_string(),
             heartbeat_interval: Some(model::duration_to_pb(d.config.heartbeat_interval)),
             lease_ttl: Some(model::duration_to_pb(d.queue.config().lease_ttl)),
-            profiles: d.config.profiles.clone(),
+            profiles: profiles.profiles.clone(),
+            profile_revision: profiles.revision.clone(),
             limits: Some(d.config.limits),
             reattached: reattached
                 .iter()

@@ -11,8 +11,16 @@
 //! A profile or vocabulary that cannot be used is a start-up error naming the file and the
 //! field — including a profile's `[vocabulary]` additions that the coordinator's vocabulary
 //! cannot take (they were checked against the built-in words when the profile was read).
+//!
+//! [`watch`] keeps the profiles current while the coordinator runs: it reads the directory
+//! every `LPS_PROFILES_POLL`, and an edit that validates replaces the set the node streams
+//! send; each set is named by its [`revision`].
+
+pub mod watch;
 
 use std::path::Path;
+
+use sha2::{Digest as _, Sha256};
 
 use lps_profiles::vocabulary::Lexicon;
 pub use lps_profiles::{
@@ -26,6 +34,44 @@ use crate::queue::MallLimits;
 /// The built-in profiles, overridden and extended by the `*.toml` files of `dir`.
 pub fn load(dir: Option<&Path>) -> Result<Vec<SiteProfile>, ProfileError> {
     lps_profiles::format::load(dir)
+}
+
+/// [`load`] with the [`revision`] of what it read.
+pub fn load_with_revision(dir: Option<&Path>) -> Result<(Vec<SiteProfile>, String), ProfileError> {
+    let files = match dir {
+        Some(dir) => lps_profiles::format::read_dir(dir)?,
+        None => Vec::new(),
+    };
+    Ok((lps_profiles::format::load_files(&files)?, revision(&files)))
+}
+
+/// The revision of a profile set: 16 hex digits of a SHA-256 over the built-in profiles
+/// and the directory's files ((path, contents), as `read_dir` returns them) by file name
+/// and contents. The same files give the same revision on every replica, wherever each
+/// mounts them; any edit gives another.
+pub fn revision(files: &[(String, String)]) -> String {
+    let mut hash = Sha256::new();
+    let builtin = lps_profiles::format::BUILTIN
+        .iter()
+        .map(|(name, text)| ((*name).to_owned(), *text));
+    let dir = files.iter().map(|(path, text)| {
+        let name = Path::new(path)
+            .file_name()
+            .map_or_else(|| path.clone(), |n| n.to_string_lossy().into_owned());
+        (name, text.as_str())
+    });
+    for (name, text) in builtin.chain(dir) {
+        // NB: length-prefixed, so that no two file lists hash alike by moving a boundary.
+        for part in [name.as_bytes(), text.as_bytes()] {
+            hash.update(u64::try_from(part.len()).unwrap_or(u64::MAX).to_be_bytes());
+            hash.update(part);
+        }
+    }
+    hash.finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A vocabulary this coordinator cannot run with.
@@ -135,6 +181,32 @@ mod tests {
     fn alpha_with(table: &str) -> SiteProfile {
         let text = lps_profiles::format::builtin_text("testmall-alpha.toml").unwrap();
         parse("/p/alpha.toml", &format!("{text}\n{table}")).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_revision_names_the_file_names_and_contents_wherever_they_are_mounted() {
+        let a = revision(&[("/etc/lps/profiles/shop.toml".into(), "format = 2".into())]);
+        assert_eq!(a.len(), 16);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(
+            a,
+            revision(&[("/elsewhere/shop.toml".into(), "format = 2".into())]),
+            "the same files on another replica"
+        );
+        assert_ne!(
+            a,
+            revision(&[("/p/shop.toml".into(), "format = 2 ".into())])
+        );
+        assert_ne!(
+            a,
+            revision(&[("/p/shop2.toml".into(), "format = 2".into())])
+        );
+        assert_ne!(a, revision(&[]), "the built-in profiles alone");
+        // Length-prefixed: moving the boundary between name and contents changes it.
+        assert_ne!(
+            revision(&[("/p/ab".into(), "c".into())]),
+            revision(&[("/p/a".into(), "bc".into())])
+        );
     }
 
     #[test]
