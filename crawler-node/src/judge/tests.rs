@@ -1245,7 +1245,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "d2540045f345db514538c774c1b2aeb199fe0b56fe601724f2700569172eee50";
+    "fa0870063c84d75a44e3d27c056312b621bd6ea0e95e5a4bfb16ad7b66c593da";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
