@@ -860,6 +860,11 @@ fn names_are_found_across_scripts() {
     check(&latin, &[("로얄캐닌 인도어 2kg", "match")]);
     let shave = must_query("필립스 원블레이드 QP2724");
     check(&shave, &[("PHILIPS OneBlade QP2724 면도기", "match")]);
+    // An acronym Korean writes by its letters' names, alone or starting a word.
+    let drone = must_query("DJI 미니4 프로 드론");
+    check(&drone, &[("디제이아이 미니 4 프로 드론 정품", "match")]);
+    let tennis = must_query("윌슨 US오픈 테니스공 4개입");
+    check(&tennis, &[("윌슨 유에스오픈 테니스공 4개입", "match")]);
 }
 
 #[test]
@@ -1245,7 +1250,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "fa0870063c84d75a44e3d27c056312b621bd6ea0e95e5a4bfb16ad7b66c593da";
+    "e46d4fc66305602ed9f2e55effd0531a3431b87fb31fb0bcad8e399ecc5cb794";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.

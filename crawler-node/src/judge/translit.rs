@@ -543,9 +543,67 @@ fn long_enough(hangul: &str) -> bool {
     syllables >= 2 || consonants >= 2
 }
 
+/// The most letters of a Latin word Korean may spell letter by letter (`DJI`, `디제이아이`).
+const MAX_SPELLED: usize = 5;
+
+/// The Korean names of a Latin letter (`d` 디, `w` 더블유), the usual spellings first.
+fn letter_names(c: char) -> &'static [&'static str] {
+    match c {
+        'a' => &["에이"],
+        'b' => &["비"],
+        'c' => &["씨", "시"],
+        'd' => &["디"],
+        'e' => &["이"],
+        'f' => &["에프", "애프"],
+        'g' => &["지", "쥐"],
+        'h' => &["에이치", "에치"],
+        'i' => &["아이"],
+        'j' => &["제이"],
+        'k' => &["케이"],
+        'l' => &["엘"],
+        'm' => &["엠"],
+        'n' => &["엔"],
+        'o' => &["오"],
+        'p' => &["피"],
+        'q' => &["큐"],
+        'r' => &["알", "아르"],
+        's' => &["에스"],
+        't' => &["티"],
+        'u' => &["유"],
+        'v' => &["브이", "뷔"],
+        'w' => &["더블유", "더블류"],
+        'x' => &["엑스"],
+        'y' => &["와이"],
+        'z' => &["지", "제트", "젯"],
+        _ => &[],
+    }
+}
+
+/// The Hangul spellings of a short Latin word read letter by letter (`dji` → `디제이아이`,
+/// `us` → `유에스`): an acronym Korean writes by its letters' names. Two to
+/// [`MAX_SPELLED`] letters; none for a longer or other word.
+fn spelled_by_letters(latin: &str) -> Vec<String> {
+    let letters: Vec<char> = latin.chars().flat_map(char::to_lowercase).collect();
+    if !(2..=MAX_SPELLED).contains(&letters.len()) || !letters.iter().all(char::is_ascii_lowercase)
+    {
+        return Vec::new();
+    }
+    let mut out = vec![String::new()];
+    for c in letters {
+        out = out
+            .iter()
+            .flat_map(|prefix| letter_names(c).iter().map(move |n| format!("{prefix}{n}")))
+            .collect();
+    }
+    out
+}
+
 /// Whether a Hangul spelling and a Latin one name the same word.
 pub(super) fn same_name(hangul: &str, latin: &str) -> bool {
     let wanted = hangul_sounds(hangul);
+    if spelled_by_letters(latin).iter().any(|s| s == hangul) {
+        return true;
+    }
     long_enough(hangul)
         && latin_readings(latin)
             .iter()
@@ -588,9 +646,11 @@ pub(super) fn latin_spans(card: &Text, key: &str) -> Vec<Span> {
                 .map(|w| w.replace('-', ""))
                 .collect();
             let readings = latin_readings(&joined);
-            if wanted
-                .iter()
-                .any(|w| readings.iter().any(|r| sounds_match(w, r)))
+            let by_letters = len == 1 && spelled_by_letters(&joined).iter().any(|s| s == key);
+            if by_letters
+                || wanted
+                    .iter()
+                    .any(|w| readings.iter().any(|r| sounds_match(w, r)))
             {
                 return spans
                     .get(start..start + len)
@@ -610,9 +670,23 @@ pub(super) fn hangul_spans(card: &Text, key: &str) -> Vec<Span> {
     }
     let wanted = latin_sounds(key);
     let spans = card.word_spans();
+    let spelled = spelled_by_letters(key);
     for (word, &(start, _)) in card.words.iter().zip(&spans) {
         if !is_hangul_word(word) {
             continue;
+        }
+        // An acronym written by its letters' names, at the start or the end of the word
+        // (`유에스오픈` for `US 오픈`, `디제이아이`).
+        if let Some(s) = spelled
+            .iter()
+            .find(|s| word.starts_with(s.as_str()) || word.ends_with(s.as_str()))
+        {
+            let at = if word.starts_with(s.as_str()) {
+                0
+            } else {
+                word.len() - s.len()
+            };
+            return vec![(start + at, start + at + s.len())];
         }
         let offsets: Vec<usize> = word
             .char_indices()
@@ -685,6 +759,17 @@ mod tests {
             ("라", "la"),
         ];
         for (hangul, latin) in pairs {
+            assert!(!same_name(hangul, latin), "{hangul} !~ {latin}");
+        }
+    }
+
+    #[test]
+    fn acronyms_spelled_by_letter_names() {
+        for (hangul, latin) in [("디제이아이", "DJI"), ("엘지", "LG"), ("비엠더블유", "bmw")]
+        {
+            assert!(same_name(hangul, latin), "{hangul} ~ {latin}");
+        }
+        for (hangul, latin) in [("디제이", "DJI"), ("엘지", "LS"), ("이", "e")] {
             assert!(!same_name(hangul, latin), "{hangul} !~ {latin}");
         }
     }
