@@ -1250,7 +1250,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "e46d4fc66305602ed9f2e55effd0531a3431b87fb31fb0bcad8e399ecc5cb794";
+    "54b2393373bd1f95c67e61505e1f564d48b8d0b675ce7de227bb9b24e103ab3c";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
