@@ -580,9 +580,34 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     let mut code_found = false;
     let mut missing_condition: Option<String> = None;
     let mut lead_replaced: Option<(String, String)> = None;
-    for token in query.tokens() {
-        let hit = find_token(query, &card, token);
+    let hits: Vec<Hit> = query
+        .tokens()
+        .iter()
+        .map(|token| find_token(query, &card, token))
+        .collect();
+    // The card words other query words hold whole: a part of a word found only there
+    // (`테트라` of `테트라민`, where the brand `테트라` is that card word) is no sign of it.
+    let held_whole: Vec<Span> = query
+        .tokens()
+        .iter()
+        .zip(&hits)
+        .filter(|(t, h)| !t.variant && h.weight >= weight(&t.key))
+        .flat_map(|(_, h)| h.spans.iter().copied())
+        .collect();
+    for (token, mut hit) in query.tokens().iter().zip(hits) {
         let w = weight(&token.key);
+        if hit.weight > 0
+            && hit.weight < w
+            && hit
+                .spans
+                .iter()
+                .all(|&(s, e)| held_whole.iter().any(|&(hs, he)| hs <= s && e <= he))
+        {
+            hit = Hit {
+                weight: 0,
+                spans: Vec::new(),
+            };
+        }
         if !token.variant {
             covered.extend(hit.spans.iter().copied());
         }

@@ -868,6 +868,19 @@ fn names_are_found_across_scripts() {
 }
 
 #[test]
+fn a_card_word_held_whole_by_one_query_word_is_no_part_of_another() {
+    // `테트라` is the brand, held whole; it is no leading part of `테트라민` as well.
+    let food = must_query("테트라 테트라민 플레이크 100ml");
+    check(
+        &food,
+        &[
+            ("테트라 테트라민 100ml 열대어사료 플레이크", "match"),
+            ("테트라 베타 플레이크 100ml", "other_name"),
+        ],
+    );
+}
+
+#[test]
 fn page_contrast_reads_the_name_phrase_only() {
     // A word repeated with a tag between, and a brand after the amount, do not stretch the
     // name: `이마트` and `요구르트` are no line words; `하루한병` inside the name is.
@@ -1250,7 +1263,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "54b2393373bd1f95c67e61505e1f564d48b8d0b675ce7de227bb9b24e103ab3c";
+    "aebe617a95ca765ee4f5359ee67d86f7d7963684c1699b5b40f89d67d4edb02f";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
