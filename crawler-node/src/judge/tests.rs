@@ -1263,7 +1263,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "aebe617a95ca765ee4f5359ee67d86f7d7963684c1699b5b40f89d67d4edb02f";
+    "3d79d7841b2b394b14a5e455499e27dbeb125ef1a58e5efb616a8ac212278437";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.

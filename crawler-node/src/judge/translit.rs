@@ -308,6 +308,8 @@ fn latin_sounds_of(letters: Vec<char>) -> Vec<Sound> {
             ('s', Some('h')) => (Some(Sound::Sh), 2),
             ('s', Some('s')) if at(i + 2) == Some('h') => (None, 1),
             ('s', Some('i' | 'y')) => (Some(Sound::Sh), 1),
+            // `tch` is one `ch` (`Watch`, `워치`; `Swatch`, `스와치`).
+            ('t', Some('c')) if at(i + 2) == Some('h') => (Some(Sound::Ch), 3),
             ('c', Some('h')) => (Some(Sound::Ch), 2),
             ('c', Some('k')) => (Some(Sound::Velar), 2),
             ('c', Some('c')) if soft(at(i + 2)) => (Some(Sound::Ch), 2),
@@ -741,6 +743,7 @@ mod tests {
             ("뉴발란스", "newbalance"),
             ("켈로그", "kelloggs"),
             ("브라운", "braun"),
+            ("워치", "watch"),
         ];
         for (hangul, latin) in pairs {
             assert!(same_name(hangul, latin), "{hangul} ~ {latin}");
