@@ -807,6 +807,10 @@ struct Seen {
     text: Option<Text>,
 }
 
+/// The most words between a missing name word's neighbours, all in the other script, read
+/// as its spelling (see [`substitution`]).
+const MAX_SPELLED_RUN: usize = 3;
+
 /// Characters from which a name word left out between its neighbours marks another line
 /// (see [`substitution`]).
 const OMITTED_NAME: usize = 3;
@@ -1141,6 +1145,26 @@ fn substitution(
             && weight(&m.key) * OMITTED_SHARE_DENOMINATOR >= name_weight
         {
             return Some((m.display.clone(), String::new()));
+        }
+        // The one word between both its neighbours is in the other script (`Philips Hue
+        // White` for `필립스 휴 화이트`): the word spelled in a way the sound rule does not
+        // read, not replaced.
+        let other_script = |i: usize| {
+            card.words.get(i).is_some_and(|w| {
+                if tokens::is_latin(&m.key) {
+                    translit::is_hangul_word(w)
+                } else {
+                    translit::is_latin_word(w)
+                }
+            })
+        };
+        if let (Some(b), Some(a)) = (before, after)
+            && b < a
+            && a - b <= 1 + MAX_SPELLED_RUN
+            && (b + 1..a).any(|i| !is_covered(i))
+            && (b + 1..a).all(other_script)
+        {
+            continue;
         }
         let (lo, hi) = match (before, after) {
             (Some(b), Some(a)) if b < a => (b + 1, a),

@@ -863,6 +863,16 @@ fn names_are_found_across_scripts() {
     // An acronym Korean writes by its letters' names, alone or starting a word.
     let drone = must_query("DJI 미니4 프로 드론");
     check(&drone, &[("디제이아이 미니 4 프로 드론 정품", "match")]);
+    // A word the sound rule cannot read (`휴`, one open syllable) spelled in the other
+    // script between its neighbours is the word, not a replacement.
+    let bulb = must_query("필립스 휴 화이트 앤 컬러 앰비언스 E26 전구");
+    check(
+        &bulb,
+        &[(
+            "Philips Hue White and Color Ambiance E26 스마트 전구 1개",
+            "match",
+        )],
+    );
     let tennis = must_query("윌슨 US오픈 테니스공 4개입");
     check(&tennis, &[("윌슨 유에스오픈 테니스공 4개입", "match")]);
 }
@@ -1263,7 +1273,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "3d79d7841b2b394b14a5e455499e27dbeb125ef1a58e5efb616a8ac212278437";
+    "30c7601f0437d0c7000c918e9434cef3c74838d922b51a99f3fd69191d20bb27";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
