@@ -1130,6 +1130,9 @@ fn substitution(
         let Some(at) = tokens.iter().position(|t| t.key == m.key) else {
             continue;
         };
+        // A description the query gives (`고소한`, `바삭쫄깃한`) is what titles drop: left
+        // out, it marks no other line; another word in its place (`앵그리` for `얼큰한`) does.
+        let attributive = tokens::is_attributive(&m.key);
         let before = located[..at].iter().rev().flatten().next().copied();
         let after = located[at + 1..].iter().flatten().next().copied();
         if before.is_none() && after.is_none() {
@@ -1140,6 +1143,7 @@ fn substitution(
         // distinctive word, when the word is long enough to be a name of its own.
         if let (Some(b), Some(a)) = (before, after)
             && a == b + 1
+            && !attributive
             && m.key.chars().count() >= OMITTED_NAME
             && !m.key.chars().any(|c| c.is_ascii_digit())
             && weight(&m.key) * OMITTED_SHARE_DENOMINATOR >= name_weight
@@ -1203,7 +1207,11 @@ fn substitution(
         // The card may order its name differently (`삼성전자 노트북 DDR5-5600` for
         // `삼성전자 DDR5-5600 데스크탑`): a word of its own inside its name is a
         // replacement too.
-        .or_else(|| (name_first + 1..name_last).find(|&i| replaces(i)));
+        .or_else(|| {
+            (name_first + 1..name_last)
+                .filter(|_| !attributive)
+                .find(|&i| replaces(i))
+        });
         // A variant value the card does not name is replaced only by the word closing
         // its title (amounts aside: `코요테탄`, `코어 50포`), never when a code's letters
         // name it (`PX-S1B` for `… 블랙`): inside the title a word of the card's own is

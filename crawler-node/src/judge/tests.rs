@@ -878,6 +878,16 @@ fn names_are_found_across_scripts() {
 }
 
 #[test]
+fn a_description_the_query_gives_may_be_left_out() {
+    // `고소한` is an attributive form (a description): a title without it is the product;
+    // another word in its place is still another line.
+    let soy = must_query("곰곰 고소한 검은콩 칼슘 두유 190ml 24개");
+    check(&soy, &[("곰곰 검은콩 칼슘 두유 190ml x 24팩", "match")]);
+    let noodles = must_query("농심 얼큰한 너구리 120g 5개");
+    check(&noodles, &[("농심 앵그리 너구리 120g 5개", "other_name")]);
+}
+
+#[test]
 fn a_card_word_held_whole_by_one_query_word_is_no_part_of_another() {
     // `테트라` is the brand, held whole; it is no leading part of `테트라민` as well.
     let food = must_query("테트라 테트라민 플레이크 100ml");
@@ -1273,7 +1283,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "30c7601f0437d0c7000c918e9434cef3c74838d922b51a99f3fd69191d20bb27";
+    "b7ca222a0f6ddd3620e02658720a2b59084d615464bdb210728c7c4efe920b98";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
