@@ -1188,7 +1188,8 @@ fn substitution(
                 && !is_covered(i)
                 && !in_value(i)
                 && !w.chars().any(|c| c.is_ascii_digit())
-                && w.chars().count() >= 2
+                // One letter replaces only a short Latin mark (`F` for `EF`: a nib, a size).
+                && (w.chars().count() >= 2 || (!hangul && m.key.chars().count() <= 3))
                 // A latin word for a Hangul one is a spelling (`Detect` for `디텍트`).
                 && tokens::is_latin(w) != hangul
                 && !vocabulary_word(lexicon, w)

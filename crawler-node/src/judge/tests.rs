@@ -888,6 +888,13 @@ fn a_description_the_query_gives_may_be_left_out() {
 }
 
 #[test]
+fn one_letter_replaces_a_short_latin_mark() {
+    // `F` in the place of `EF` is another nib; one letter is no replacement of a long word.
+    let pen = must_query("라미 사파리 만년필 EF 차콜블랙");
+    check(&pen, &[("라미 사파리 만년필 F 차콜블랙", "other_name")]);
+}
+
+#[test]
 fn a_card_word_held_whole_by_one_query_word_is_no_part_of_another() {
     // `테트라` is the brand, held whole; it is no leading part of `테트라민` as well.
     let food = must_query("테트라 테트라민 플레이크 100ml");
@@ -1283,7 +1290,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "b7ca222a0f6ddd3620e02658720a2b59084d615464bdb210728c7c4efe920b98";
+    "f7c12c8eced5406236cf7a91436173441477ad4ba98b7923685269e8ea1b2c15";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
