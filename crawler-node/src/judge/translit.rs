@@ -290,6 +290,27 @@ fn latin_readings(word: &str) -> Vec<Vec<Sound>> {
     if german != without {
         out.push(latin_sounds_of(german));
     }
+    // A `re` after a vowel and before a consonant may close a compound's first part, said
+    // `-er` with a silent `e` (`Forerunner`, `포러너`; `Goretex`, `고어텍스`), as a second
+    // reading: inside a word it as often begins a syllable (`Arena`, `아레나`).
+    let vowel = |c: Option<&char>| c.is_some_and(|c| "aeiouy".contains(*c));
+    let compound: Vec<char> = without
+        .iter()
+        .enumerate()
+        .filter(|&(i, &c)| {
+            !(c == 'e'
+                && i >= 2
+                && without.get(i - 1) == Some(&'r')
+                && vowel(without.get(i - 2))
+                && without
+                    .get(i + 1)
+                    .is_some_and(|n| n.is_ascii_alphabetic() && !vowel(Some(n))))
+        })
+        .map(|(_, &c)| c)
+        .collect();
+    if compound != without {
+        out.push(latin_sounds_of(compound));
+    }
     out
 }
 
@@ -351,6 +372,7 @@ fn latin_sounds_of(letters: Vec<char>) -> Vec<Sound> {
             ('r', Some('e')) if i > 0 && vowel(at(i - 1)) && at(i + 2).is_none() => {
                 (Some(Sound::WeakR), 1)
             }
+
             ('r', _) => (Some(Sound::Liquid), 1),
             ('m', _) => (Some(Sound::Nasal), 1),
             ('n', _) => (Some(Sound::Alveolar), 1),
@@ -744,6 +766,9 @@ mod tests {
             ("켈로그", "kelloggs"),
             ("브라운", "braun"),
             ("워치", "watch"),
+            ("포러너", "forerunner"),
+            ("고어텍스", "goretex"),
+            ("아레나", "arena"),
         ];
         for (hangul, latin) in pairs {
             assert!(same_name(hangul, latin), "{hangul} ~ {latin}");
