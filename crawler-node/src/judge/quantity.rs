@@ -402,7 +402,15 @@ fn dimension_words(words: &[&str]) -> Vec<bool> {
             .collect();
         let too_many =
             factors.iter().all(|f| *f >= 10.0) && factors.iter().product::<f64>() > MAX_GLUED_COUNT;
-        if marks_seen > 0 && (last.is_some_and(with_length) || unit_after || too_many) {
+        // Factors with more bare numbers on either side (`12 7 x 5 8 25`: `12.7 x 5.8.25`
+        // with its points lost) are the pieces of a size, never a count.
+        let bare = |i: Option<usize>| {
+            i.and_then(|i| words.get(i))
+                .is_some_and(|w| w.chars().all(|c| c.is_ascii_digit()) && !w.is_empty())
+        };
+        let in_numbers = bare(start.checked_sub(1)) || bare(Some(end));
+        if marks_seen > 0 && (last.is_some_and(with_length) || unit_after || too_many || in_numbers)
+        {
             let stop = if unit_after { end + 1 } else { end };
             marks
                 .iter_mut()
@@ -699,7 +707,14 @@ fn combine(items: &[Item], consumed: &mut [bool]) -> Quantity {
     for (idx, item) in items.iter().enumerate() {
         match *item {
             Item::Count { n, bare, num } => {
-                let next_is_times = matches!(items.get(idx + 1), Some(Item::Times));
+                // A bare number joined by `x` to nothing (`12 x 룰드`: a size cut short) is
+                // no count.
+                let next_is_times = matches!(items.get(idx + 1), Some(Item::Times))
+                    && (!bare
+                        || matches!(
+                            items.get(idx + 2),
+                            Some(Item::Count { .. } | Item::Measure(..))
+                        ));
                 if bare && !joined && !next_is_times {
                     chains.extend(open.take());
                     joined = false;
@@ -1086,6 +1101,11 @@ mod tests {
         assert_eq!(Quantity::parse("삼다수 2L-12"), q(ml(2000), 1));
         assert_eq!(Quantity::parse("2 x 10개"), q(None, 20));
         assert_eq!(Quantity::parse("24 x 2"), q(None, 48));
+        // A size whose points were lost, and one cut short, are no counts either.
+        assert_eq!(Quantity::parse("노트 라지 12 7 x 5 8 25 유선"), q(None, 1));
+        assert_eq!(Quantity::parse("노트 라지 12 x 룰드 240페이지"), q(None, 1));
+        assert_eq!(Quantity::parse("2L x 12"), q(ml(2000), 12));
+        assert_eq!(Quantity::parse("6 x 4"), q(None, 24));
     }
 
     #[test]

@@ -1290,7 +1290,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "788d8cc3456d40c93846e34642c9e76529b45c770935e6f9033b4fa473a87421";
+    "cd5e64b7ecaf6038477384ae213cef9627f58e1c22dca16b7af0adb10857d277";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
