@@ -124,10 +124,11 @@ pub(super) fn added_words(
                 && !spells_query_word(query, word)
                 && !(translit::is_latin_word(word) && missing_hangul)
                 && !(translit::is_hangul_word(word) && missing_latin)
-                // A Hangul counter after a number (`3세대`, `100사이즈`) belongs to it, and
-                // a mark after a code of the card's own (`SPF34 PA++`) to the code.
+                // A Hangul counter after a number or a grade's marks (`3세대`, `100사이즈`,
+                // `1++등급`) belongs to it, and a mark after a code of the card's own
+                // (`SPF34 PA++`) to the code.
                 && !(translit::is_hangul_word(word)
-                    && after.is_some_and(|p| p.chars().all(|c| c.is_ascii_digit())))
+                    && after.is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()) || p == "+"))
                 && !(i > 0
                     && !overlaps(i - 1, covered)
                     && after.is_some_and(|p| p.chars().any(|c| c.is_ascii_digit())))

@@ -888,6 +888,31 @@ fn a_description_the_query_gives_may_be_left_out() {
 }
 
 #[test]
+fn a_grade_is_its_number_and_its_marks() {
+    // `1++` is not `1+`; a grade's counter (`등급`) is no line word of its own.
+    let beef = must_query("횡성한우 1++ 등심 300g");
+    check(
+        &beef,
+        &[
+            ("[횡성축협] 횡성한우 1++등급 등심 구이용 300g", "match"),
+            ("횡성한우 1+ 등급 등심 300g", "other_value"),
+        ],
+    );
+    assert_eq!(
+        page(
+            &beef,
+            &[
+                "횡성한우 1++ 등심 300g",
+                "[횡성축협] 횡성한우 1++등급 등심 구이용 300g",
+                "횡성한우 1++등급 등심 300g 냉장",
+                "횡성한우 1++ 등심 300g 구이용",
+            ]
+        ),
+        ["match", "match", "match", "match"]
+    );
+}
+
+#[test]
 fn one_letter_replaces_a_short_latin_mark() {
     // `F` in the place of `EF` is another nib; one letter is no replacement of a long word.
     let pen = must_query("라미 사파리 만년필 EF 차콜블랙");
@@ -1290,7 +1315,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "cd5e64b7ecaf6038477384ae213cef9627f58e1c22dca16b7af0adb10857d277";
+    "442d5e0428fc537ede58e969d516fbe83c4ee1dd7cdaf05eb885d0d2d53bd68b";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
