@@ -670,7 +670,9 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     }
     // A number written in another shape (`245/45R18` as `245 45 18` or `2454518`).
     missing.retain(|t| {
-        !numbers::shape_found(query, &card, &t.key) && !numbers::inches_found(query, &card, &t.key)
+        !numbers::shape_found(query, &card, &t.key)
+            && !numbers::inches_found(query, &card, &t.key)
+            && !spelled_after_neighbour(query, &card, t)
     });
     let score = if gtin_same { 1.0 } else { ratio(found, total) };
     let missing_model = if gtin_same {
@@ -880,6 +882,38 @@ fn missing_model_token<'q>(
         }
         true
     })
+}
+
+/// Whether the card spells a short mark of the query (`D`, `1`, `V1`) in Hangul right
+/// after the query word before it, inside one card word (`박카스디` for `박카스D`,
+/// `에어포스원` for `에어포스 1`, `프로브이원` for `PRO V1`).
+fn spelled_after_neighbour(query: &ProductQuery, card: &Text, token: &QueryToken) -> bool {
+    let spellings = translit::spelled_mark(&token.key);
+    if spellings.is_empty() {
+        return false;
+    }
+    let tokens = query.tokens();
+    let Some(at) = tokens.iter().position(|t| t.key == token.key) else {
+        return false;
+    };
+    let Some(before) = at.checked_sub(1).and_then(|i| tokens.get(i)) else {
+        return false;
+    };
+    let compact = card.compact();
+    let word_spans = card.word_spans();
+    find_token(query, card, before)
+        .spans
+        .iter()
+        .any(|&(_, end)| {
+            // The spelling must close the card word the neighbour's span ends in.
+            let Some(&(_, word_end)) = word_spans.iter().find(|&&(s, e)| s < end && end <= e)
+            else {
+                return false;
+            };
+            compact
+                .get(end..word_end)
+                .is_some_and(|rest| spellings.iter().any(|s| s == rest))
+        })
 }
 
 /// The first word of a part of a set the query names (`본품` of `본품+리필`: the words

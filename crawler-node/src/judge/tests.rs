@@ -913,6 +913,20 @@ fn a_grade_is_its_number_and_its_marks() {
 }
 
 #[test]
+fn a_short_mark_spelled_in_hangul_after_its_neighbour() {
+    // Letters by their names, digits as English says them, glued to the word before.
+    let shoe = must_query("나이키 에어포스 1 07 화이트 270");
+    check(&shoe, &[("나이키 에어포스원 07 화이트 270", "match")]);
+    let drink = must_query("동아제약 박카스D 100ml x 10병");
+    check(&drink, &[("동아제약 박카스디 100ml x 10병", "match")]);
+    // Another digit's name is no spelling of it.
+    check(
+        &shoe,
+        &[("나이키 에어포스투 07 화이트 270", "missing_model_token")],
+    );
+}
+
+#[test]
 fn one_letter_replaces_a_short_latin_mark() {
     // `F` in the place of `EF` is another nib; one letter is no replacement of a long word.
     let pen = must_query("라미 사파리 만년필 EF 차콜블랙");
@@ -1315,7 +1329,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "442d5e0428fc537ede58e969d516fbe83c4ee1dd7cdaf05eb885d0d2d53bd68b";
+    "4208822833ea2ad4453337f9c69a59ea62bef7316ab59f3395665ee55fcadaad";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.

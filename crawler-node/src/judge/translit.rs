@@ -622,6 +622,55 @@ fn spelled_by_letters(latin: &str) -> Vec<String> {
     out
 }
 
+/// The Korean names of a digit as English says it (`1` 원, `2` 투), the way product names
+/// spell a number glued to a word (`에어포스원`, Air Force 1).
+fn digit_names(c: char) -> &'static [&'static str] {
+    match c {
+        '1' => &["원"],
+        '2' => &["투"],
+        '3' => &["쓰리"],
+        '4' => &["포"],
+        '5' => &["파이브"],
+        '6' => &["식스"],
+        '7' => &["세븐"],
+        '8' => &["에잇", "에이트"],
+        '9' => &["나인"],
+        _ => &[],
+    }
+}
+
+/// The most characters of a short mark spelled in Hangul after the word before it
+/// (`박카스디`, `에어포스원`, `프로브이원`).
+const MAX_SPELLED_MARK: usize = 3;
+
+/// The Hangul spellings of a short mark of letters and digits (`d` 디, `1` 원, `v1`
+/// 브이원): letters by their names, digits as English says them.
+pub(super) fn spelled_mark(key: &str) -> Vec<String> {
+    let chars: Vec<char> = key.chars().collect();
+    if chars.is_empty()
+        || chars.len() > MAX_SPELLED_MARK
+        || !chars
+            .iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    {
+        return Vec::new();
+    }
+    let mut out = vec![String::new()];
+    for c in chars {
+        let names = if c.is_ascii_digit() {
+            digit_names(c)
+        } else {
+            letter_names(c)
+        };
+        out = out
+            .iter()
+            .flat_map(|prefix| names.iter().map(move |n| format!("{prefix}{n}")))
+            .collect();
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
 /// Whether a Hangul spelling and a Latin one name the same word.
 pub(super) fn same_name(hangul: &str, latin: &str) -> bool {
     let wanted = hangul_sounds(hangul);
