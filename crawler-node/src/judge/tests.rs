@@ -1329,7 +1329,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "4208822833ea2ad4453337f9c69a59ea62bef7316ab59f3395665ee55fcadaad";
+    "89493de64b1bde647f69daae738b51cc892fc839845436ed0e7102f7a733307b";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
