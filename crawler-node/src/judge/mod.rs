@@ -343,6 +343,20 @@ fn find_token(query: &ProductQuery, card: &Text, token: &QueryToken) -> Hit {
             translit::hangul_spans(card, &token.key)
         };
     }
+    // A word the query split (`페이퍼화이트` into `페이퍼` and the colour `화이트`), spelled
+    // whole in the other script (`Paperwhite`).
+    if spans.is_empty()
+        && token.kind == TokenKind::Name
+        && translit::is_hangul_word(&token.key)
+        && let Some(word) = query
+            .text()
+            .words
+            .iter()
+            .find(|w| w.len() > token.key.len() && w.contains(token.key.as_str()))
+            .filter(|w| translit::is_hangul_word(w))
+    {
+        spans = translit::latin_spans(card, word);
+    }
     if spans.is_empty()
         && hangul_name
         && let Some((part, part_spans)) = longest_part(card, &token.key)

@@ -873,6 +873,9 @@ fn names_are_found_across_scripts() {
             "match",
         )],
     );
+    // A word the query splits off a colour (`페이퍼화이트`) is found spelled whole.
+    let reader = must_query("킨들 페이퍼화이트 16GB");
+    check(&reader, &[("Amazon Kindle Paperwhite 16GB", "match")]);
     let tennis = must_query("윌슨 US오픈 테니스공 4개입");
     check(&tennis, &[("윌슨 유에스오픈 테니스공 4개입", "match")]);
 }
@@ -1329,7 +1332,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "89493de64b1bde647f69daae738b51cc892fc839845436ed0e7102f7a733307b";
+    "651e78ebec99c88c52bb109cfd53961d52645b10f480a7c1965a9e9ff6414547";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
