@@ -85,7 +85,7 @@ const TUNING_FLOOR: (f64, f64) = (0.99, 0.97);
 const DEV_FLOOR: (f64, f64) = (0.89, 0.91);
 const DEV2_FLOOR: (f64, f64) = (0.97, 0.91);
 const DEV3_FLOOR: (f64, f64) = (0.86, 0.96);
-const DEV4_FLOOR: (f64, f64) = (0.89, 0.94);
+const DEV4_FLOOR: (f64, f64) = (0.89, 0.95);
 const DEV5_FLOOR: (f64, f64) = (0.75, 0.84);
 const TEST_FLOOR: (f64, f64) = (0.91, 0.82);
 
