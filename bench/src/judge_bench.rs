@@ -57,6 +57,9 @@ const DEV3_PART: &str = "judge/dev3.tsv";
 /// Hand-written titles from product areas no other part covers (tuning side: written to be
 /// read, before the rules of its round changed).
 const DEV4_PART: &str = "judge/dev4.tsv";
+/// Hand-written titles from 13 more product areas, and new cards for 10 queries other parts
+/// have (tuning side: written to be read, before the rules of its round changed).
+const DEV5_PART: &str = "judge/dev5.tsv";
 
 /// The corpus's test part (held out), relative to this crate.
 const TEST_PART: &str = "judge/test.tsv";
@@ -75,15 +78,16 @@ const TEST_RECALL: f64 = 0.95;
 /// part's figures when its floor was last set, rounded down; raised as the judge improves,
 /// never lowered (`bench/judge/README.md`). Only a test part measures generalisation; the
 /// tuning and development floors guard against regressions.
-const TUNING_FLOOR: (f64, f64) = (0.99, 0.96);
+const TUNING_FLOOR: (f64, f64) = (0.99, 0.97);
 /// (`DEV_FLOOR`'s precision was lowered once, from 0.93, when the line-word rule that had
 /// been written against `dev.tsv` was narrowed on the evidence of two blind parts:
 /// BENCHMARKS.md, "Page contrast on blind data".)
 const DEV_FLOOR: (f64, f64) = (0.89, 0.91);
-const DEV2_FLOOR: (f64, f64) = (0.97, 0.90);
-const DEV3_FLOOR: (f64, f64) = (0.85, 0.93);
-const DEV4_FLOOR: (f64, f64) = (0.89, 0.90);
-const TEST_FLOOR: (f64, f64) = (0.91, 0.78);
+const DEV2_FLOOR: (f64, f64) = (0.97, 0.91);
+const DEV3_FLOOR: (f64, f64) = (0.86, 0.96);
+const DEV4_FLOOR: (f64, f64) = (0.89, 0.95);
+const DEV5_FLOOR: (f64, f64) = (0.75, 0.84);
+const TEST_FLOOR: (f64, f64) = (0.91, 0.82);
 
 /// The header line the corpus must start with.
 const HEADER: &str = "query\tbrand\tmodel_code\tcard_title\tsame\tkind\treason";
@@ -345,6 +349,12 @@ fn main() -> anyhow::Result<()> {
                     Part::Tuning,
                     DEV4_FLOOR.0,
                     DEV4_FLOOR.1,
+                ),
+                (
+                    crate_dir.join(DEV5_PART),
+                    Part::Tuning,
+                    DEV5_FLOOR.0,
+                    DEV5_FLOOR.1,
                 ),
             ];
             let test = crate_dir.join(TEST_PART);

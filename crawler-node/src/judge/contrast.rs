@@ -25,9 +25,11 @@
 //!    in the other script: it may be that word's spelling (`Ruby Woo` for `루비 우`).
 //! 2. An added word is a **line word** when some accepted cards hold the name without it,
 //!    at most half of the accepted cards carry it (the plain product is what most sellers
-//!    list), another card of the product's name carries it too (the line in another size
-//!    or count, or from a second seller: a word one card alone adds is that seller's
-//!    wording), and no card of another product on the page carries it (a word other
+//!    list), another card of the product carries it too — an accepted card (a second
+//!    seller) or one rejected for its size or count alone (the line in another amount); a
+//!    word one card alone adds is that seller's wording, and a card rejected as an
+//!    accessory, another variant or model may carry it for its own reasons — and no card
+//!    of another product on the page carries it (a word other
 //!    products share says what kind of thing it is: `건전지`, `구강청결제`). A counter
 //!    glued to a number (`3세대`, `100사이즈`) is the number's.
 //! 3. A card carrying a line word is rejected ([`Reason::LineWord`](super::Reason), naming
@@ -124,10 +126,11 @@ pub(super) fn added_words(
                 && !spells_query_word(query, word)
                 && !(translit::is_latin_word(word) && missing_hangul)
                 && !(translit::is_hangul_word(word) && missing_latin)
-                // A Hangul counter after a number (`3세대`, `100사이즈`) belongs to it, and
-                // a mark after a code of the card's own (`SPF34 PA++`) to the code.
+                // A Hangul counter after a number or a grade's marks (`3세대`, `100사이즈`,
+                // `1++등급`) belongs to it, and a mark after a code of the card's own
+                // (`SPF34 PA++`) to the code.
                 && !(translit::is_hangul_word(word)
-                    && after.is_some_and(|p| p.chars().all(|c| c.is_ascii_digit())))
+                    && after.is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()) || p == "+"))
                 && !(i > 0
                     && !overlaps(i - 1, covered)
                     && after.is_some_and(|p| p.chars().any(|c| c.is_ascii_digit())))
@@ -237,8 +240,20 @@ pub(super) fn line_words(seen: &[Seen]) -> Vec<Option<(String, Vec<usize>)>> {
                 // Evidence of a line: another card of the product's name carries the word
                 // too (the line in another size or count, or from a second seller); a word
                 // one card alone adds is that seller's wording.
-                let seconded =
-                    (0..seen.len()).any(|j| j != i && !others.contains(&j) && holds(j, word));
+                // Only a card of the product in another amount says so: an accepted one, or
+                // one rejected for its size or count alone; a card rejected as an accessory,
+                // another variant or model may carry the word for its own reasons.
+                let seconded = (0..seen.len()).any(|j| {
+                    j != i
+                        && holds(j, word)
+                        && seen.get(j).is_some_and(|s| {
+                            s.verdict.same
+                                || matches!(
+                                    s.verdict.reason,
+                                    Reason::QuantityMismatch { .. } | Reason::OtherValue { .. }
+                                )
+                        })
+                });
                 (!lacking.is_empty() && seconded && carriers * 2 <= accepted.len() && !generic)
                     .then(|| (word.clone(), lacking))
             })

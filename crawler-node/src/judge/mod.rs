@@ -343,6 +343,20 @@ fn find_token(query: &ProductQuery, card: &Text, token: &QueryToken) -> Hit {
             translit::hangul_spans(card, &token.key)
         };
     }
+    // A word the query split (`페이퍼화이트` into `페이퍼` and the colour `화이트`), spelled
+    // whole in the other script (`Paperwhite`).
+    if spans.is_empty()
+        && token.kind == TokenKind::Name
+        && translit::is_hangul_word(&token.key)
+        && let Some(word) = query
+            .text()
+            .words
+            .iter()
+            .find(|w| w.len() > token.key.len() && w.contains(token.key.as_str()))
+            .filter(|w| translit::is_hangul_word(w))
+    {
+        spans = translit::latin_spans(card, word);
+    }
     if spans.is_empty()
         && hangul_name
         && let Some((part, part_spans)) = longest_part(card, &token.key)
@@ -580,9 +594,34 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     let mut code_found = false;
     let mut missing_condition: Option<String> = None;
     let mut lead_replaced: Option<(String, String)> = None;
-    for token in query.tokens() {
-        let hit = find_token(query, &card, token);
+    let hits: Vec<Hit> = query
+        .tokens()
+        .iter()
+        .map(|token| find_token(query, &card, token))
+        .collect();
+    // The card words other query words hold whole: a part of a word found only there
+    // (`테트라` of `테트라민`, where the brand `테트라` is that card word) is no sign of it.
+    let held_whole: Vec<Span> = query
+        .tokens()
+        .iter()
+        .zip(&hits)
+        .filter(|(t, h)| !t.variant && h.weight >= weight(&t.key))
+        .flat_map(|(_, h)| h.spans.iter().copied())
+        .collect();
+    for (token, mut hit) in query.tokens().iter().zip(hits) {
         let w = weight(&token.key);
+        if hit.weight > 0
+            && hit.weight < w
+            && hit
+                .spans
+                .iter()
+                .all(|&(s, e)| held_whole.iter().any(|&(hs, he)| hs <= s && e <= he))
+        {
+            hit = Hit {
+                weight: 0,
+                spans: Vec::new(),
+            };
+        }
         if !token.variant {
             covered.extend(hit.spans.iter().copied());
         }
@@ -645,7 +684,9 @@ fn judge_card(query: &ProductQuery, page_card: &PageCard<'_>) -> Seen {
     }
     // A number written in another shape (`245/45R18` as `245 45 18` or `2454518`).
     missing.retain(|t| {
-        !numbers::shape_found(query, &card, &t.key) && !numbers::inches_found(query, &card, &t.key)
+        !numbers::shape_found(query, &card, &t.key)
+            && !numbers::inches_found(query, &card, &t.key)
+            && !spelled_after_neighbour(query, &card, t)
     });
     let score = if gtin_same { 1.0 } else { ratio(found, total) };
     let missing_model = if gtin_same {
@@ -782,6 +823,10 @@ struct Seen {
     text: Option<Text>,
 }
 
+/// The most words between a missing name word's neighbours, all in the other script, read
+/// as its spelling (see [`substitution`]).
+const MAX_SPELLED_RUN: usize = 3;
+
 /// Characters from which a name word left out between its neighbours marks another line
 /// (see [`substitution`]).
 const OMITTED_NAME: usize = 3;
@@ -851,6 +896,38 @@ fn missing_model_token<'q>(
         }
         true
     })
+}
+
+/// Whether the card spells a short mark of the query (`D`, `1`, `V1`) in Hangul right
+/// after the query word before it, inside one card word (`박카스디` for `박카스D`,
+/// `에어포스원` for `에어포스 1`, `프로브이원` for `PRO V1`).
+fn spelled_after_neighbour(query: &ProductQuery, card: &Text, token: &QueryToken) -> bool {
+    let spellings = translit::spelled_mark(&token.key);
+    if spellings.is_empty() {
+        return false;
+    }
+    let tokens = query.tokens();
+    let Some(at) = tokens.iter().position(|t| t.key == token.key) else {
+        return false;
+    };
+    let Some(before) = at.checked_sub(1).and_then(|i| tokens.get(i)) else {
+        return false;
+    };
+    let compact = card.compact();
+    let word_spans = card.word_spans();
+    find_token(query, card, before)
+        .spans
+        .iter()
+        .any(|&(_, end)| {
+            // The spelling must close the card word the neighbour's span ends in.
+            let Some(&(_, word_end)) = word_spans.iter().find(|&&(s, e)| s < end && end <= e)
+            else {
+                return false;
+            };
+            compact
+                .get(end..word_end)
+                .is_some_and(|rest| spellings.iter().any(|s| s == rest))
+        })
 }
 
 /// The first word of a part of a set the query names (`본품` of `본품+리필`: the words
@@ -1101,6 +1178,9 @@ fn substitution(
         let Some(at) = tokens.iter().position(|t| t.key == m.key) else {
             continue;
         };
+        // A description the query gives (`고소한`, `바삭쫄깃한`) is what titles drop: left
+        // out, it marks no other line; another word in its place (`앵그리` for `얼큰한`) does.
+        let attributive = tokens::is_attributive(&m.key);
         let before = located[..at].iter().rev().flatten().next().copied();
         let after = located[at + 1..].iter().flatten().next().copied();
         if before.is_none() && after.is_none() {
@@ -1111,11 +1191,32 @@ fn substitution(
         // distinctive word, when the word is long enough to be a name of its own.
         if let (Some(b), Some(a)) = (before, after)
             && a == b + 1
+            && !attributive
             && m.key.chars().count() >= OMITTED_NAME
             && !m.key.chars().any(|c| c.is_ascii_digit())
             && weight(&m.key) * OMITTED_SHARE_DENOMINATOR >= name_weight
         {
             return Some((m.display.clone(), String::new()));
+        }
+        // The one word between both its neighbours is in the other script (`Philips Hue
+        // White` for `필립스 휴 화이트`): the word spelled in a way the sound rule does not
+        // read, not replaced.
+        let other_script = |i: usize| {
+            card.words.get(i).is_some_and(|w| {
+                if tokens::is_latin(&m.key) {
+                    translit::is_hangul_word(w)
+                } else {
+                    translit::is_latin_word(w)
+                }
+            })
+        };
+        if let (Some(b), Some(a)) = (before, after)
+            && b < a
+            && a - b <= 1 + MAX_SPELLED_RUN
+            && (b + 1..a).any(|i| !is_covered(i))
+            && (b + 1..a).all(other_script)
+        {
+            continue;
         }
         let (lo, hi) = match (before, after) {
             (Some(b), Some(a)) if b < a => (b + 1, a),
@@ -1135,7 +1236,8 @@ fn substitution(
                 && !is_covered(i)
                 && !in_value(i)
                 && !w.chars().any(|c| c.is_ascii_digit())
-                && w.chars().count() >= 2
+                // One letter replaces only a short Latin mark (`F` for `EF`: a nib, a size).
+                && (w.chars().count() >= 2 || (!hangul && m.key.chars().count() <= 3))
                 // A latin word for a Hangul one is a spelling (`Detect` for `디텍트`).
                 && tokens::is_latin(w) != hangul
                 && !vocabulary_word(lexicon, w)
@@ -1154,7 +1256,11 @@ fn substitution(
         // The card may order its name differently (`삼성전자 노트북 DDR5-5600` for
         // `삼성전자 DDR5-5600 데스크탑`): a word of its own inside its name is a
         // replacement too.
-        .or_else(|| (name_first + 1..name_last).find(|&i| replaces(i)));
+        .or_else(|| {
+            (name_first + 1..name_last)
+                .filter(|_| !attributive)
+                .find(|&i| replaces(i))
+        });
         // A variant value the card does not name is replaced only by the word closing
         // its title (amounts aside: `코요테탄`, `코어 50포`), never when a code's letters
         // name it (`PX-S1B` for `… 블랙`): inside the title a word of the card's own is

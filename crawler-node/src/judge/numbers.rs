@@ -238,7 +238,43 @@ pub(super) fn other_value(query: &ProductQuery, card: &Text) -> Option<(String, 
             return Some((shown, other.clone()));
         }
     }
-    None
+    other_grade(query.text(), card)
+}
+
+/// Grades written as a number and `+` marks (`1++`, `1+`: beef grades), as (number, marks)
+/// and as written; a `+` between two numbers (`1+1`) is a promotion, no grade.
+fn grades(text: &Text) -> Vec<(String, usize, String)> {
+    let words = &text.words;
+    let mut out = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        if w.is_empty() || !w.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let marks = words[i + 1..].iter().take_while(|n| *n == "+").count();
+        let then_number = words
+            .get(i + 1 + marks)
+            .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit()));
+        if marks > 0 && !then_number {
+            out.push((w.clone(), marks, format!("{w}{}", "+".repeat(marks))));
+        }
+    }
+    out
+}
+
+/// A grade the query names (`1++`) that the card writes only with other marks (`1+`).
+fn other_grade(query: &Text, card: &Text) -> Option<(String, String)> {
+    let found = grades(card);
+    grades(query)
+        .into_iter()
+        .find_map(|(number, marks, shown)| {
+            let same_number = || found.iter().filter(|(n, _, _)| *n == number);
+            if same_number().any(|(_, m, _)| *m == marks) {
+                return None;
+            }
+            same_number()
+                .next()
+                .map(|(_, _, other)| (shown, other.clone()))
+        })
 }
 
 /// Words after a number that make it a screen's or blade's size in inches (`65인치`,

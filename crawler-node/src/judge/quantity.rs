@@ -402,7 +402,15 @@ fn dimension_words(words: &[&str]) -> Vec<bool> {
             .collect();
         let too_many =
             factors.iter().all(|f| *f >= 10.0) && factors.iter().product::<f64>() > MAX_GLUED_COUNT;
-        if marks_seen > 0 && (last.is_some_and(with_length) || unit_after || too_many) {
+        // Factors with more bare numbers on either side (`12 7 x 5 8 25`: `12.7 x 5.8.25`
+        // with its points lost) are the pieces of a size, never a count.
+        let bare = |i: Option<usize>| {
+            i.and_then(|i| words.get(i))
+                .is_some_and(|w| w.chars().all(|c| c.is_ascii_digit()) && !w.is_empty())
+        };
+        let in_numbers = bare(start.checked_sub(1)) || bare(Some(end));
+        if marks_seen > 0 && (last.is_some_and(with_length) || unit_after || too_many || in_numbers)
+        {
             let stop = if unit_after { end + 1 } else { end };
             marks
                 .iter_mut()
@@ -417,9 +425,30 @@ fn dimension_words(words: &[&str]) -> Vec<bool> {
     marks
 }
 
+/// Marks a size whose last factor carries a letter that is no unit (`700 x 25c`, a tyre
+/// width): numbers joined by `x` that end in a code's letter are a size, never a count.
+fn coded_sizes(words: &[&str], lexicon: &Lexicon, marks: &mut [bool]) {
+    let number = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit() || c == '.');
+    let coded = |w: &str| {
+        let digits = w.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        let letters = &w[digits.len()..];
+        number(digits)
+            && (1..=2).contains(&letters.len())
+            && !letters.contains('x')
+            && lexicon.unit(letters).is_none()
+            && !LENGTH_UNITS.contains(&letters)
+    };
+    for i in 0..words.len().saturating_sub(2) {
+        if number(words[i]) && words[i + 1] == "x" && coded(words[i + 2]) {
+            marks.iter_mut().skip(i).take(3).for_each(|m| *m = true);
+        }
+    }
+}
+
 /// Parses the words of a normalised title with `lexicon`'s units.
 pub(super) fn parse_words(words: &[&str], lexicon: &Lexicon) -> Parsed {
-    let dimension = dimension_words(words);
+    let mut dimension = dimension_words(words);
+    coded_sizes(words, lexicon, &mut dimension);
     // NB: a dimension's words are read as ordinary words (`_` is none of the units).
     let read: Vec<&str> = words
         .iter()
@@ -462,6 +491,11 @@ fn lex_word(text: &str, lexicon: &Lexicon) -> Vec<Lex> {
     // is a code (`sm-x710`, not `sm` and `× 710`).
     // A unit letter between two numbers (`45r18`, `0w30`) is a code's, not an amount.
     if glued_between_numbers(text) {
+        return vec![Lex::Word];
+    }
+    // A hyphenated word that starts with letters (`rx-93`, `sm-x710`) is a code: its
+    // number is no count.
+    if text.contains('-') && !text.starts_with(|c: char| c.is_ascii_digit()) {
         return vec![Lex::Word];
     }
     let mut out = Vec::new();
@@ -673,7 +707,14 @@ fn combine(items: &[Item], consumed: &mut [bool]) -> Quantity {
     for (idx, item) in items.iter().enumerate() {
         match *item {
             Item::Count { n, bare, num } => {
-                let next_is_times = matches!(items.get(idx + 1), Some(Item::Times));
+                // A bare number joined by `x` to nothing (`12 x 룰드`: a size cut short) is
+                // no count.
+                let next_is_times = matches!(items.get(idx + 1), Some(Item::Times))
+                    && (!bare
+                        || matches!(
+                            items.get(idx + 2),
+                            Some(Item::Count { .. } | Item::Measure(..))
+                        ));
                 if bare && !joined && !next_is_times {
                     chains.extend(open.take());
                     joined = false;
@@ -1047,6 +1088,24 @@ mod tests {
         }
         let long = "2L x 12 ".repeat(2_000);
         assert_eq!(Quantity::parse(&long), q(ml(2000), 12));
+    }
+
+    #[test]
+    fn codes_and_coded_sizes_are_no_counts() {
+        // A hyphenated code's number (`RX-93`), a scale (`1/144`) next to it, and a size
+        // whose last factor carries a code's letter (`700 x 25C`) are no counts.
+        assert_eq!(Quantity::parse("RG 1/144 RX-93 건담"), q(None, 1));
+        assert_eq!(Quantity::parse("RG 1:144 건담 (RX-93)"), q(None, 1));
+        assert_eq!(Quantity::parse("마라톤 700 x 25C 타이어 1개"), q(None, 1));
+        // Counts still read: a hyphenated amount and a multiplier with a count unit.
+        assert_eq!(Quantity::parse("삼다수 2L-12"), q(ml(2000), 1));
+        assert_eq!(Quantity::parse("2 x 10개"), q(None, 20));
+        assert_eq!(Quantity::parse("24 x 2"), q(None, 48));
+        // A size whose points were lost, and one cut short, are no counts either.
+        assert_eq!(Quantity::parse("노트 라지 12 7 x 5 8 25 유선"), q(None, 1));
+        assert_eq!(Quantity::parse("노트 라지 12 x 룰드 240페이지"), q(None, 1));
+        assert_eq!(Quantity::parse("2L x 12"), q(ml(2000), 12));
+        assert_eq!(Quantity::parse("6 x 4"), q(None, 24));
     }
 
     #[test]

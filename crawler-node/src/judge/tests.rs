@@ -860,6 +860,93 @@ fn names_are_found_across_scripts() {
     check(&latin, &[("로얄캐닌 인도어 2kg", "match")]);
     let shave = must_query("필립스 원블레이드 QP2724");
     check(&shave, &[("PHILIPS OneBlade QP2724 면도기", "match")]);
+    // An acronym Korean writes by its letters' names, alone or starting a word.
+    let drone = must_query("DJI 미니4 프로 드론");
+    check(&drone, &[("디제이아이 미니 4 프로 드론 정품", "match")]);
+    // A word the sound rule cannot read (`휴`, one open syllable) spelled in the other
+    // script between its neighbours is the word, not a replacement.
+    let bulb = must_query("필립스 휴 화이트 앤 컬러 앰비언스 E26 전구");
+    check(
+        &bulb,
+        &[(
+            "Philips Hue White and Color Ambiance E26 스마트 전구 1개",
+            "match",
+        )],
+    );
+    // A word the query splits off a colour (`페이퍼화이트`) is found spelled whole.
+    let reader = must_query("킨들 페이퍼화이트 16GB");
+    check(&reader, &[("Amazon Kindle Paperwhite 16GB", "match")]);
+    let tennis = must_query("윌슨 US오픈 테니스공 4개입");
+    check(&tennis, &[("윌슨 유에스오픈 테니스공 4개입", "match")]);
+}
+
+#[test]
+fn a_description_the_query_gives_may_be_left_out() {
+    // `고소한` is an attributive form (a description): a title without it is the product;
+    // another word in its place is still another line.
+    let soy = must_query("곰곰 고소한 검은콩 칼슘 두유 190ml 24개");
+    check(&soy, &[("곰곰 검은콩 칼슘 두유 190ml x 24팩", "match")]);
+    let noodles = must_query("농심 얼큰한 너구리 120g 5개");
+    check(&noodles, &[("농심 앵그리 너구리 120g 5개", "other_name")]);
+}
+
+#[test]
+fn a_grade_is_its_number_and_its_marks() {
+    // `1++` is not `1+`; a grade's counter (`등급`) is no line word of its own.
+    let beef = must_query("횡성한우 1++ 등심 300g");
+    check(
+        &beef,
+        &[
+            ("[횡성축협] 횡성한우 1++등급 등심 구이용 300g", "match"),
+            ("횡성한우 1+ 등급 등심 300g", "other_value"),
+        ],
+    );
+    assert_eq!(
+        page(
+            &beef,
+            &[
+                "횡성한우 1++ 등심 300g",
+                "[횡성축협] 횡성한우 1++등급 등심 구이용 300g",
+                "횡성한우 1++등급 등심 300g 냉장",
+                "횡성한우 1++ 등심 300g 구이용",
+            ]
+        ),
+        ["match", "match", "match", "match"]
+    );
+}
+
+#[test]
+fn a_short_mark_spelled_in_hangul_after_its_neighbour() {
+    // Letters by their names, digits as English says them, glued to the word before.
+    let shoe = must_query("나이키 에어포스 1 07 화이트 270");
+    check(&shoe, &[("나이키 에어포스원 07 화이트 270", "match")]);
+    let drink = must_query("동아제약 박카스D 100ml x 10병");
+    check(&drink, &[("동아제약 박카스디 100ml x 10병", "match")]);
+    // Another digit's name is no spelling of it.
+    check(
+        &shoe,
+        &[("나이키 에어포스투 07 화이트 270", "missing_model_token")],
+    );
+}
+
+#[test]
+fn one_letter_replaces_a_short_latin_mark() {
+    // `F` in the place of `EF` is another nib; one letter is no replacement of a long word.
+    let pen = must_query("라미 사파리 만년필 EF 차콜블랙");
+    check(&pen, &[("라미 사파리 만년필 F 차콜블랙", "other_name")]);
+}
+
+#[test]
+fn a_card_word_held_whole_by_one_query_word_is_no_part_of_another() {
+    // `테트라` is the brand, held whole; it is no leading part of `테트라민` as well.
+    let food = must_query("테트라 테트라민 플레이크 100ml");
+    check(
+        &food,
+        &[
+            ("테트라 테트라민 100ml 열대어사료 플레이크", "match"),
+            ("테트라 베타 플레이크 100ml", "other_name"),
+        ],
+    );
 }
 
 #[test]
@@ -1245,7 +1332,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "d2540045f345db514538c774c1b2aeb199fe0b56fe601724f2700569172eee50";
+    "651e78ebec99c88c52bb109cfd53961d52645b10f480a7c1965a9e9ff6414547";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.

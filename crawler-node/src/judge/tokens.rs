@@ -573,6 +573,23 @@ fn joins_name(chars: &[char], at: usize) -> bool {
     word(&mut (0..at).rev()) && word(&mut (at + 1..chars.len()))
 }
 
+/// Syllables Korean attributive forms end with (`고소한`, `부드러운`, `맛있는`, `달지않은`).
+const ATTRIBUTIVE_ENDINGS: [char; 5] = ['한', '운', '는', '은', '던'];
+
+/// Whether a Hangul word of three or more syllables is an attributive form — an adjective
+/// or verb describing the noun after it (`고소한 두유`, `바삭쫄깃한 탕수육`): a description
+/// titles drop or reword, never a name of its own.
+pub(super) fn is_attributive(word: &str) -> bool {
+    let syllables: Vec<char> = word.chars().collect();
+    syllables.len() >= 3
+        && syllables
+            .iter()
+            .all(|&c| ('\u{AC00}'..='\u{D7A3}').contains(&c))
+        && syllables
+            .last()
+            .is_some_and(|c| ATTRIBUTIVE_ENDINGS.contains(c))
+}
+
 #[cfg(test)]
 mod tests {
     use lps_profiles::vocabulary::{Lexicon, to_form};

@@ -290,6 +290,27 @@ fn latin_readings(word: &str) -> Vec<Vec<Sound>> {
     if german != without {
         out.push(latin_sounds_of(german));
     }
+    // A `re` after a vowel and before a consonant may close a compound's first part, said
+    // `-er` with a silent `e` (`Forerunner`, `포러너`; `Goretex`, `고어텍스`), as a second
+    // reading: inside a word it as often begins a syllable (`Arena`, `아레나`).
+    let vowel = |c: Option<&char>| c.is_some_and(|c| "aeiouy".contains(*c));
+    let compound: Vec<char> = without
+        .iter()
+        .enumerate()
+        .filter(|&(i, &c)| {
+            !(c == 'e'
+                && i >= 2
+                && without.get(i - 1) == Some(&'r')
+                && vowel(without.get(i - 2))
+                && without
+                    .get(i + 1)
+                    .is_some_and(|n| n.is_ascii_alphabetic() && !vowel(Some(n))))
+        })
+        .map(|(_, &c)| c)
+        .collect();
+    if compound != without {
+        out.push(latin_sounds_of(compound));
+    }
     out
 }
 
@@ -308,6 +329,8 @@ fn latin_sounds_of(letters: Vec<char>) -> Vec<Sound> {
             ('s', Some('h')) => (Some(Sound::Sh), 2),
             ('s', Some('s')) if at(i + 2) == Some('h') => (None, 1),
             ('s', Some('i' | 'y')) => (Some(Sound::Sh), 1),
+            // `tch` is one `ch` (`Watch`, `워치`; `Swatch`, `스와치`).
+            ('t', Some('c')) if at(i + 2) == Some('h') => (Some(Sound::Ch), 3),
             ('c', Some('h')) => (Some(Sound::Ch), 2),
             ('c', Some('k')) => (Some(Sound::Velar), 2),
             ('c', Some('c')) if soft(at(i + 2)) => (Some(Sound::Ch), 2),
@@ -349,6 +372,7 @@ fn latin_sounds_of(letters: Vec<char>) -> Vec<Sound> {
             ('r', Some('e')) if i > 0 && vowel(at(i - 1)) && at(i + 2).is_none() => {
                 (Some(Sound::WeakR), 1)
             }
+
             ('r', _) => (Some(Sound::Liquid), 1),
             ('m', _) => (Some(Sound::Nasal), 1),
             ('n', _) => (Some(Sound::Alveolar), 1),
@@ -543,9 +567,116 @@ fn long_enough(hangul: &str) -> bool {
     syllables >= 2 || consonants >= 2
 }
 
+/// The most letters of a Latin word Korean may spell letter by letter (`DJI`, `디제이아이`).
+const MAX_SPELLED: usize = 5;
+
+/// The Korean names of a Latin letter (`d` 디, `w` 더블유), the usual spellings first.
+fn letter_names(c: char) -> &'static [&'static str] {
+    match c {
+        'a' => &["에이"],
+        'b' => &["비"],
+        'c' => &["씨", "시"],
+        'd' => &["디"],
+        'e' => &["이"],
+        'f' => &["에프", "애프"],
+        'g' => &["지", "쥐"],
+        'h' => &["에이치", "에치"],
+        'i' => &["아이"],
+        'j' => &["제이"],
+        'k' => &["케이"],
+        'l' => &["엘"],
+        'm' => &["엠"],
+        'n' => &["엔"],
+        'o' => &["오"],
+        'p' => &["피"],
+        'q' => &["큐"],
+        'r' => &["알", "아르"],
+        's' => &["에스"],
+        't' => &["티"],
+        'u' => &["유"],
+        'v' => &["브이", "뷔"],
+        'w' => &["더블유", "더블류"],
+        'x' => &["엑스"],
+        'y' => &["와이"],
+        'z' => &["지", "제트", "젯"],
+        _ => &[],
+    }
+}
+
+/// The Hangul spellings of a short Latin word read letter by letter (`dji` → `디제이아이`,
+/// `us` → `유에스`): an acronym Korean writes by its letters' names. Two to
+/// [`MAX_SPELLED`] letters; none for a longer or other word.
+fn spelled_by_letters(latin: &str) -> Vec<String> {
+    let letters: Vec<char> = latin.chars().flat_map(char::to_lowercase).collect();
+    if !(2..=MAX_SPELLED).contains(&letters.len()) || !letters.iter().all(char::is_ascii_lowercase)
+    {
+        return Vec::new();
+    }
+    let mut out = vec![String::new()];
+    for c in letters {
+        out = out
+            .iter()
+            .flat_map(|prefix| letter_names(c).iter().map(move |n| format!("{prefix}{n}")))
+            .collect();
+    }
+    out
+}
+
+/// The Korean names of a digit as English says it (`1` 원, `2` 투), the way product names
+/// spell a number glued to a word (`에어포스원`, Air Force 1).
+fn digit_names(c: char) -> &'static [&'static str] {
+    match c {
+        '1' => &["원"],
+        '2' => &["투"],
+        '3' => &["쓰리"],
+        '4' => &["포"],
+        '5' => &["파이브"],
+        '6' => &["식스"],
+        '7' => &["세븐"],
+        '8' => &["에잇", "에이트"],
+        '9' => &["나인"],
+        _ => &[],
+    }
+}
+
+/// The most characters of a short mark spelled in Hangul after the word before it
+/// (`박카스디`, `에어포스원`, `프로브이원`).
+const MAX_SPELLED_MARK: usize = 3;
+
+/// The Hangul spellings of a short mark of letters and digits (`d` 디, `1` 원, `v1`
+/// 브이원): letters by their names, digits as English says them.
+pub(super) fn spelled_mark(key: &str) -> Vec<String> {
+    let chars: Vec<char> = key.chars().collect();
+    if chars.is_empty()
+        || chars.len() > MAX_SPELLED_MARK
+        || !chars
+            .iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    {
+        return Vec::new();
+    }
+    let mut out = vec![String::new()];
+    for c in chars {
+        let names = if c.is_ascii_digit() {
+            digit_names(c)
+        } else {
+            letter_names(c)
+        };
+        out = out
+            .iter()
+            .flat_map(|prefix| names.iter().map(move |n| format!("{prefix}{n}")))
+            .collect();
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
 /// Whether a Hangul spelling and a Latin one name the same word.
 pub(super) fn same_name(hangul: &str, latin: &str) -> bool {
     let wanted = hangul_sounds(hangul);
+    if spelled_by_letters(latin).iter().any(|s| s == hangul) {
+        return true;
+    }
     long_enough(hangul)
         && latin_readings(latin)
             .iter()
@@ -588,9 +719,11 @@ pub(super) fn latin_spans(card: &Text, key: &str) -> Vec<Span> {
                 .map(|w| w.replace('-', ""))
                 .collect();
             let readings = latin_readings(&joined);
-            if wanted
-                .iter()
-                .any(|w| readings.iter().any(|r| sounds_match(w, r)))
+            let by_letters = len == 1 && spelled_by_letters(&joined).iter().any(|s| s == key);
+            if by_letters
+                || wanted
+                    .iter()
+                    .any(|w| readings.iter().any(|r| sounds_match(w, r)))
             {
                 return spans
                     .get(start..start + len)
@@ -610,9 +743,23 @@ pub(super) fn hangul_spans(card: &Text, key: &str) -> Vec<Span> {
     }
     let wanted = latin_sounds(key);
     let spans = card.word_spans();
+    let spelled = spelled_by_letters(key);
     for (word, &(start, _)) in card.words.iter().zip(&spans) {
         if !is_hangul_word(word) {
             continue;
+        }
+        // An acronym written by its letters' names, at the start or the end of the word
+        // (`유에스오픈` for `US 오픈`, `디제이아이`).
+        if let Some(s) = spelled
+            .iter()
+            .find(|s| word.starts_with(s.as_str()) || word.ends_with(s.as_str()))
+        {
+            let at = if word.starts_with(s.as_str()) {
+                0
+            } else {
+                word.len() - s.len()
+            };
+            return vec![(start + at, start + at + s.len())];
         }
         let offsets: Vec<usize> = word
             .char_indices()
@@ -667,6 +814,10 @@ mod tests {
             ("뉴발란스", "newbalance"),
             ("켈로그", "kelloggs"),
             ("브라운", "braun"),
+            ("워치", "watch"),
+            ("포러너", "forerunner"),
+            ("고어텍스", "goretex"),
+            ("아레나", "arena"),
         ];
         for (hangul, latin) in pairs {
             assert!(same_name(hangul, latin), "{hangul} ~ {latin}");
@@ -685,6 +836,17 @@ mod tests {
             ("라", "la"),
         ];
         for (hangul, latin) in pairs {
+            assert!(!same_name(hangul, latin), "{hangul} !~ {latin}");
+        }
+    }
+
+    #[test]
+    fn acronyms_spelled_by_letter_names() {
+        for (hangul, latin) in [("디제이아이", "DJI"), ("엘지", "LG"), ("비엠더블유", "bmw")]
+        {
+            assert!(same_name(hangul, latin), "{hangul} ~ {latin}");
+        }
+        for (hangul, latin) in [("디제이", "DJI"), ("엘지", "LS"), ("이", "e")] {
             assert!(!same_name(hangul, latin), "{hangul} !~ {latin}");
         }
     }
