@@ -157,6 +157,8 @@ pub struct Metrics {
     pub db_pool_connections: Family<StateLabels, Gauge>,
     pub db_pool_max_connections: Gauge,
     pub database_reachable: Gauge,
+    pub database_writable: Gauge,
+    pub parked_reports: Counter,
     pub retention_deleted: Family<KindLabels, Counter>,
     pub retention_sweep_duration: Histogram,
     pub schedule_runs: Family<OutcomeLabels, Counter>,
@@ -399,6 +401,19 @@ impl Metrics {
             database_reachable.clone(),
         );
         database_reachable.set(1);
+        let database_writable = Gauge::default();
+        registry.register(
+            "database_writable",
+            "1 while this replica's database probe can write (its heartbeat row); 0 while PostgreSQL is unreachable, read-only, out of disk or timing out (gRPC health follows it)",
+            database_writable.clone(),
+        );
+        database_writable.set(1);
+        let parked_reports = Counter::default();
+        registry.register(
+            "node_reports_parked",
+            "Node reports a database fault kept from being written: kept unacked on their stream and written once the database takes writes",
+            parked_reports.clone(),
+        );
         let retention_deleted = Family::<KindLabels, Counter>::default();
         registry.register(
             "retention_deleted",
@@ -504,6 +519,8 @@ impl Metrics {
             db_pool_connections,
             db_pool_max_connections,
             database_reachable,
+            database_writable,
+            parked_reports,
             retention_deleted,
             retention_sweep_duration,
             schedule_runs,
