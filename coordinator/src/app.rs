@@ -188,6 +188,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             heartbeat_interval: config.heartbeat_interval,
             silence_timeout: dispatch::stream::silence_for(config.heartbeat_interval),
             node_grace: config.node_grace,
+            quarantine: config.node_quarantine,
             claim_poll: config.claim_poll,
             profiles: profiles.iter().map(|p| p.wire.clone()).collect(),
             vocabulary,

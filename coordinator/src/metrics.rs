@@ -129,6 +129,7 @@ pub struct Metrics {
     pub mall_spend_cap_hourly_usd: Family<MallLabels, FGauge>,
     pub mall_spend_capped: Family<MallLabels, Gauge>,
     pub nodes_connected: Gauge,
+    pub nodes_quarantined: Gauge,
     pub node_free_slots: Gauge,
     pub proxy_ports: Family<StateLabels, Gauge>,
     pub proxy_ports_available: Gauge,
@@ -253,6 +254,12 @@ impl Metrics {
             "nodes_connected",
             "Connected crawler nodes (deployment-wide)",
             nodes_connected.clone(),
+        );
+        let nodes_quarantined = Gauge::default();
+        registry.register(
+            "nodes_quarantined",
+            "Crawler nodes quarantined now for dropping their jobs again and again: no new assignments until their back-off ends (deployment-wide; lpsctl nodes)",
+            nodes_quarantined.clone(),
         );
         let node_free_slots = Gauge::default();
         registry.register(
@@ -491,6 +498,7 @@ impl Metrics {
             mall_spend_cap_hourly_usd,
             mall_spend_capped,
             nodes_connected,
+            nodes_quarantined,
             node_free_slots,
             proxy_ports,
             proxy_ports_available,

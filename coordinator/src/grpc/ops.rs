@@ -407,6 +407,7 @@ pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
         proxy_ports_available_min_pct: f.ports_available_min_pct(),
         block_ended_sessions_6h: f.block_ended_sessions_6h,
         nodes_connected: f.nodes_connected,
+        nodes_quarantined: f.nodes_quarantined,
         free_slots: f.free_slots,
         malls,
         alerts: s
@@ -476,6 +477,8 @@ fn node_to_pb(n: &NodeInfo) -> pb::NodeInfo {
         last_seen_at: Some(timestamp_to_pb(n.last_seen_at)),
         draining: n.draining,
         coordinator: n.coordinator_id.clone(),
+        quarantined_until: n.quarantined_until.map(timestamp_to_pb),
+        quarantine_reason: n.quarantine_reason.clone().unwrap_or_default(),
     }
 }
 

@@ -106,8 +106,10 @@ impl NodeStream {
             match node_session::refresh(self.d.pool(), &self.node_id, self.stream_id, hb.free_slots)
                 .await
             {
-                Ok(drain) => {
-                    drain_requested = drain;
+                Ok(standing) => {
+                    drain_requested = standing.draining;
+                    // NB: an operator may lift it; a quarantine that began meanwhile shows.
+                    self.quarantined_until = standing.quarantined_until;
                     self.recorded_free = hb.free_slots;
                     self.recorded_at = Instant::now();
                 }

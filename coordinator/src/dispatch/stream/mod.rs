@@ -118,6 +118,8 @@ struct NodeStream {
     /// What the node_session row last recorded, and when.
     recorded_free: u32,
     recorded_at: Instant,
+    /// The node is quarantined until then (it kept dropping its jobs): no new assignments.
+    quarantined_until: Option<chrono::DateTime<chrono::Utc>>,
     /// Reports a database fault kept from being written, unacked, in arrival order.
     parked: std::collections::VecDeque<(u64, reports::Report)>,
 }
@@ -191,6 +193,7 @@ pub async fn run(
         recorded_free: hello.slots,
         recorded_at: Instant::now(),
         parked: std::collections::VecDeque::new(),
+        quarantined_until: None,
     };
     let end = match s.welcome(&hello).await {
         Ok(()) => s.serve(&mut inbound, &mut commands).await,
@@ -350,13 +353,19 @@ impl NodeStream {
     }
 
     fn credits(&self) -> u32 {
-        if self.draining {
+        if self.draining || self.quarantined().is_some() {
             return 0;
         }
         let by_slots = self
             .slots
             .saturating_sub(u32::try_from(self.held.len()).unwrap_or(u32::MAX));
         by_slots.min(self.announced_free)
+    }
+
+    /// When the node's quarantine ends, while it lasts.
+    fn quarantined(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.quarantined_until
+            .filter(|until| *until > chrono::Utc::now())
     }
 
     /// `span` continues the trace of the assignment of `job_id` when this stream holds
