@@ -1146,8 +1146,9 @@ async fn a_node_that_keeps_dropping_its_jobs_is_quarantined_and_charged_nothing(
         panic!("the healthy node got no job")
     };
 
-    let channel = channel(running.grpc_addr).await;
-    let nodes = pb::ops_service_client::OpsServiceClient::new(channel)
+    let mut ops_client =
+        pb::ops_service_client::OpsServiceClient::new(channel(running.grpc_addr).await);
+    let nodes = ops_client
         .list_nodes(common::with_token(
             pb::ListNodesRequest::default(),
             common::ADMIN_TOKEN,
@@ -1180,6 +1181,45 @@ async fn a_node_that_keeps_dropping_its_jobs_is_quarantined_and_charged_nothing(
     .await
     .unwrap();
     assert_eq!((attempts, reclaims, dead), (0, 2, 0));
+    drop(node);
+
+    // An operator lifts the quarantine: the node is given jobs again at its next Hello.
+    let lift = |token: &'static str| {
+        common::with_token(
+            pb::LiftQuarantineRequest {
+                node_id: "flaky".into(),
+            },
+            token,
+        )
+    };
+    let refused = ops_client
+        .lift_quarantine(lift(CLIENT_TOKEN))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    let lifted = ops_client
+        .lift_quarantine(lift(common::ADMIN_TOKEN))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(lifted.lifted);
+    let again = ops_client
+        .lift_quarantine(lift(common::ADMIN_TOKEN))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!again.lifted, "lifted twice");
+    let mut node = open(running.grpc_addr, NODE_TOKEN, hello("flaky", vec![]))
+        .await
+        .unwrap();
+    let Out::Welcome(_) = node.next().await else {
+        panic!("expected welcome")
+    };
+    node.send(In::Credit(pb::Credit { free_slots: 1 })).await;
+    let Out::Assign(_) = node.next_event().await else {
+        panic!("a node whose quarantine was lifted got no job")
+    };
+    assert_eq!(common::ops_snapshot(&running).await.nodes_quarantined, 0);
     drop(node);
     drop(steady);
     running.shutdown().await;

@@ -310,6 +310,20 @@ impl pb::ops_service_server::OpsService for OpsApi {
         info!(node.id = %node_id, found, "drain requested");
         Ok(Response::new(pb::DrainNodeResponse { found }))
     }
+
+    async fn lift_quarantine(
+        &self,
+        request: Request<pb::LiftQuarantineRequest>,
+    ) -> Result<Response<pb::LiftQuarantineResponse>, Status> {
+        self.tokens.check(request.metadata(), Role::Admin)?;
+        let node_id = request.into_inner().node_id;
+        check_node_id(&node_id).map_err(invalid)?;
+        let lifted = crate::node_session::lift_quarantine(self.searches.queue().pool(), &node_id)
+            .await
+            .map_err(|e| status(crate::error::Error::from(e)))?;
+        info!(node.id = %node_id, lifted, "quarantine lifted by an operator");
+        Ok(Response::new(pb::LiftQuarantineResponse { lifted }))
+    }
 }
 
 /// The same rule as `Hello.node_id`: 1..=128 of `[A-Za-z0-9._-]`.

@@ -7,6 +7,7 @@
 //! - [`refresh`] on a heartbeat (at least every 30 s), which also reads an operator's drain;
 //! - [`disconnect`] when the stream ends, [`disconnect_replica`] when a replica starts;
 //! - [`mark_draining`] for `lpsctl drain`;
+//! - [`lift_quarantine`] for `lpsctl lift-quarantine`;
 //! - [`dropped`] when a node dropped its jobs (a lost stream's grace release, a Hello that
 //!   no longer lists them), which quarantines a node that keeps doing it;
 //! - [`connected`] and [`fleet`]: the nodes of ListNodes and of the ops snapshot;
@@ -239,6 +240,17 @@ pub async fn disconnect_replica(pool: &PgPool, coordinator_id: &str) -> Result<u
     .execute(pool)
     .await?
     .rows_affected())
+}
+
+/// Ends `node_id`'s quarantine now (an operator's `lpsctl lift-quarantine`): its drop
+/// count starts over (the number of quarantines stays, so a relapse lasts longer). Returns
+/// whether it was quarantined.
+pub async fn lift_quarantine(pool: &PgPool, node_id: &str) -> Result<bool, sqlx::Error> {
+    let lifted = sqlx::query_file!("src/node_session/sql/lift_quarantine.sql", node_id)
+        .execute(pool)
+        .await?
+        .rows_affected();
+    Ok(lifted > 0)
 }
 
 /// Marks `node_id` draining. Returns whether such a node is connected or between streams
