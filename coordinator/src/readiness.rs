@@ -2,7 +2,8 @@
 //!
 //! Every [`PROBE_INTERVAL`] the probe takes a pooled connection and WRITES: it upserts this
 //! replica's heartbeat row in `write_probe` (migration 0028; the same statement deletes
-//! rows no replica wrote for a day), the two together bounded by [`PROBE_TIMEOUT`] (the
+//! rows no replica wrote for a day; the server's `statement_timeout` for it is 800 ms, so a
+//! write stuck on a lock ends there), the two together bounded by [`PROBE_TIMEOUT`] (the
 //! pool's own acquire timeout is 5 s, far too long for a readiness answer). A probe that
 //! only read would call a database that reads but cannot write healthy — a full disk, a
 //! read-only standby, writes that hang or time out — while every call that matters fails.
@@ -186,9 +187,16 @@ async fn probe(pool: &PgPool, replica: &str) -> DbState {
     let write = async {
         let mut conn = pool.acquire().await?;
         connected.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        // NB: the server ends a write that hangs on a lock itself (57014), so a probe given
+        // up on does not leave a backend waiting behind it, one per interval.
+        sqlx::query("set local statement_timeout = 800")
+            .execute(&mut *tx)
+            .await?;
         sqlx::query_file!("src/readiness_probe.sql", replica)
-            .execute(&mut *conn)
-            .await
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await
     };
     let found = tokio::time::timeout(PROBE_TIMEOUT, write).await;
     let connected = connected.load(std::sync::atomic::Ordering::Relaxed);

@@ -725,3 +725,52 @@ async fn metric(c: &Running, name: &str) -> f64 {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or_else(|| panic!("{name} not in /metrics"))
 }
+
+/// A write that hangs (a commit waiting on a synchronous standby that is gone, a lock that
+/// is never released) is a database that cannot write: the probe's upsert waits past its
+/// bound and readiness says so, naming a timeout, until the write goes through again.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_write_that_hangs_makes_the_replica_not_ready(_: PgPoolOptions, opts: PgConnectOptions) {
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(opts.clone())
+        .await
+        .unwrap();
+    let c = coordinator_via(None, &opts, &SCALED).await;
+    let readyz = || async {
+        let r = reqwest::get(format!("http://{}/readyz", c.http_addr))
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    };
+    assert_eq!(readyz().await.0, 200);
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("lock table write_probe in access exclusive mode")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let found = loop {
+        let found = readyz().await;
+        if found.0 != 200 || Instant::now() > deadline {
+            break found;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        found,
+        (
+            503,
+            "database cannot write: database statement timed out".to_owned()
+        )
+    );
+    assert_eq!(metric(&c, "lps_database_writable").await, 0.0);
+    lock.commit().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while readyz().await.0 != 200 {
+        assert!(Instant::now() < deadline, "not ready after the lock went");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(metric(&c, "lps_database_writable").await, 1.0);
+    c.shutdown().await;
+}
