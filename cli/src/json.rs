@@ -243,6 +243,7 @@ pub fn ops(s: &pb::OpsSnapshot) -> Value {
         "proxy_ports_available_min_pct": s.proxy_ports_available_min_pct,
         "block_ended_sessions_6h": s.block_ended_sessions_6h,
         "nodes_connected": s.nodes_connected,
+        "nodes_quarantined": s.nodes_quarantined,
         "free_slots": s.free_slots,
         "deliveries_pending": s.deliveries_pending,
         "deliveries_dead": s.deliveries_dead,
@@ -331,6 +332,8 @@ pub fn nodes(r: &pb::ListNodesResponse) -> Value {
                     "last_seen_at": timestamp(n.last_seen_at.as_ref()),
                     "draining": n.draining,
                     "coordinator": n.coordinator,
+                    "quarantined_until": timestamp(n.quarantined_until.as_ref()),
+                    "quarantine_reason": n.quarantine_reason,
                 })
             })
             .collect(),

@@ -322,6 +322,9 @@ enum Command {
     },
     /// Ask a node to drain: finish running jobs, take no new ones, leave (admin token).
     Drain { node_id: String },
+    /// End a node's quarantine (`lpsctl nodes`: QUARANTINED UNTIL) now: it is given jobs
+    /// again at its next Hello, or within 30 s on a live stream (admin token).
+    LiftQuarantine { node_id: String },
     /// Webhook deliveries of searches, newest first: state, attempts, last error, next try
     /// (admin token).
     Deliveries {
@@ -1015,6 +1018,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("node {node_id} is draining");
             } else {
                 bail!("node {node_id} is not connected");
+            }
+        }
+        Command::LiftQuarantine { node_id } => {
+            let r = client
+                .ops
+                .lift_quarantine(client.unary(pb::LiftQuarantineRequest {
+                    node_id: node_id.clone(),
+                }))
+                .await?
+                .into_inner();
+            if as_json {
+                print_json(&serde_json::json!({ "node_id": node_id, "lifted": r.lifted }))?;
+            } else if r.lifted {
+                println!("node {node_id} is no longer quarantined");
+            } else {
+                bail!("node {node_id} is not quarantined");
             }
         }
     }

@@ -555,6 +555,15 @@ pub fn ops(s: &pb::OpsSnapshot) -> String {
         "nodes connected:",
         format!("{} ({} free slots)", s.nodes_connected, s.free_slots),
     );
+    if s.nodes_quarantined > 0 {
+        kv(
+            "nodes quarantined:",
+            format!(
+                "{} (they kept dropping their jobs; lpsctl nodes)",
+                s.nodes_quarantined
+            ),
+        );
+    }
     kv(
         "deliveries:",
         format!(
@@ -715,9 +724,11 @@ pub fn nodes(r: &pb::ListNodesResponse) -> String {
         "RUNNING",
         "MALLS",
         "DRAINING",
+        "QUARANTINED UNTIL",
         "COORDINATOR",
         "LAST SEEN",
     ]);
+    let mut reasons = Vec::new();
     for n in &r.nodes {
         t.row(vec![
             n.node_id.clone(),
@@ -731,14 +742,21 @@ pub fn nodes(r: &pb::ListNodesResponse) -> String {
                 n.malls.join(",")
             },
             if n.draining { "yes" } else { "no" }.to_owned(),
+            or_dash(timestamp(n.quarantined_until.as_ref())),
             n.coordinator.clone(),
             or_dash(timestamp(n.last_seen_at.as_ref())),
         ]);
+        if n.quarantined_until.is_some() {
+            reasons.push(format!(
+                "{} is quarantined (no new jobs): {}\n",
+                n.node_id, n.quarantine_reason
+            ));
+        }
     }
     if t.is_empty() {
         "no nodes connected\n".to_owned()
     } else {
-        t.render()
+        t.render() + &reasons.concat()
     }
 }
 

@@ -28,6 +28,10 @@
 //! (`LPS_SPEND_CAP_HOURLY_USD`) or a mall's (its profile's `spend_cap_hourly_usd`) — names
 //! the capped scopes, and resolves when the rolling hour has freed them all. Its value is
 //! the largest share of its cap any capped scope has spent (threshold 1.0).
+//!
+//! `nodes_quarantined` fires while a crawler node is quarantined for dropping its jobs
+//! again and again (no new assignments until its back-off ends; `lpsctl nodes` shows it)
+//! and resolves when none is (threshold 1).
 
 use std::{sync::Arc, time::Duration};
 
@@ -176,6 +180,7 @@ fn hint(rule: &str) -> &'static str {
         }
         "layout_changed" => "`lpsctl ops` (layout per mall), then `lpsctl job <id> --evidence DIR`",
         "deliveries_dead" => "`lpsctl deliveries --dead`, then `lpsctl delivery retry <id>`",
+        "nodes_quarantined" => "`lpsctl nodes` (quarantined until, and why), then the node's logs",
         _ => "`lpsctl ops`",
     }
 }
@@ -232,6 +237,11 @@ pub fn evaluate(t: &Thresholds, ops: &OpsSnapshot) -> Vec<Verdict> {
     v.push(ports_available(t, f));
     v.push(layout_changed(t, ops));
     v.push(spend_cap_reached(ops));
+    v.push(at_least(
+        "nodes_quarantined",
+        f.nodes_quarantined as f64,
+        1.0,
+    ));
     v
 }
 
@@ -628,6 +638,7 @@ pub fn publish(metrics: &Metrics, ops: &OpsSnapshot) {
     metrics.spend_capped.set(i64::from(q.spend_capped));
     let f = &ops.fleet;
     metrics.nodes_connected.set(f.nodes_connected);
+    metrics.nodes_quarantined.set(f.nodes_quarantined);
     metrics.node_free_slots.set(f.free_slots);
     metrics.proxy_ports_available.set(f.ports_available);
     metrics
@@ -788,6 +799,7 @@ mod tests {
             },
             fleet: FleetOps {
                 nodes_connected: 0,
+                nodes_quarantined: 0,
                 free_slots: 0,
                 ports_total,
                 ports_available,

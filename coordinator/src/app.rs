@@ -222,6 +222,7 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             heartbeat_interval: config.heartbeat_interval,
             silence_timeout: dispatch::stream::silence_for(config.heartbeat_interval),
             node_grace: config.node_grace,
+            quarantine: config.node_quarantine,
             claim_poll: config.claim_poll,
             profiles: profile_updates,
             vocabulary,
@@ -343,7 +344,13 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
 
     // gRPC: services, health and reflection.
     let (health, health_service) = tonic_health::server::health_reporter();
-    let readiness = Readiness::new(health, metrics.database_reachable.clone()).await;
+    let readiness = Readiness::new(
+        health,
+        metrics.database_reachable.clone(),
+        metrics.database_writable.clone(),
+        &config.coordinator_id,
+    )
+    .await;
     {
         let (readiness, pool, cancel) = (readiness.clone(), pool.clone(), loops.clone());
         tasks.spawn(
@@ -525,9 +532,9 @@ async fn ops_json(State(s): State<HttpState>) -> axum::response::Response {
 
 /// Answers from the database probe's last finding (no query here: a cut-off database would
 /// otherwise hold the answer for the pool's acquire timeout).
-async fn readyz(State(s): State<HttpState>) -> (StatusCode, &'static str) {
+async fn readyz(State(s): State<HttpState>) -> (StatusCode, String) {
     match s.readiness.not_ready().await {
-        None => (StatusCode::OK, "ready"),
+        None => (StatusCode::OK, "ready".into()),
         Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }
 }

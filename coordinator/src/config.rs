@@ -153,6 +153,18 @@ pub struct ServeArgs {
     /// How long a lost node's jobs wait for it to reconnect.
     #[arg(long, env = "LPS_NODE_GRACE", default_value = DEFAULT_NODE_GRACE, value_parser = duration)]
     pub node_grace: Duration,
+    /// A node that drops its jobs this many times within LPS_NODE_QUARANTINE_WINDOW (its
+    /// stream lost and the jobs reclaimed after the grace, or a Hello that no longer lists
+    /// them) is quarantined: no new assignments for LPS_NODE_QUARANTINE. 0: never.
+    #[arg(long, env = "LPS_NODE_QUARANTINE_DROPS", default_value_t = 3)]
+    pub node_quarantine_drops: u32,
+    /// The window LPS_NODE_QUARANTINE_DROPS are counted in.
+    #[arg(long, env = "LPS_NODE_QUARANTINE_WINDOW", default_value = "10m", value_parser = duration)]
+    pub node_quarantine_window: Duration,
+    /// How long a first quarantine lasts; each later one (without a clean window between)
+    /// doubles it, at most 16 times.
+    #[arg(long, env = "LPS_NODE_QUARANTINE", default_value = "5m", value_parser = duration)]
+    pub node_quarantine: Duration,
     /// Hard limit for one run of a job.
     #[arg(long, env = "LPS_JOB_DEADLINE", default_value = DEFAULT_JOB_DEADLINE, value_parser = duration)]
     pub job_deadline: Duration,
@@ -293,6 +305,7 @@ pub struct Config {
     pub heartbeat_interval: Duration,
     pub lease_ttl: Duration,
     pub node_grace: Duration,
+    pub node_quarantine: crate::node_session::QuarantinePolicy,
     pub job_deadline: Duration,
     pub max_attempts: u16,
     pub backoff_base: Duration,
@@ -335,6 +348,7 @@ impl std::fmt::Debug for Config {
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("lease_ttl", &self.lease_ttl)
             .field("node_grace", &self.node_grace)
+            .field("node_quarantine", &self.node_quarantine)
             .field("job_deadline", &self.job_deadline)
             .field("profiles_dir", &self.profiles_dir)
             .field("profiles_poll", &self.profiles_poll)
@@ -637,6 +651,18 @@ impl ServeArgs {
                 ),
             ));
         }
+        if self.node_quarantine_drops > 0 {
+            if self.node_quarantine_window.is_zero() {
+                return Err(bad("LPS_NODE_QUARANTINE_WINDOW", "must be positive"));
+            }
+            if self.node_quarantine.is_zero() || self.node_quarantine > Duration::from_secs(86_400)
+            {
+                return Err(bad(
+                    "LPS_NODE_QUARANTINE",
+                    "must be positive and at most 24h",
+                ));
+            }
+        }
         if self.job_deadline < Duration::from_secs(1)
             || self.job_deadline > Duration::from_secs(86_400)
         {
@@ -799,6 +825,11 @@ impl ServeArgs {
             heartbeat_interval: self.heartbeat_interval,
             lease_ttl: self.lease_ttl,
             node_grace: self.node_grace,
+            node_quarantine: crate::node_session::QuarantinePolicy {
+                drops: self.node_quarantine_drops,
+                window: self.node_quarantine_window,
+                back_off: self.node_quarantine,
+            },
             job_deadline: self.job_deadline,
             max_attempts: self.max_attempts,
             backoff_base: self.backoff_base,

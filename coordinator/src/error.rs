@@ -7,7 +7,7 @@
 //!
 //! Statuses carry the rich error model (`google.rpc.Status` details) that other languages'
 //! gRPC tooling decodes: INVALID_ARGUMENT a `BadRequest` with the field violation,
-//! UNAVAILABLE a `RetryInfo`, UNAUTHENTICATED and PERMISSION_DENIED an `ErrorInfo` (reason,
+//! UNAVAILABLE and RESOURCE_EXHAUSTED (database faults, see [`outage`]) a `RetryInfo`, UNAUTHENTICATED and PERMISSION_DENIED an `ErrorInfo` (reason,
 //! domain [`ERROR_DOMAIN`]), each beside the same message as before.
 
 use std::{sync::Arc, time::Duration};
@@ -42,7 +42,8 @@ pub enum Error {
         what: &'static str,
         id: i64,
     },
-    /// PostgreSQL cannot be reached; safe to retry.
+    /// PostgreSQL cannot be reached or cannot write (a [`crate::db::Fault`]: lost
+    /// connection, full disk, read-only, statement timeout, shutdown); safe to retry.
     #[error("database unavailable")]
     Unavailable(#[source] Arc<sqlx::Error>),
     #[error("database error")]
@@ -113,8 +114,9 @@ pub fn status(e: impl Into<Error>) -> Status {
             Status::with_error_details(Code::AlreadyExists, message, details)
         }
         Error::Unavailable(cause) => {
-            error!(error = %cause, "database unavailable");
-            unavailable("database unavailable; retry", Duration::from_secs(1))
+            let fault = crate::db::fault(&cause).unwrap_or(crate::db::Fault::Unreachable);
+            error!(error = %cause, fault = fault.label(), "database fault");
+            outage(fault)
         }
         Error::Database(cause) => {
             error!(error = %cause, "database error");
@@ -144,6 +146,36 @@ pub fn unavailable(message: impl Into<String>, retry_after: Duration) -> Status 
         message,
         ErrorDetails::with_retry_info(Some(retry_after)),
     )
+}
+
+/// The status for a database fault: RESOURCE_EXHAUSTED for a full disk or another exhausted
+/// resource, UNAVAILABLE for the rest, both with a `RetryInfo` and a message naming the
+/// fault (`database read-only (cannot write); retry`) and an `ErrorInfo` whose reason names
+/// it too (`DATABASE_READ_ONLY`, `DATABASE_DISK_FULL`, ...: `DATABASE_` and the
+/// [`crate::db::Fault::label`] in capitals).
+pub fn outage(fault: crate::db::Fault) -> Status {
+    let code = if fault.is_exhaustion() {
+        Code::ResourceExhausted
+    } else {
+        Code::Unavailable
+    };
+    let mut details = ErrorDetails::with_retry_info(Some(OUTAGE_RETRY));
+    details.set_error_info(
+        format!("DATABASE_{}", fault.label().to_ascii_uppercase()),
+        ERROR_DOMAIN,
+        std::collections::HashMap::<String, String>::new(),
+    );
+    Status::with_error_details(code, format!("{}; retry", fault.describe()), details)
+}
+
+/// When a caller refused for a database fault is told to retry.
+pub const OUTAGE_RETRY: Duration = Duration::from_secs(1);
+
+/// Whether `status` is one [`status`] gives a database fault ([`outage`]): the call can
+/// succeed later and nothing about it was wrong.
+pub fn is_outage(status: &Status) -> bool {
+    matches!(status.code(), Code::Unavailable | Code::ResourceExhausted)
+        && status.message().starts_with("database ")
 }
 
 /// An auth refusal (`Unauthenticated`, `PermissionDenied`) with an `ErrorInfo`: `reason` is

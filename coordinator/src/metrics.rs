@@ -133,6 +133,7 @@ pub struct Metrics {
     pub mall_spend_cap_hourly_usd: Family<MallLabels, FGauge>,
     pub mall_spend_capped: Family<MallLabels, Gauge>,
     pub nodes_connected: Gauge,
+    pub nodes_quarantined: Gauge,
     pub node_free_slots: Gauge,
     pub proxy_ports: Family<StateLabels, Gauge>,
     pub proxy_ports_available: Gauge,
@@ -161,6 +162,8 @@ pub struct Metrics {
     pub db_pool_connections: Family<StateLabels, Gauge>,
     pub db_pool_max_connections: Gauge,
     pub database_reachable: Gauge,
+    pub database_writable: Gauge,
+    pub parked_reports: Counter,
     pub retention_deleted: Family<KindLabels, Counter>,
     pub retention_sweep_duration: Histogram,
     pub schedule_runs: Family<OutcomeLabels, Counter>,
@@ -258,6 +261,12 @@ impl Metrics {
             "nodes_connected",
             "Connected crawler nodes (deployment-wide)",
             nodes_connected.clone(),
+        );
+        let nodes_quarantined = Gauge::default();
+        registry.register(
+            "nodes_quarantined",
+            "Crawler nodes quarantined now for dropping their jobs again and again: no new assignments until their back-off ends (deployment-wide; lpsctl nodes)",
+            nodes_quarantined.clone(),
         );
         let node_free_slots = Gauge::default();
         registry.register(
@@ -406,6 +415,19 @@ impl Metrics {
             database_reachable.clone(),
         );
         database_reachable.set(1);
+        let database_writable = Gauge::default();
+        registry.register(
+            "database_writable",
+            "1 while this replica's database probe can write (its heartbeat row); 0 while PostgreSQL is unreachable, read-only, out of disk or timing out (gRPC health follows it)",
+            database_writable.clone(),
+        );
+        database_writable.set(1);
+        let parked_reports = Counter::default();
+        registry.register(
+            "node_reports_parked",
+            "Node reports a database fault kept from being written: kept unacked on their stream and written once the database takes writes",
+            parked_reports.clone(),
+        );
         let retention_deleted = Family::<KindLabels, Counter>::default();
         registry.register(
             "retention_deleted",
@@ -500,6 +522,7 @@ impl Metrics {
             mall_spend_cap_hourly_usd,
             mall_spend_capped,
             nodes_connected,
+            nodes_quarantined,
             node_free_slots,
             proxy_ports,
             proxy_ports_available,
@@ -528,6 +551,8 @@ impl Metrics {
             db_pool_connections,
             db_pool_max_connections,
             database_reachable,
+            database_writable,
+            parked_reports,
             retention_deleted,
             retention_sweep_duration,
             schedule_runs,

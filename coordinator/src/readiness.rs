@@ -1,11 +1,18 @@
 //! Readiness: whether this replica can serve, kept current by a background database probe.
 //!
-//! Every [`PROBE_INTERVAL`] the probe takes a pooled connection and runs `select 1`, the
-//! two together bounded by [`PROBE_TIMEOUT`] (the pool's own acquire timeout is 5 s, far
-//! too long for a readiness answer). What it found is the state `/readyz` answers from at
-//! once, and it flips the gRPC health service (the chart's default readiness probe): a
-//! database that cannot be reached turns every LPS service NOT_SERVING within one interval
-//! plus one timeout, and SERVING again on the first probe that succeeds.
+//! Every [`PROBE_INTERVAL`] the probe takes a pooled connection and WRITES: it upserts this
+//! replica's heartbeat row in `write_probe` (migration 0028; the same statement deletes
+//! rows no replica wrote for a day; the server's `statement_timeout` for it is 800 ms, so a
+//! write stuck on a lock ends there), the two together bounded by [`PROBE_TIMEOUT`] (the
+//! pool's own acquire timeout is 5 s, far too long for a readiness answer). A probe that
+//! only read would call a database that reads but cannot write healthy — a full disk, a
+//! read-only standby, writes that hang or time out — while every call that matters fails.
+//! What it found is the state `/readyz` answers from at once, and it flips the gRPC health
+//! service (the chart's default readiness probe): a database that cannot be reached or
+//! cannot write turns every LPS service NOT_SERVING within one interval plus one timeout,
+//! and SERVING again on the first probe that writes. `lps_database_reachable` and
+//! `lps_database_writable` follow it (the chart's `LpsDatabaseNotWritable` alert fires on
+//! the second).
 //!
 //! An exhausted pool (every connection busy, the probe's acquire timed out) is load, not an
 //! outage: `/readyz` says so with 503 as before, but gRPC health stays SERVING — every
@@ -26,16 +33,26 @@ use crate::grpc;
 
 /// How often the probe runs.
 pub const PROBE_INTERVAL: Duration = Duration::from_millis(500);
-/// The bound on one probe: acquiring a connection plus `select 1`.
+/// The bound on one probe: acquiring a connection plus the heartbeat row's upsert.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What the last probe found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DbState {
+    /// The probe wrote its row.
     Reachable,
     /// Every connection of the pool was busy for the whole probe timeout.
     PoolExhausted,
     Unreachable,
+    /// Connected, but the write failed or hung: the database cannot write.
+    CannotWrite(crate::db::Fault),
+}
+
+impl DbState {
+    /// Whether this state takes the replica out of rotation (gRPC health NOT_SERVING).
+    fn serving(self) -> bool {
+        matches!(self, Self::Reachable | Self::PoolExhausted)
+    }
 }
 
 #[derive(Debug)]
@@ -51,6 +68,10 @@ pub struct Readiness {
     health: tonic_health::server::HealthReporter,
     /// `lps_database_reachable`.
     reachable: prometheus_client::metrics::gauge::Gauge,
+    /// `lps_database_writable`.
+    writable: prometheus_client::metrics::gauge::Gauge,
+    /// This replica's id (its `write_probe` row).
+    replica: Arc<str>,
 }
 
 impl std::fmt::Debug for Readiness {
@@ -64,6 +85,8 @@ impl Readiness {
     pub async fn new(
         health: tonic_health::server::HealthReporter,
         reachable: prometheus_client::metrics::gauge::Gauge,
+        writable: prometheus_client::metrics::gauge::Gauge,
+        replica: &str,
     ) -> Self {
         let r = Self {
             inner: Arc::new(Mutex::new(Inner {
@@ -72,24 +95,31 @@ impl Readiness {
             })),
             health,
             reachable,
+            writable,
+            replica: replica.into(),
         };
         r.reachable.set(1);
+        r.writable.set(1);
         set_health(&r.health, true).await;
         r
     }
 
     /// `/readyz`'s answer: `None` when ready, else why not.
-    pub async fn not_ready(&self) -> Option<&'static str> {
+    pub async fn not_ready(&self) -> Option<String> {
         let inner = self.inner.lock().await;
         if inner.draining {
-            return Some("shutting down");
+            return Some("shutting down".into());
         }
         match inner.db {
             DbState::Reachable => None,
             DbState::PoolExhausted => Some(
-                "database pool exhausted (every connection busy; raise LPS_DB_MAX_CONNECTIONS)",
+                "database pool exhausted (every connection busy; raise LPS_DB_MAX_CONNECTIONS)"
+                    .into(),
             ),
-            DbState::Unreachable => Some("database unreachable"),
+            DbState::Unreachable => Some("database unreachable".into()),
+            DbState::CannotWrite(fault) => {
+                Some(format!("database cannot write: {}", fault.describe()))
+            }
         }
     }
 
@@ -99,17 +129,32 @@ impl Readiness {
         if inner.db == db {
             return;
         }
-        let was_reachable = inner.db != DbState::Unreachable;
-        let reachable = db != DbState::Unreachable;
+        let was_serving = inner.db.serving();
+        let serving = db.serving();
         match db {
-            DbState::Reachable => info!("database reachable again"),
+            DbState::Reachable => info!("database reachable and writable again"),
             DbState::PoolExhausted => warn!("database pool exhausted: every connection busy"),
             DbState::Unreachable => warn!("database unreachable: health NOT_SERVING"),
+            DbState::CannotWrite(fault) => warn!(
+                fault = fault.label(),
+                "database cannot write ({}): health NOT_SERVING",
+                fault.describe()
+            ),
         }
         inner.db = db;
-        self.reachable.set(i64::from(reachable));
-        if was_reachable != reachable && !inner.draining {
-            set_health(&self.health, reachable).await;
+        self.reachable.set(i64::from(db != DbState::Unreachable));
+        // NB: an exhausted pool says nothing about writes; the last finding stands.
+        match db {
+            DbState::Reachable => {
+                self.writable.set(1);
+            }
+            DbState::Unreachable | DbState::CannotWrite(_) => {
+                self.writable.set(0);
+            }
+            DbState::PoolExhausted => {}
+        }
+        if was_serving != serving && !inner.draining {
+            set_health(&self.health, serving).await;
         }
     }
 
@@ -129,26 +174,47 @@ impl Readiness {
                 () = cancel.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            let found = probe(&pool).await;
+            let found = probe(&pool, &self.replica).await;
             self.record(found).await;
         }
     }
 }
 
-/// One probe, bounded by [`PROBE_TIMEOUT`].
-async fn probe(pool: &PgPool) -> DbState {
-    let select = async {
+/// One probe, bounded by [`PROBE_TIMEOUT`]: the heartbeat row's upsert on a pooled
+/// connection.
+async fn probe(pool: &PgPool, replica: &str) -> DbState {
+    let connected = std::sync::atomic::AtomicBool::new(false);
+    let write = async {
         let mut conn = pool.acquire().await?;
-        sqlx::query_scalar::<_, i32>("select 1")
-            .fetch_one(&mut *conn)
-            .await
+        connected.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        // NB: the server ends a write that hangs on a lock itself (57014), so a probe given
+        // up on does not leave a backend waiting behind it, one per interval.
+        sqlx::query("set local statement_timeout = 800")
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query_file!("src/readiness_probe.sql", replica)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await
     };
-    match tokio::time::timeout(PROBE_TIMEOUT, select).await {
+    let found = tokio::time::timeout(PROBE_TIMEOUT, write).await;
+    let connected = connected.load(std::sync::atomic::Ordering::Relaxed);
+    match found {
         Ok(Ok(_)) => DbState::Reachable,
         // NB: a pool at its size with no idle connection is busy, not cut off; a timeout
         // with room in the pool means opening a connection hung.
-        Ok(Err(sqlx::Error::PoolTimedOut)) | Err(_) if exhausted(pool) => DbState::PoolExhausted,
-        Ok(Err(_)) | Err(_) => DbState::Unreachable,
+        Ok(Err(sqlx::Error::PoolTimedOut)) | Err(_) if !connected && exhausted(pool) => {
+            DbState::PoolExhausted
+        }
+        // Connected, and the write hung: a database that cannot commit (a full WAL disk,
+        // a synchronous standby that is gone).
+        Err(_) if connected => DbState::CannotWrite(crate::db::Fault::Timeout),
+        Ok(Err(e)) => match crate::db::fault(&e) {
+            None | Some(crate::db::Fault::Unreachable) => DbState::Unreachable,
+            Some(fault) => DbState::CannotWrite(fault),
+        },
+        Err(_) => DbState::Unreachable,
     }
 }
 

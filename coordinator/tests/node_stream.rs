@@ -1040,3 +1040,187 @@ async fn a_second_process_with_the_node_id_on_another_replica_is_refused(
             .unwrap();
     assert_eq!(owner, "111-aaa", "the refused process took the row over");
 }
+
+/// A node whose streams keep dropping the jobs they are given (DESIGN §2 "Poison means the
+/// job, not the node"): each drop requeues its job without a charged attempt, and the
+/// second drop within the window quarantines the node — welcomed, but given no job while
+/// others wait, listed with its quarantine in ListNodes (`lpsctl nodes`) and counted in
+/// the ops snapshot (`nodes_quarantined`, an alert) — while another node gets the jobs.
+#[sqlx::test(migrator = "lps_coordinator::db::MIGRATOR")]
+async fn a_node_that_keeps_dropping_its_jobs_is_quarantined_and_charged_nothing(pool: PgPool) {
+    let flags = [
+        "--heartbeat-interval",
+        "200ms",
+        "--lease-ttl",
+        "3300ms",
+        "--node-grace",
+        "300ms",
+        "--shutdown-timeout",
+        "3s",
+        "--node-quarantine-drops",
+        "2",
+        "--node-quarantine",
+        "1m",
+    ];
+    let running = common::start_with_mall(&pool, MALL, &flags).await;
+    for i in 0..4 {
+        enqueue(&running, &format!("dropped {i}")).await;
+    }
+    for round in 0..2 {
+        let mut node = open(running.grpc_addr, NODE_TOKEN, hello("flaky", vec![]))
+            .await
+            .unwrap();
+        let Out::Welcome(_) = node.next().await else {
+            panic!("expected welcome")
+        };
+        node.send(In::Credit(pb::Credit { free_slots: 1 })).await;
+        let Out::Assign(assign) = node.next_event().await else {
+            panic!("round {round}: expected an assign")
+        };
+        drop(node); // it vanishes with the job
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let state: String = sqlx::query_scalar("select state::text from job where job_id = $1")
+                .bind(assign.job_id)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            if state == "queued" {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "round {round}: job {} not released ({state})",
+                assign.job_id
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let (quarantined, reason): (bool, Option<String>) = sqlx::query_as(
+        "select quarantined_until > now() + interval '50 seconds', quarantine_reason
+         from node_session where node_id = 'flaky'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(
+        quarantined,
+        "two drops did not quarantine the node for a minute"
+    );
+    assert_eq!(
+        reason.as_deref(),
+        Some("dropped its jobs 2 times within 600 s (last: 1 jobs)")
+    );
+
+    // Back again: welcomed, heartbeats answered, but no job while it is quarantined.
+    let mut node = open(running.grpc_addr, NODE_TOKEN, hello("flaky", vec![]))
+        .await
+        .unwrap();
+    let Out::Welcome(_) = node.next().await else {
+        panic!("expected welcome")
+    };
+    node.send(In::Credit(pb::Credit { free_slots: 1 })).await;
+    for _ in 0..8 {
+        node.send(In::Heartbeat(pb::Heartbeat {
+            free_slots: 1,
+            ..Default::default()
+        }))
+        .await;
+        match tokio::time::timeout(Duration::from_millis(200), node.rx.message()).await {
+            Err(_) => {}
+            Ok(Ok(Some(pb::CoordinatorMessage {
+                body: Some(Out::HeartbeatAck(_)),
+            }))) => {}
+            Ok(other) => panic!("a quarantined node was sent {other:?}"),
+        }
+    }
+    // Another node takes the waiting jobs.
+    let mut steady = open(running.grpc_addr, NODE_TOKEN, hello("steady", vec![]))
+        .await
+        .unwrap();
+    let Out::Welcome(_) = steady.next().await else {
+        panic!("expected welcome")
+    };
+    steady.send(In::Credit(pb::Credit { free_slots: 1 })).await;
+    let Out::Assign(_) = steady.next_event().await else {
+        panic!("the healthy node got no job")
+    };
+
+    let mut ops_client =
+        pb::ops_service_client::OpsServiceClient::new(channel(running.grpc_addr).await);
+    let nodes = ops_client
+        .list_nodes(common::with_token(
+            pb::ListNodesRequest::default(),
+            common::ADMIN_TOKEN,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .nodes;
+    let flaky = nodes
+        .iter()
+        .find(|n| n.node_id == "flaky")
+        .expect("flaky listed");
+    assert!(flaky.quarantined_until.is_some(), "{flaky:?}");
+    assert!(
+        flaky.quarantine_reason.contains("dropped its jobs 2 times"),
+        "{flaky:?}"
+    );
+    let steady_info = nodes.iter().find(|n| n.node_id == "steady").unwrap();
+    assert!(steady_info.quarantined_until.is_none(), "{steady_info:?}");
+    let ops = common::ops_snapshot(&running).await;
+    assert_eq!(ops.nodes_quarantined, 1);
+
+    // Every drop was a reclaim: no attempt charged, nothing dead.
+    let (attempts, reclaims, dead): (i64, i64, i64) = sqlx::query_as(
+        "select coalesce(sum(attempts), 0)::bigint, coalesce(sum(reclaims), 0)::bigint,
+                count(*) filter (where state = 'dead')
+         from job",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((attempts, reclaims, dead), (0, 2, 0));
+    drop(node);
+
+    // An operator lifts the quarantine: the node is given jobs again at its next Hello.
+    let lift = |token: &'static str| {
+        common::with_token(
+            pb::LiftQuarantineRequest {
+                node_id: "flaky".into(),
+            },
+            token,
+        )
+    };
+    let refused = ops_client
+        .lift_quarantine(lift(CLIENT_TOKEN))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    let lifted = ops_client
+        .lift_quarantine(lift(common::ADMIN_TOKEN))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(lifted.lifted);
+    let again = ops_client
+        .lift_quarantine(lift(common::ADMIN_TOKEN))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!again.lifted, "lifted twice");
+    let mut node = open(running.grpc_addr, NODE_TOKEN, hello("flaky", vec![]))
+        .await
+        .unwrap();
+    let Out::Welcome(_) = node.next().await else {
+        panic!("expected welcome")
+    };
+    node.send(In::Credit(pb::Credit { free_slots: 1 })).await;
+    let Out::Assign(_) = node.next_event().await else {
+        panic!("a node whose quarantine was lifted got no job")
+    };
+    assert_eq!(common::ops_snapshot(&running).await.nodes_quarantined, 0);
+    drop(node);
+    drop(steady);
+    running.shutdown().await;
+}

@@ -39,6 +39,8 @@ pub struct DispatchConfig {
     pub silence_timeout: Duration,
     /// How long a lost node's jobs stay leased for a reconnect.
     pub node_grace: Duration,
+    /// When a node that keeps dropping its jobs is quarantined.
+    pub quarantine: crate::node_session::QuarantinePolicy,
     /// Poll fallback for claimers when no NOTIFY arrives.
     pub claim_poll: Duration,
     /// The current site profiles, sent in Welcome and, when they change, in ProfileUpdate
@@ -281,6 +283,7 @@ impl Dispatcher {
                 match this.queue.release_lost_node(&node_id, stream_id).await {
                     Ok(released) if !released.is_empty() => {
                         info!(node.id = %node_id, jobs = released.len(), "grace over; released the node's jobs");
+                        this.record_drop(&node_id, released.len()).await;
                     }
                     Ok(_) => debug!(node.id = %node_id, "grace over; nothing to release"),
                     Err(e) => warn!(node.id = %node_id, error = %e, "releasing a lost node's jobs failed; leases will expire"),
@@ -292,6 +295,36 @@ impl Dispatcher {
 }
 
 impl Dispatcher {
+    /// Node `node_id` dropped `jobs` of its jobs (they were reclaimed, no attempt charged):
+    /// counted, and a node that keeps doing it is quarantined (no new assignments for a
+    /// back-off; DESIGN §2 "Poison means the job, not the node").
+    /// Returns the node's quarantine, if any.
+    pub async fn record_drop(
+        &self,
+        node_id: &str,
+        jobs: usize,
+    ) -> Option<chrono::DateTime<chrono::Utc>> {
+        match crate::node_session::dropped(
+            self.pool(),
+            node_id,
+            jobs,
+            &self.config.quarantine,
+            None,
+        )
+        .await
+        {
+            Ok(Some(until)) if until > chrono::Utc::now() => {
+                warn!(node.id = %node_id, %until, "node keeps dropping its jobs; quarantined: no new assignments until then");
+                Some(until)
+            }
+            Ok(_) => None,
+            Err(e) => {
+                warn!(node.id = %node_id, error = %e, "could not count the node's dropped jobs");
+                None
+            }
+        }
+    }
+
     /// Hands back leases claimed for `node_id` whose stream went away before they were
     /// delivered: queued again at once, no attempt charged. A hand-back the database
     /// refuses for now is retried until it applies or the lease is gone (an outage must not

@@ -90,6 +90,7 @@ impl Fleet {
             .collect();
         Ok(FleetOps {
             nodes_connected: nodes.nodes_connected,
+            nodes_quarantined: nodes.nodes_quarantined,
             free_slots: nodes.free_slots,
             ports_total: r.ports_total,
             ports_available: r.ports_available,
@@ -122,7 +123,9 @@ pub struct ProxyPortInfo {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct FleetOps {
     pub nodes_connected: i64,
-    /// Free slots of connected nodes that are not draining.
+    /// Nodes quarantined now (they kept dropping their jobs), connected or not.
+    pub nodes_quarantined: i64,
+    /// Free slots of connected nodes that are not draining or quarantined.
     pub free_slots: i64,
     pub ports_total: i64,
     /// Ports usable by some mall now: not leased, resting or cooling for every mall. A

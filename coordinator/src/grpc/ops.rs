@@ -310,6 +310,20 @@ impl pb::ops_service_server::OpsService for OpsApi {
         info!(node.id = %node_id, found, "drain requested");
         Ok(Response::new(pb::DrainNodeResponse { found }))
     }
+
+    async fn lift_quarantine(
+        &self,
+        request: Request<pb::LiftQuarantineRequest>,
+    ) -> Result<Response<pb::LiftQuarantineResponse>, Status> {
+        self.tokens.check(request.metadata(), Role::Admin)?;
+        let node_id = request.into_inner().node_id;
+        check_node_id(&node_id).map_err(invalid)?;
+        let lifted = crate::node_session::lift_quarantine(self.searches.queue().pool(), &node_id)
+            .await
+            .map_err(|e| status(crate::error::Error::from(e)))?;
+        info!(node.id = %node_id, lifted, "quarantine lifted by an operator");
+        Ok(Response::new(pb::LiftQuarantineResponse { lifted }))
+    }
 }
 
 /// The same rule as `Hello.node_id`: 1..=128 of `[A-Za-z0-9._-]`.
@@ -407,6 +421,7 @@ pub fn ops_to_pb(s: &OpsSnapshot) -> pb::OpsSnapshot {
         proxy_ports_available_min_pct: f.ports_available_min_pct(),
         block_ended_sessions_6h: f.block_ended_sessions_6h,
         nodes_connected: f.nodes_connected,
+        nodes_quarantined: f.nodes_quarantined,
         free_slots: f.free_slots,
         malls,
         alerts: s
@@ -488,6 +503,8 @@ fn node_to_pb(n: &NodeInfo) -> pb::NodeInfo {
         last_seen_at: Some(timestamp_to_pb(n.last_seen_at)),
         draining: n.draining,
         coordinator: n.coordinator_id.clone(),
+        quarantined_until: n.quarantined_until.map(timestamp_to_pb),
+        quarantine_reason: n.quarantine_reason.clone().unwrap_or_default(),
     }
 }
 

@@ -7,6 +7,9 @@
 //! - [`refresh`] on a heartbeat (at least every 30 s), which also reads an operator's drain;
 //! - [`disconnect`] when the stream ends, [`disconnect_replica`] when a replica starts;
 //! - [`mark_draining`] for `lpsctl drain`;
+//! - [`lift_quarantine`] for `lpsctl lift-quarantine`;
+//! - [`dropped`] when a node dropped its jobs (a lost stream's grace release, a Hello that
+//!   no longer lists them), which quarantines a node that keeps doing it;
 //! - [`connected`] and [`fleet`]: the nodes of ListNodes and of the ops snapshot;
 //! - [`retire_ended`]: retention's batches (`LPS_RETAIN_NODE_SESSIONS`) of rows whose
 //!   stream ended longer ago than the age, on the sweep's connection.
@@ -64,6 +67,29 @@ pub struct NodeInfo {
     pub connected_at: DateTime<Utc>,
     pub last_seen_at: DateTime<Utc>,
     pub draining: bool,
+    /// No new assignments until then (see [`dropped`]).
+    pub quarantined_until: Option<DateTime<Utc>>,
+    /// Why, while quarantined.
+    pub quarantine_reason: Option<String>,
+}
+
+/// What a node's row says when a stream registers or refreshes it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Standing {
+    /// An operator asked the node to drain.
+    pub draining: bool,
+    /// Quarantined until then: no new assignments (see [`dropped`]).
+    pub quarantined_until: Option<DateTime<Utc>>,
+}
+
+/// When a node that keeps dropping its jobs is quarantined (LPS_NODE_QUARANTINE_*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuarantinePolicy {
+    /// Drops within [`QuarantinePolicy::window`] that quarantine the node (0: never).
+    pub drops: u32,
+    pub window: std::time::Duration,
+    /// The first quarantine's length; each later one doubles it (at most 16 times).
+    pub back_off: std::time::Duration,
 }
 
 /// The nodes' figures of the ops snapshot.
@@ -72,13 +98,16 @@ pub struct Fleet {
     pub nodes_connected: i64,
     /// Free slots of connected nodes that are not draining.
     pub free_slots: i64,
+    /// Nodes quarantined now, connected or not.
+    pub nodes_quarantined: i64,
 }
 
-/// Records `stream` as its node's latest. `Some(draining)`: recorded, and whether the node
-/// is to drain (an operator's drain of the same process survives its reconnect); `None`:
-/// another node process holds a live stream under this id through another replica.
-pub async fn register(pool: &PgPool, stream: &Stream<'_>) -> Result<Option<bool>, sqlx::Error> {
-    sqlx::query_file_scalar!(
+/// Records `stream` as its node's latest. `Some(standing)`: recorded, whether the node is
+/// to drain (an operator's drain of the same process survives its reconnect) and its
+/// quarantine; `None`: another node process holds a live stream under this id through
+/// another replica.
+pub async fn register(pool: &PgPool, stream: &Stream<'_>) -> Result<Option<Standing>, sqlx::Error> {
+    let row = sqlx::query_file!(
         "src/node_session/sql/register.sql",
         stream.node_id,
         stream.session_id,
@@ -89,7 +118,39 @@ pub async fn register(pool: &PgPool, stream: &Stream<'_>) -> Result<Option<bool>
         stream.instance,
     )
     .fetch_optional(pool)
-    .await
+    .await?;
+    Ok(row.map(|r| Standing {
+        draining: r.draining,
+        quarantined_until: r.quarantined_until,
+    }))
+}
+
+/// Node `node_id` dropped `jobs` of its jobs (> 0): counted, and the node quarantined when
+/// it is `policy.drops`-th drop within the window (`sql/dropped.sql`). Returns the node's
+/// quarantine, if any (`None` also when the node has no row or the policy is off).
+pub async fn dropped(
+    pool: &PgPool,
+    node_id: &str,
+    jobs: usize,
+    policy: &QuarantinePolicy,
+    now: Option<DateTime<Utc>>,
+) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+    if policy.drops == 0 || jobs == 0 {
+        return Ok(None);
+    }
+    let millis = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    let row = sqlx::query_file!(
+        "src/node_session/sql/dropped.sql",
+        node_id,
+        i32::try_from(jobs).unwrap_or(i32::MAX),
+        millis(policy.window),
+        i32::try_from(policy.drops).unwrap_or(i32::MAX),
+        millis(policy.back_off),
+        now,
+    )
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.and_then(|r| r.quarantined_until))
 }
 
 /// Who holds `node_id`'s row (default: no row).
@@ -107,14 +168,15 @@ pub async fn holder(pool: &PgPool, node_id: &str) -> Result<Holder, sqlx::Error>
 }
 
 /// Stream `session_id` of `node_id` is alive with `free_slots`. Returns whether an operator
-/// asked the node to drain (`false` when the row names another stream now).
+/// asked the node to drain and its quarantine (the default when the row names another
+/// stream now).
 pub async fn refresh(
     pool: &PgPool,
     node_id: &str,
     session_id: Uuid,
     free_slots: u32,
-) -> Result<bool, sqlx::Error> {
-    Ok(sqlx::query_file_scalar!(
+) -> Result<Standing, sqlx::Error> {
+    Ok(sqlx::query_file!(
         "src/node_session/sql/refresh.sql",
         node_id,
         session_id,
@@ -122,7 +184,11 @@ pub async fn refresh(
     )
     .fetch_optional(pool)
     .await?
-    .unwrap_or(false))
+    .map(|r| Standing {
+        draining: r.draining,
+        quarantined_until: r.quarantined_until,
+    })
+    .unwrap_or_default())
 }
 
 /// Stream `session_id` of `node_id` ended.
@@ -176,6 +242,17 @@ pub async fn disconnect_replica(pool: &PgPool, coordinator_id: &str) -> Result<u
     .rows_affected())
 }
 
+/// Ends `node_id`'s quarantine now (an operator's `lpsctl lift-quarantine`): its drop
+/// count starts over (the number of quarantines stays, so a relapse lasts longer). Returns
+/// whether it was quarantined.
+pub async fn lift_quarantine(pool: &PgPool, node_id: &str) -> Result<bool, sqlx::Error> {
+    let lifted = sqlx::query_file!("src/node_session/sql/lift_quarantine.sql", node_id)
+        .execute(pool)
+        .await?
+        .rows_affected();
+    Ok(lifted > 0)
+}
+
 /// Marks `node_id` draining. Returns whether such a node is connected or between streams
 /// (disconnected less than 5 minutes ago).
 pub async fn mark_draining(pool: &PgPool, node_id: &str) -> Result<bool, sqlx::Error> {
@@ -206,6 +283,8 @@ pub async fn connected(pool: &PgPool) -> Result<Vec<NodeInfo>, sqlx::Error> {
             connected_at: r.connected_at,
             last_seen_at: r.last_seen_at,
             draining: r.draining,
+            quarantined_until: r.quarantined_until,
+            quarantine_reason: r.quarantine_reason,
         })
         .collect())
 }
@@ -218,5 +297,6 @@ pub async fn fleet(pool: &PgPool, now: Option<DateTime<Utc>>) -> Result<Fleet, s
     Ok(Fleet {
         nodes_connected: r.nodes_connected,
         free_slots: r.free_slots,
+        nodes_quarantined: r.nodes_quarantined,
     })
 }

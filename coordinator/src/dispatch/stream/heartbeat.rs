@@ -1,6 +1,8 @@
 //! Credit and Heartbeat: the node's free slots and the leases it still runs. Liveness is
 //! the stream itself (any frame); a heartbeat renews leases and ports and refreshes the
-//! node's `node_session` row.
+//! node's `node_session` row. While the database cannot write (a [`crate::db::Fault`]) a
+//! heartbeat is still answered, without extensions or cancels: nothing is renewed, and
+//! nothing is lost for it (no lease expires while the database cannot write).
 
 use std::time::Duration;
 
@@ -10,6 +12,7 @@ use lps_proto::{
 };
 use tokio::time::Instant;
 use tonic::Status;
+use tracing::{debug, warn};
 
 use super::NodeStream;
 use crate::node_session;
@@ -35,12 +38,22 @@ impl NodeStream {
             .iter()
             .map(|p| (p.lease, Some(p.bytes)))
             .collect();
-        let renewed = self
-            .d
-            .queue
-            .renew_reporting(&self.node_id, &progress)
-            .await
-            .map_err(crate::error::status)?;
+        let renewed = match self.d.queue.renew_reporting(&self.node_id, &progress).await {
+            Ok(renewed) => renewed,
+            Err(e) => {
+                let status = crate::error::status(e);
+                if !crate::error::is_outage(&status) {
+                    return Err(status);
+                }
+                warn!(
+                    message = status.message(),
+                    "heartbeat not written; answered without renewals"
+                );
+                return self
+                    .send(Out::HeartbeatAck(pb::HeartbeatAck::default()))
+                    .await;
+            }
+        };
         let cancel: Vec<i64> = leases
             .iter()
             .filter(|l| !renewed.iter().any(|r| r.job_id == l.job_id))
@@ -60,13 +73,18 @@ impl NodeStream {
             && !self.ports.is_empty()
         {
             let ports: Vec<u16> = self.ports.iter().copied().collect();
-            let renewed = ledger
-                .renew(&self.node_id, &ports)
-                .await
-                .map_err(crate::error::status)?;
-            // A port whose lease ran out is no longer the node's; the node's next release of
-            // it is recorded but changes nothing.
-            self.ports.retain(|p| renewed.iter().any(|r| r.port == *p));
+            match ledger.renew(&self.node_id, &ports).await {
+                // A port whose lease ran out is no longer the node's; the node's next release
+                // of it is recorded but changes nothing.
+                Ok(renewed) => self.ports.retain(|p| renewed.iter().any(|r| r.port == *p)),
+                Err(e) => {
+                    let status = crate::error::status(e);
+                    if !crate::error::is_outage(&status) {
+                        return Err(status);
+                    }
+                    warn!(message = status.message(), "proxy ports not renewed");
+                }
+            }
         }
         let ack = pb::HeartbeatAck {
             extended: renewed
@@ -85,12 +103,25 @@ impl NodeStream {
         // message reached no stream here still arrives within that refresh.
         let mut drain_requested = false;
         if hb.free_slots != self.recorded_free || self.recorded_at.elapsed() >= NODE_ROW_REFRESH {
-            self.recorded_free = hb.free_slots;
-            self.recorded_at = Instant::now();
-            drain_requested =
-                node_session::refresh(self.d.pool(), &self.node_id, self.stream_id, hb.free_slots)
-                    .await
-                    .map_err(|e| crate::error::status(crate::error::Error::from(e)))?;
+            match node_session::refresh(self.d.pool(), &self.node_id, self.stream_id, hb.free_slots)
+                .await
+            {
+                Ok(standing) => {
+                    drain_requested = standing.draining;
+                    // NB: an operator may lift it; a quarantine that began meanwhile shows.
+                    self.quarantined_until = standing.quarantined_until;
+                    self.recorded_free = hb.free_slots;
+                    self.recorded_at = Instant::now();
+                }
+                Err(e) => {
+                    let status = crate::error::status(crate::error::Error::from(e));
+                    if !crate::error::is_outage(&status) {
+                        return Err(status);
+                    }
+                    // NB: tried again on the next heartbeat (recorded_* unchanged).
+                    debug!(message = status.message(), "node row not refreshed");
+                }
+            }
         }
         self.send(Out::HeartbeatAck(ack)).await?;
         if self.draining {

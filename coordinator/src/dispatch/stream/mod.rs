@@ -21,6 +21,16 @@
 //! - the database decides: a cancelled or reclaimed job simply fails to renew, and the
 //!   heartbeat answer tells the node to stop it.
 //!
+//! A database fault (a [`crate::db::Fault`]: a lost connection, a full disk, a read-only
+//! database, a statement timeout) is an outage, not the node's fault and not the job's: the
+//! stream stays up. A report that could not be written is parked unacked, in arrival order
+//! (later reports wait behind it), and written again every [`PARKED_RETRY`] until the
+//! database takes it, then acked; should the stream end first, the node resends it after
+//! reconnecting as always. A heartbeat whose renewals could not be written is answered
+//! without extensions or cancels (the reaper ends no lease while the database cannot write,
+//! see `queue::Outages`); a claim that could not be written is tried again at the next
+//! wake-up; a proxy acquire is answered "none free".
+//!
 //! Cancellation safety: the loop only awaits between whole steps; a step that was started
 //! (a claim, a completion) runs to its end before the next `select!`.
 //!
@@ -112,7 +122,18 @@ struct NodeStream {
     /// ProfileUpdate): every Assign after it runs with that revision.
     profiles: tokio::sync::watch::Receiver<std::sync::Arc<crate::profiles::watch::ProfileSet>>,
     profile_revision: String,
+    /// The node is quarantined until then (it kept dropping its jobs): no new assignments.
+    quarantined_until: Option<chrono::DateTime<chrono::Utc>>,
+    /// Reports a database fault kept from being written, unacked, in arrival order.
+    parked: std::collections::VecDeque<(u64, reports::Report)>,
 }
+
+/// How often parked reports are written again while the database cannot take them.
+pub const PARKED_RETRY: Duration = Duration::from_millis(500);
+
+/// Past this many parked reports the stream ends (UNAVAILABLE): the node keeps them and
+/// resends them after reconnecting, and this replica's memory stays bounded.
+const PARKED_MAX: usize = 4096;
 
 /// Runs a node stream whose Hello was already validated; returns when the stream is over.
 #[instrument(name = "dispatch.session", skip_all, fields(node.id = %hello.node_id, session.id = %stream_id, log_only = true))]
@@ -177,6 +198,8 @@ pub async fn run(
         recorded_at: Instant::now(),
         profiles: d.config.profiles.clone(),
         profile_revision: String::new(),
+        parked: std::collections::VecDeque::new(),
+        quarantined_until: None,
     };
     let end = match s.welcome(&hello).await {
         Ok(()) => s.serve(&mut inbound, &mut commands).await,
@@ -245,12 +268,22 @@ impl NodeStream {
         let mut profiles = self.profiles.clone();
         // Claim once right away: work may be waiting.
         let mut claim_now = true;
+        let mut parked_retry = Instant::now() + PARKED_RETRY;
         loop {
             if claim_now && self.credits() > 0 {
                 wakeups.mark_seen();
-                if let Err(e) = self.claim().await {
-                    let _ = self.out.send(Err(e)).await;
-                    return End::Lost;
+                match self.claim().await {
+                    Ok(()) => {}
+                    Err(e) if crate::error::is_outage(&e) => {
+                        debug!(
+                            message = e.message(),
+                            "claim not written; retrying at the next wake-up"
+                        );
+                    }
+                    Err(e) => {
+                        let _ = self.out.send(Err(e)).await;
+                        return End::Lost;
+                    }
                 }
             }
             claim_now = false;
@@ -315,6 +348,17 @@ impl NodeStream {
                     let _ = woken;
                     claim_now = true;
                 }
+                () = tokio::time::sleep_until(parked_retry), if !self.parked.is_empty() => {
+                    parked_retry = Instant::now() + PARKED_RETRY;
+                    match self.write_parked().await {
+                        Ok(()) => claim_now = !std::mem::take(&mut self.claimed),
+                        Err(status) => {
+                            warn!(code = ?status.code(), message = status.message(), "ending the stream");
+                            let _ = self.out.send(Err(status)).await;
+                            return End::Lost;
+                        }
+                    }
+                }
                 () = tokio::time::sleep_until(silent_until) => {
                     warn!(?silence, "node went silent");
                     let _ = self.out.send(Err(Status::deadline_exceeded("no frame from the node within the silence timeout"))).await;
@@ -325,13 +369,19 @@ impl NodeStream {
     }
 
     fn credits(&self) -> u32 {
-        if self.draining {
+        if self.draining || self.quarantined().is_some() {
             return 0;
         }
         let by_slots = self
             .slots
             .saturating_sub(u32::try_from(self.held.len()).unwrap_or(u32::MAX));
         by_slots.min(self.announced_free)
+    }
+
+    /// When the node's quarantine ends, while it lasts.
+    fn quarantined(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.quarantined_until
+            .filter(|until| *until > chrono::Utc::now())
     }
 
     /// `span` continues the trace of the assignment of `job_id` when this stream holds
@@ -368,17 +418,19 @@ impl NodeStream {
                 "empty node message",
             )));
         };
-        // A report is acked REJECTED when it is invalid, else applied by `$apply`.
+        // A report is acked REJECTED when it is invalid, else applied (or parked, see
+        // `NodeStream::report`).
         macro_rules! report {
-            ($wire:expr, $model:ty, $apply:ident) => {{
+            ($wire:expr, $model:ty, $kind:path) => {{
                 let wire = $wire;
                 let seq = wire.report_seq;
                 match <$model>::try_from(wire) {
-                    Ok(report) => self.$apply(seq, report).await?,
+                    Ok(report) => self.report(seq, $kind(report)).await?,
                     Err(e) => self.ack(seq, rejected(&e)).await?,
                 }
             }};
         }
+        use reports::Report;
         match body {
             In::Hello(_) => return Err(Status::failed_precondition("hello sent twice")),
             In::Credit(c) => self.credit(model::Credit::try_from(c).map_err(invalid("credit"))?),
@@ -386,18 +438,18 @@ impl NodeStream {
                 let hb = model::Heartbeat::try_from(hb).map_err(invalid("heartbeat"))?;
                 self.heartbeat(hb).await?;
             }
-            In::Result(r) => report!(r, JobResult, result),
-            In::Failure(f) => report!(f, JobFailure, failure),
-            In::HandBack(h) => report!(h, model::JobHandBack, hand_back),
-            In::Stopped(s) => report!(s, model::JobStopped, stopped),
+            In::Result(r) => report!(r, JobResult, Report::Result),
+            In::Failure(f) => report!(f, JobFailure, Report::Failure),
+            In::HandBack(h) => report!(h, model::JobHandBack, Report::HandBack),
+            In::Stopped(s) => report!(s, model::JobStopped, Report::Stopped),
             In::ProxyAcquire(a) => {
                 let request_id = a.request_id;
                 self.proxy_acquire(request_id, model::ProxyAcquire::try_from(a))
                     .await?;
             }
-            In::ProxyRelease(r) => report!(r, model::ProxyRelease, proxy_release),
-            In::SessionEnd(r) => report!(r, model::SessionEnd, session_end),
-            In::BlockEvent(r) => report!(r, model::BlockEvent, block_event),
+            In::ProxyRelease(r) => report!(r, model::ProxyRelease, Report::ProxyRelease),
+            In::SessionEnd(r) => report!(r, model::SessionEnd, Report::SessionEnd),
+            In::BlockEvent(r) => report!(r, model::BlockEvent, Report::BlockEvent),
             In::Goodbye(g) => {
                 info!(reason = %g.reason, "goodbye");
                 return Ok(Some(End::Goodbye));
@@ -424,8 +476,9 @@ impl NodeStream {
         self.announced_free = (self.announced_free + 1).min(self.slots);
     }
 
-    /// Maps a transition's outcome to an ack; a database failure ends the stream (the node
-    /// resends after reconnecting).
+    /// Maps a transition's outcome to an ack; a database fault is an outage status (the
+    /// report is parked, see [`NodeStream::report`]); another database failure ends the
+    /// stream (the node resends after reconnecting).
     fn applied(
         &self,
         r: Result<(), crate::error::Error>,

@@ -47,11 +47,25 @@ impl NodeStream {
             let Some(ledger) = self.d.ledger.clone() else {
                 return self.send(unavailable(None)).await;
             };
-            match ledger
+            let acquired = match ledger
                 .acquire(&self.node_id, &acquire.mall, acquire.job_id)
                 .await
-                .map_err(crate::error::status)?
             {
+                Ok(acquired) => acquired,
+                Err(e) => {
+                    let status = crate::error::status(e);
+                    if !crate::error::is_outage(&status) {
+                        return Err(status);
+                    }
+                    // The node asks again after its own back-off.
+                    warn!(
+                        message = status.message(),
+                        "proxy acquire not written; answered none free"
+                    );
+                    return self.send(unavailable(None)).await;
+                }
+            };
+            match acquired {
                 crate::ledger::Acquired::Grant(g) => {
                     self.ports.insert(g.port);
                     debug!(port = g.port, mall = %acquire.mall, "proxy port granted");
@@ -124,7 +138,6 @@ impl NodeStream {
         seq: u64,
         block: model::BlockEvent,
     ) -> Result<(), Status> {
-        self.d.metrics.blocks.inc();
         let job_id = block.job_id.unwrap_or_default();
         let span = self.job_span(
             info_span!(
@@ -150,6 +163,8 @@ impl NodeStream {
             }
             None => (pb::AckStatus::Applied, String::new()),
         };
+        // NB: counted once recorded (a parked report is written again later).
+        self.d.metrics.blocks.inc();
         self.ack(seq, ack).await
     }
 

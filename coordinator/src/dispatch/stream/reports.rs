@@ -1,15 +1,102 @@
 //! The reports that end a run: Result, Failure, HandBack and Stopped. Each is acked after
 //! its transition committed (STALE for a lease that is no longer this node's), and what the
-//! run spent is counted whether or not the lease was still held.
+//! run spent is counted once it is recorded, whether or not the lease was still held.
+//!
+//! Every report (these and the proxy ones) goes through [`NodeStream::report`]: one the
+//! database could not write for a fault of its own is parked unacked and written again
+//! later ([`NodeStream::write_parked`]), in arrival order.
 
 use lps_proto::model::{self, JobFailure, JobResult};
 use tonic::Status;
-use tracing::{Instrument as _, info_span, warn};
+use tracing::{Instrument as _, debug, info, info_span, warn};
 
 use super::{Held, NodeStream};
 use crate::queue;
 
+/// A report of any kind, kept as it arrived so that a parked one can be written again.
+#[derive(Debug, Clone)]
+pub(super) enum Report {
+    Result(JobResult),
+    Failure(JobFailure),
+    HandBack(model::JobHandBack),
+    Stopped(model::JobStopped),
+    ProxyRelease(model::ProxyRelease),
+    SessionEnd(model::SessionEnd),
+    BlockEvent(model::BlockEvent),
+}
+
 impl NodeStream {
+    /// Applies a valid report and acks it; one that a database fault kept from being
+    /// written is parked (unacked) and so is every report that arrives while one is: they
+    /// are written in order once the database takes writes again.
+    pub(super) async fn report(&mut self, seq: u64, report: Report) -> Result<(), Status> {
+        if !self.parked.is_empty() {
+            return self.park(seq, report);
+        }
+        match self.apply(seq, report.clone()).await {
+            Err(status) if crate::error::is_outage(&status) => {
+                warn!(
+                    report.seq = seq,
+                    message = status.message(),
+                    "report not written; kept unacked until the database takes writes"
+                );
+                self.d.metrics.parked_reports.inc();
+                self.park(seq, report)
+            }
+            other => other,
+        }
+    }
+
+    fn park(&mut self, seq: u64, report: Report) -> Result<(), Status> {
+        if self.parked.len() >= super::PARKED_MAX {
+            return Err(crate::error::unavailable(
+                "database cannot write and too many reports wait; resend after reconnecting",
+                crate::error::OUTAGE_RETRY,
+            ));
+        }
+        self.parked.push_back((seq, report));
+        Ok(())
+    }
+
+    /// Writes parked reports in order, acking each; stops at the first one the database
+    /// still cannot take (it stays first).
+    pub(super) async fn write_parked(&mut self) -> Result<(), Status> {
+        while let Some((seq, report)) = self.parked.front().cloned() {
+            match self.apply(seq, report).await {
+                Err(status) if crate::error::is_outage(&status) => {
+                    debug!(
+                        report.seq = seq,
+                        message = status.message(),
+                        "parked report still not written"
+                    );
+                    return Ok(());
+                }
+                Err(status) => return Err(status),
+                Ok(()) => {
+                    self.parked.pop_front();
+                    info!(
+                        report.seq = seq,
+                        left = self.parked.len(),
+                        "parked report written"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn apply(&mut self, seq: u64, report: Report) -> Result<(), Status> {
+        match report {
+            Report::Result(r) => self.result(seq, r).await,
+            Report::Failure(f) => self.failure(seq, f).await,
+            Report::HandBack(h) => self.hand_back(seq, h).await,
+            Report::Stopped(s) => self.stopped(seq, s).await,
+            Report::ProxyRelease(r) => self.proxy_release(seq, r).await,
+            Report::SessionEnd(e) => self.session_end(seq, e).await,
+            Report::BlockEvent(b) => self.block_event(seq, b).await,
+        }
+    }
+
     /// A finished run: committed (the freed slot's next jobs claimed in its transaction),
     /// acked, then the claimed jobs assigned.
     pub(super) async fn result(&mut self, seq: u64, result: JobResult) -> Result<(), Status> {
@@ -54,9 +141,9 @@ impl NodeStream {
         h: model::JobHandBack,
     ) -> Result<(), Status> {
         self.held.remove(&h.lease.job_id);
-        self.observe_spend(&h.metrics);
         let r = self.d.queue.hand_back_reported(&self.node_id, &h).await;
         let ack = self.applied(r)?;
+        self.observe_spend(&h.metrics);
         self.ack(seq, ack).await
     }
 
@@ -69,9 +156,9 @@ impl NodeStream {
         {
             self.held.remove(&s.lease.job_id);
         }
-        self.observe_spend(&s.metrics);
         let r = self.d.queue.record_stopped(&self.node_id, &s).await;
         let ack = self.applied(r)?;
+        self.observe_spend(&s.metrics);
         self.ack(seq, ack).await
     }
 
@@ -84,7 +171,6 @@ impl NodeStream {
         seq: u64,
         result: &JobResult,
     ) -> Result<Vec<queue::ClaimedJob>, Status> {
-        self.observe_spend(&result.metrics);
         if let Some(held) = self.held.remove(&result.lease.job_id) {
             self.slot_freed();
             self.observe_finished(&held, outcome_label(result.outcome), &result.metrics);
@@ -120,6 +206,7 @@ impl NodeStream {
                 return Err(status);
             }
         };
+        self.observe_spend(&result.metrics);
         if let Err(gone) = self.ack(seq, ack).await {
             self.hand_back_unsent(claimed.iter().map(|j| j.lease).collect());
             return Err(gone);
@@ -129,7 +216,6 @@ impl NodeStream {
 
     /// Records a failed attempt (retry or dead-letter), then acks the report.
     async fn fail(&mut self, seq: u64, failure: &JobFailure) -> Result<(), Status> {
-        self.observe_spend(&failure.metrics);
         if let Some(held) = self.held.remove(&failure.lease.job_id) {
             self.slot_freed();
             self.observe_finished(&held, failure.class.as_str(), &failure.metrics);
@@ -147,11 +233,13 @@ impl NodeStream {
             self.d.metrics.layout_failures.get_or_create(&labels).inc();
         }
         let ack = self.applied(r.map(|_| ()))?;
+        self.observe_spend(&failure.metrics);
         self.ack(seq, ack).await
     }
 
     /// What a report says its run spent, into this replica's counters: every report that
-    /// ends a run, whether this stream still held its lease or not (the money was spent).
+    /// ends a run once it is recorded, whether this stream still held its lease or not (the
+    /// money was spent); a parked report counts when it is written.
     fn observe_spend(&self, metrics: &model::JobMetrics) {
         self.d.metrics.bytes.inc_by(metrics.bytes());
         self.d.metrics.cost_usd.inc_by(metrics.cost_usd);

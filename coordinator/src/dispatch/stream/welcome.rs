@@ -29,7 +29,7 @@ impl NodeStream {
         let registered = node_session::register(d.pool(), &stream)
             .await
             .map_err(|e| crate::error::status(crate::error::Error::from(e)))?;
-        let Some(drain_requested) = registered else {
+        let Some(standing) = registered else {
             let live = node_session::holder(d.pool(), &self.node_id)
                 .await
                 .map_err(|e| crate::error::status(crate::error::Error::from(e)))?;
@@ -52,11 +52,16 @@ impl NodeStream {
             .release_node(&self.node_id, &reattached)
             .await
             .map_err(crate::error::status)?;
+        self.quarantined_until = standing.quarantined_until;
         if !released.is_empty() {
             info!(
                 jobs = released.len(),
                 "released jobs the node no longer runs"
             );
+            // Its previous process dropped them: a node that keeps doing so is quarantined.
+            if let Some(until) = d.record_drop(&self.node_id, released.len()).await {
+                self.quarantined_until = Some(until);
+            }
         }
         let lost: Vec<i64> = hello
             .running
@@ -115,7 +120,10 @@ impl NodeStream {
             "node welcomed"
         );
         self.send(Out::Welcome(welcome)).await?;
-        if drain_requested {
+        if let Some(until) = self.quarantined() {
+            warn!(%until, "node quarantined (it kept dropping its jobs): no new assignments until then");
+        }
+        if standing.draining {
             self.start_drain("operator request").await;
         }
         Ok(())

@@ -5,6 +5,8 @@
 select
     n.node_id, n.session_id, n.coordinator_id, n.version, n.slots, n.free_slots, n.malls,
     n.connected_at, n.last_seen_at, n.draining,
+    case when n.quarantined_until > now() then n.quarantined_until end as quarantined_until,
+    case when n.quarantined_until > now() then n.quarantine_reason end as quarantine_reason,
     coalesce(
         (select array_agg(j.job_id order by j.job_id)
            from job j where j.node_id = n.node_id and j.state = 'running'),

@@ -5,7 +5,7 @@
 -- over (this replica's own streams are the registry's business): no row then. A row not
 -- seen for 90 s belongs to a coordinator that crashed (see connected.sql).
 -- $1 node_id, $4 version, $5 slots (also the free slots), $6 malls. Returns whether the
--- node is to drain.
+-- node is to drain, and its quarantine (dropped.sql; null: none).
 insert into node_session (node_id, session_id, coordinator_id, version, slots, free_slots, malls, instance)
 values ($1, $2, $3, $4, $5, $5, $6, $7)
 on conflict (node_id) do update set
@@ -19,4 +19,4 @@ where node_session.disconnected_at is not null
    or node_session.last_seen_at <= now() - interval '90 seconds'
    or node_session.instance is null or excluded.instance is null
    or node_session.instance = excluded.instance
-returning draining
+returning draining, quarantined_until

@@ -4,7 +4,8 @@
 -- age is at least an hour. The batch scans the next $2 rows in (ended, row_id) order after
 -- the cursor ($3, $4) — index node_session_ended — and deletes them, skipping rows a
 -- stream holds right now (a reconnect's upsert then inserts the row anew). A deleted
--- row's drain mark goes with it: a node away that long starts undrained.
+-- row's drain mark goes with it: a node away that long starts undrained. A quarantined
+-- node's row stays until its quarantine ended.
 with scanned as (
     select n.row_id, coalesce(n.disconnected_at, n.last_seen_at) as ended_at
     from node_session n
@@ -18,6 +19,8 @@ victims as (
     from node_session n
     where n.row_id = any(array(select row_id from scanned))
       and coalesce(n.disconnected_at, n.last_seen_at) < now() - $1::bigint * interval '1 millisecond'
+      -- A quarantine outlives the row's age only until it ends.
+      and (n.quarantined_until is null or n.quarantined_until < now())
     for update of n skip locked
 ),
 deleted as (
