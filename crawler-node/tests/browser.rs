@@ -135,6 +135,65 @@ async fn absent_products_are_not_found_and_decoys_never_match() {
     stack.shutdown().await.unwrap();
 }
 
+/// The answer is the lowest accepted price, so one cheap look-alike the word rules accept
+/// would be it: alpha sells the cooker's gasket under the cooker's full name. The
+/// price-outlier guard (DESIGN §5) leaves it out and the answer is the cooker's.
+#[tokio::test]
+async fn a_cheap_look_alike_on_the_page_is_not_the_lowest() {
+    let _serial = common::serial().await;
+    let stack = Stack::start(StackConfig::new(1)).await.unwrap();
+    let harness = Harness::direct("outlier", true);
+    let exec = harness.executor.clone();
+    let catalog = stack.alpha.catalog().clone();
+    let find = |key: &str| {
+        catalog
+            .products()
+            .iter()
+            .find(|p| p.key == key)
+            .cloned()
+            .unwrap_or_else(|| panic!("{key} not in the catalog"))
+    };
+    let cooker = find("cuckoo-crp-hs0657f");
+    let gasket = find("cuckoo-crp-hs0657f-gasket");
+    let gasket = gasket.listing(MallStyle::Alpha).unwrap().clone();
+    let truth = cooker.truth(MallStyle::Alpha).unwrap().lowest.unwrap();
+    let alpha = alpha_profile(&stack.alpha);
+    let check = async {
+        let (offers, rounds, _) = expect_found(
+            run(&exec, job(1, &cooker.name, alpha.clone())).await,
+            &cooker.name,
+        );
+        // The cooker's three alpha listings are the offers; the gasket is read and judged
+        // (its words are the cooker's) but is not one of them.
+        assert_eq!(offers.len(), 3, "{offers:?}");
+        assert!(
+            offers.iter().all(|o| !o.url.ends_with(&gasket.path)),
+            "{offers:?}"
+        );
+        assert_eq!(
+            offers[0].effective_price(),
+            i64::try_from(truth.effective_price).unwrap(),
+            "{offers:?}"
+        );
+        assert!(offers[0].url.ends_with(&truth.listing.path), "{offers:?}");
+        assert_eq!(
+            (rounds[0].cards_seen, rounds[0].matches),
+            (4, 3),
+            "{rounds:?}"
+        );
+        // Searched for by its own name, the gasket is found: the judge accepts the cookers
+        // too (they carry its model code), but the gasket matches better than all of them,
+        // so its price is no reason to drop it.
+        let (offers, _, _) = expect_found(
+            run(&exec, job(2, "쿠쿠 CRP-HS0657F 고무패킹", alpha.clone())).await,
+            "쿠쿠 CRP-HS0657F 고무패킹",
+        );
+        assert!(offers[0].url.ends_with(&gasket.path), "{offers:?}");
+    };
+    harness.finish(check).await;
+    stack.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn blocking_resources_cuts_bytes_per_search() {
     let _serial = common::serial().await;

@@ -88,12 +88,19 @@
 //! tokens found in the card, reported for every verdict to rank and debug cards; `same`
 //! alone decides.
 //!
+//! # Prices
+//! The judge reads titles only. [`price_outliers`] (`price.rs`) is the one rule over the
+//! accepted cards' prices, which the executor applies after [`judge_page`]: a card far
+//! under the page's median price is a look-alike, not the product
+//! ([`Reason::PriceOutlier`]).
+//!
 //! See `quantity.rs`, `tokens.rs` (words, pieces, gifts), `variants.rs` (values and
-//! brands), `query.rs` and `rounds.rs` for the rules of each step.
+//! brands), `price.rs`, `query.rs` and `rounds.rs` for the rules of each step.
 
 mod contrast;
 mod gtin;
 mod numbers;
+mod price;
 mod quantity;
 mod query;
 mod rounds;
@@ -110,6 +117,7 @@ pub use gtin::Gtin;
 pub use lps_profiles::normalize::normalize;
 pub use lps_profiles::vocabulary::Lexicon;
 use lps_profiles::vocabulary::Silent;
+pub use price::{PriceGuard, PricedCard, price_outliers};
 pub use quantity::{Dimension, Measure, Quantity};
 pub use query::{ProductQuery, QueryError};
 pub use rounds::{Round, RoundKind, rounds};
@@ -219,6 +227,18 @@ pub enum Reason {
         /// The card's GTIN (14 digits).
         gtin: String,
     },
+    /// The card's item price is under the guard's share of the median of the page's
+    /// accepted cards (`price.rs`): a cheaper look-alike, not the product.
+    PriceOutlier {
+        /// The card's item price.
+        price: u64,
+        /// The median item price of the page's accepted cards.
+        median: u64,
+        /// How many accepted cards the median was taken over.
+        cards: usize,
+        /// The guard's share (percent) of the median the price is under.
+        percent: u64,
+    },
     /// Same product words, different amount.
     QuantityMismatch {
         /// The query's quantity.
@@ -247,6 +267,7 @@ impl Reason {
             Self::OtherValue { .. } => "other_value",
             Self::LineWord { .. } => "line_word",
             Self::OtherGtin { .. } => "other_gtin",
+            Self::PriceOutlier { .. } => "price_outlier",
             Self::QuantityMismatch { .. } => "quantity_mismatch",
         }
     }
@@ -278,6 +299,15 @@ impl fmt::Display for Reason {
                 wanted,
                 found,
             } => write!(f, "{kind}: wanted {wanted}, found {found}"),
+            Self::PriceOutlier {
+                price,
+                median,
+                cards,
+                percent,
+            } => write!(
+                f,
+                "price {price} under {percent}% of the median {median} of {cards} accepted cards"
+            ),
             Self::QuantityMismatch { wanted, found } => {
                 write!(f, "quantity mismatch: wanted {wanted}, found {found}")
             }

@@ -1332,7 +1332,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "651e78ebec99c88c52bb109cfd53961d52645b10f480a7c1965a9e9ff6414547";
+    "d53b07297ea6e41a39bbed5f1bdd9244a8a0ee43d9341f98911a31b4391ca79d";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.

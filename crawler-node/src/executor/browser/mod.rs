@@ -480,9 +480,10 @@ pub struct Judged {
 /// Judges `cards` against `query` with the profile's class policy: excluded classes are
 /// left out (counted), flagged ones carried on the offer; the kept cards are judged
 /// together as one result page ([`judge::judge_page`]: a word some of them add to the name
-/// is another line); a card that is the product
-/// becomes an offer priced by the profile's rules (sale price, coupon price only when the
-/// profile opts in, shipping evaluated against the price). Offers are best first: known
+/// is another line); a card that is the product becomes an offer priced by the profile's
+/// rules (sale price, coupon price only when the profile opts in, shipping evaluated
+/// against the price), unless its item price is far under the page's other accepted
+/// cards' ([`judge::price_outliers`]: it joins the rejected). Offers are best first: known
 /// effective price ascending (lower shipping, then page order, on ties), then offers whose
 /// shipping is unknown by price.
 pub fn judge_cards(
@@ -508,17 +509,35 @@ pub fn judge_cards(
         })
         .collect();
     let verdicts = judge::judge_page(query, &page);
-    let mut offers: Vec<(usize, Offer)> = Vec::new();
+    let mut accepted: Vec<(usize, Card, Offer)> = Vec::new();
     for (index, ((card, flags), verdict)) in classified.kept.into_iter().zip(verdicts).enumerate() {
         if !verdict.same {
             tracing::debug!(title = %card.title, reason = %verdict.reason, "card is not the product");
             judged.rejected.push((card, flags));
             continue;
         }
-        offers.push((
-            index,
-            card_offer(&card, flags, verdict.score, mall, profile),
-        ));
+        let offer = card_offer(&card, flags, verdict.score, mall, profile);
+        accepted.push((index, card, offer));
+    }
+    // The answer is the lowest accepted price: a look-alike far cheaper than the page's
+    // other accepted cards is dropped before it can be (DESIGN §5 "Price outliers").
+    let priced: Vec<judge::PricedCard> = accepted
+        .iter()
+        .map(|(_, _, offer)| judge::PricedCard {
+            price: u64::try_from(offer.price).unwrap_or(0),
+            score: offer.match_score,
+        })
+        .collect();
+    let outliers = judge::price_outliers(&priced, judge::PriceGuard::DEFAULT);
+    let mut offers: Vec<(usize, Offer)> = Vec::with_capacity(accepted.len());
+    for ((index, card, offer), outlier) in accepted.into_iter().zip(outliers) {
+        match outlier {
+            Some(reason) => {
+                tracing::debug!(title = %card.title, reason = %reason, "card is not the product");
+                judged.rejected.push((card, offer.flags));
+            }
+            None => offers.push((index, offer)),
+        }
     }
     judged.offers = best_first(offers);
     judged
@@ -720,6 +739,34 @@ mod tests {
                 .iter()
                 .all(|o| o.mall == mall && o.match_score > 0.0)
         );
+    }
+
+    #[test]
+    fn a_card_far_under_the_pages_median_is_no_offer() {
+        let query =
+            ProductQuery::new("제주 삼다수 2L x 12", crate::judge::Lexicon::builtin()).unwrap();
+        let mall = MallId::new("testmall-alpha").unwrap();
+        let profile = profile();
+        let compiled = lps_profiles::compiled::compile(&profile).unwrap();
+        // The words are the product's on every card; the 3,900 one is not (a single
+        // bottle listed under the pack's title): it would have been the lowest price.
+        let page = |cheap: u64| {
+            vec![
+                card("제주 삼다수 2L x 12병", 12_900, Some("무료배송")),
+                card("제주 삼다수 2L x 12병", cheap, Some("무료배송")),
+                card("제주 삼다수 2L x 12병", 12_400, Some("무료배송")),
+                card("제주 삼다수 2L x 12병", 13_000, Some("무료배송")),
+            ]
+        };
+        let judged = judge_cards(&query, page(3_900), &mall, &profile, &compiled);
+        let prices: Vec<i64> = judged.offers.iter().map(|o| o.price).collect();
+        assert_eq!(prices, [12_400, 12_900, 13_000]);
+        assert_eq!(judged.rejected.len(), 1);
+        assert_eq!(judged.rejected[0].0.price, 3_900);
+        // A deal within half the median is kept, and the lowest.
+        let judged = judge_cards(&query, page(7_900), &mall, &profile, &compiled);
+        assert_eq!(judged.offers.len(), 4);
+        assert_eq!(judged.offers[0].price, 7_900);
     }
 
     #[test]
