@@ -86,12 +86,12 @@ const TUNING_FLOOR: (f64, f64) = (0.99, 0.97);
 /// (`DEV_FLOOR`'s precision was lowered once, from 0.93, when the line-word rule that had
 /// been written against `dev.tsv` was narrowed on the evidence of two blind parts:
 /// BENCHMARKS.md, "Page contrast on blind data".)
-const DEV_FLOOR: (f64, f64) = (0.89, 0.91);
+const DEV_FLOOR: (f64, f64) = (0.90, 0.91);
 const DEV2_FLOOR: (f64, f64) = (0.97, 0.91);
 const DEV3_FLOOR: (f64, f64) = (0.86, 0.96);
-const DEV4_FLOOR: (f64, f64) = (0.89, 0.95);
-const DEV5_FLOOR: (f64, f64) = (0.75, 0.84);
-const DEV6_FLOOR: (f64, f64) = (0.72, 0.88);
+const DEV4_FLOOR: (f64, f64) = (0.90, 0.95);
+const DEV5_FLOOR: (f64, f64) = (0.77, 0.84);
+const DEV6_FLOOR: (f64, f64) = (0.79, 0.88);
 const TEST_FLOOR: (f64, f64) = (0.91, 0.82);
 
 /// The header line the corpus must start with.

@@ -1142,7 +1142,10 @@ fn is_brand(lexicon: &Lexicon, key: &str) -> bool {
 /// card lacks, between the card words holding its neighbours in the query (the nearest
 /// found tokens before and after it; at least one of them found), the card has an
 /// ordinary word of its own — not covered by the query, not filler, not a quantity, not a
-/// vocabulary word.
+/// brand, accessory or assortment word. A word with other spellings in the vocabulary is
+/// ordinary (`할리갈리 익스트림` for `할리갈리 디럭스`: `익스트림`/`extreme` names a line as
+/// well as any word), unless one of its spellings is in the query (`microSDXC` for
+/// `마이크로SD`).
 fn substitution(
     query: &ProductQuery,
     card: &Text,

@@ -1332,7 +1332,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "651e78ebec99c88c52bb109cfd53961d52645b10f480a7c1965a9e9ff6414547";
+    "aeaee437549b3690153465de5d717b48fde66ded8b0602211c1d65d6c19693d1";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
@@ -1371,5 +1371,76 @@ fn the_judge_version_follows_the_rules() {
          lps_proto::model::JUDGE_VERSION (now {}); then set JUDGE_SOURCES_SHA256 in \
          crawler-node/src/judge/tests.rs to {digest}",
         lps_proto::model::JUDGE_VERSION
+    );
+}
+
+/// A word with other spellings (`익스트림`/`extreme`) in the place of a name word the card
+/// lacks is another line like any other word; a card word whose other spelling the query
+/// writes (`microSDXC` for `마이크로SD`) is that word's spelling.
+#[test]
+fn a_spelling_with_aliases_replaces_a_name_word() {
+    check(
+        &must_query("할리갈리 디럭스"),
+        &[
+            ("할리갈리 디럭스 보드게임", "match"),
+            ("할리갈리 익스트림", "other_name"),
+        ],
+    );
+    check(
+        &must_query("몽블랑 마이스터스튁 카드지갑 6cc"),
+        &[("몽블랑 익스트림 3.0 카드지갑 6cc", "other_name")],
+    );
+    check(
+        &must_query("샌디스크 익스트림 마이크로SD 256GB"),
+        &[("SanDisk Extreme microSDXC 256GB", "match")],
+    );
+}
+
+/// Set words (`선물세트`, `트리오`, `콤보`, `듀얼팩`) make a listing several items, unless
+/// the query names the set.
+#[test]
+fn set_words_are_no_single_item() {
+    check(
+        &must_query("스팸 클래식 200g"),
+        &[
+            ("스팸 클래식 200g", "match"),
+            ("스팸 클래식 200g 선물세트 8호", "assortment"),
+        ],
+    );
+    check(
+        &must_query("DJI 오즈모 포켓3"),
+        &[
+            ("DJI 오즈모 포켓3 짐벌 카메라", "match"),
+            ("DJI 오즈모 포켓3 크리에이터 콤보", "assortment"),
+        ],
+    );
+    check(
+        &must_query("오랄비 iO9 전동칫솔 듀얼팩"),
+        &[("오랄비 iO9 전동칫솔 듀얼팩 블랙", "match")],
+    );
+}
+
+/// A junior model or a region's edition is another line when the query names none.
+#[test]
+fn junior_and_region_editions_are_lines() {
+    check(
+        &must_query("아레나 코브라 울트라 스윕 미러 수경"),
+        &[
+            ("아레나 코브라 울트라 스윕 미러 수경 실버", "match"),
+            (
+                "아레나 코브라 울트라 스윕 미러 주니어 수경",
+                "variant_mismatch",
+            ),
+        ],
+    );
+    check(
+        &must_query("포켓몬카드 크림슨헤이즈 확장팩 박스"),
+        &[
+            ("포켓몬카드 크림슨헤이즈 확장팩 박스 미개봉", "match"),
+            (
+                "포켓몬카드 크림슨헤이즈 확장팩 박스 일본판",
+                "variant_mismatch",
+            ),
+        ],
     );
 }
