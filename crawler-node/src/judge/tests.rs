@@ -1444,3 +1444,19 @@ fn junior_and_region_editions_are_lines() {
         ],
     );
 }
+
+/// Parts sold alone (`뚜껑만`: the lid only, `펜촉`, `이어패드`, `노즐`) are accessories.
+#[test]
+fn parts_sold_alone_are_accessories() {
+    check(
+        &must_query("락앤락 비스프리 직사각 1.0L"),
+        &[
+            ("락앤락 비스프리 직사각 1.0L 밀폐용기", "match"),
+            ("락앤락 비스프리 직사각 1.0L 뚜껑만", "accessory"),
+        ],
+    );
+    check(
+        &must_query("소니 WH-1000XM5 블랙"),
+        &[("소니 WH-1000XM5 블랙 이어패드 1쌍", "accessory")],
+    );
+}
