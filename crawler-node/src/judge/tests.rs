@@ -1396,16 +1396,20 @@ fn a_spelling_with_aliases_replaces_a_name_word() {
     );
 }
 
-/// Set words (`선물세트`, `트리오`, `콤보`, `듀얼팩`) make a listing several items, unless
-/// the query names the set.
+/// Set words (`트리오`, `콤보`, `듀얼팩`) make a listing several items, unless the query
+/// names the set; a gift box of the very count is the product (`선물세트` is no set word).
 #[test]
 fn set_words_are_no_single_item() {
     check(
-        &must_query("스팸 클래식 200g"),
+        &must_query("록시땅 시어 버터 핸드크림 30ml"),
         &[
-            ("스팸 클래식 200g", "match"),
-            ("스팸 클래식 200g 선물세트 8호", "assortment"),
+            ("록시땅 시어버터 핸드크림 30ml 정품", "match"),
+            ("록시땅 시어 버터 핸드크림 30ml 트리오 세트", "assortment"),
         ],
+    );
+    check(
+        &must_query("스팸 클래식 200g 10개"),
+        &[("CJ 스팸 클래식 200g x 10개 선물세트 (쇼핑백 포함)", "match")],
     );
     check(
         &must_query("DJI 오즈모 포켓3"),
