@@ -1424,19 +1424,9 @@ fn set_words_are_no_single_item() {
     );
 }
 
-/// A junior model or a region's edition is another line when the query names none.
+/// A region's edition is another line when the query names none.
 #[test]
-fn junior_and_region_editions_are_lines() {
-    check(
-        &must_query("아레나 코브라 울트라 스윕 미러 수경"),
-        &[
-            ("아레나 코브라 울트라 스윕 미러 수경 실버", "match"),
-            (
-                "아레나 코브라 울트라 스윕 미러 주니어 수경",
-                "variant_mismatch",
-            ),
-        ],
-    );
+fn region_editions_are_lines() {
     check(
         &must_query("포켓몬카드 크림슨헤이즈 확장팩 박스"),
         &[
