@@ -60,6 +60,10 @@ const DEV4_PART: &str = "judge/dev4.tsv";
 /// Hand-written titles from 13 more product areas, and new cards for 10 queries other parts
 /// have (tuning side: written to be read, before the rules of its round changed).
 const DEV5_PART: &str = "judge/dev5.tsv";
+/// Hand-written titles from 18 more product areas, stressing the false accepts (line words
+/// inside the name, set and format words, accessories, sizes) (tuning side: written to be
+/// read, before the rules of its round changed).
+const DEV6_PART: &str = "judge/dev6.tsv";
 
 /// The corpus's test part (held out), relative to this crate.
 const TEST_PART: &str = "judge/test.tsv";
@@ -82,11 +86,12 @@ const TUNING_FLOOR: (f64, f64) = (0.99, 0.97);
 /// (`DEV_FLOOR`'s precision was lowered once, from 0.93, when the line-word rule that had
 /// been written against `dev.tsv` was narrowed on the evidence of two blind parts:
 /// BENCHMARKS.md, "Page contrast on blind data".)
-const DEV_FLOOR: (f64, f64) = (0.89, 0.91);
+const DEV_FLOOR: (f64, f64) = (0.90, 0.91);
 const DEV2_FLOOR: (f64, f64) = (0.97, 0.91);
 const DEV3_FLOOR: (f64, f64) = (0.86, 0.96);
-const DEV4_FLOOR: (f64, f64) = (0.89, 0.95);
-const DEV5_FLOOR: (f64, f64) = (0.75, 0.84);
+const DEV4_FLOOR: (f64, f64) = (0.90, 0.95);
+const DEV5_FLOOR: (f64, f64) = (0.77, 0.84);
+const DEV6_FLOOR: (f64, f64) = (0.77, 0.88);
 const TEST_FLOOR: (f64, f64) = (0.91, 0.82);
 
 /// The header line the corpus must start with.
@@ -355,6 +360,12 @@ fn main() -> anyhow::Result<()> {
                     Part::Tuning,
                     DEV5_FLOOR.0,
                     DEV5_FLOOR.1,
+                ),
+                (
+                    crate_dir.join(DEV6_PART),
+                    Part::Tuning,
+                    DEV6_FLOOR.0,
+                    DEV6_FLOOR.1,
                 ),
             ];
             let test = crate_dir.join(TEST_PART);

@@ -1133,14 +1133,31 @@ fn spells_query_word(query: &ProductQuery, word: &str) -> bool {
 /// Whether a card word is one of the vocabulary's: filler, a brand, a spelling with
 /// aliases, an accessory or an assortment word.
 fn vocabulary_word(lexicon: &Lexicon, w: &str) -> bool {
+    !lexicon.aliases(w).is_empty() || filler_or_kind_word(lexicon, w)
+}
+
+/// Whether a card word is filler, a brand, an accessory or an assortment word of the
+/// vocabulary: [`vocabulary_word`] but for spellings with aliases, which name lines as
+/// often as anything (`익스트림`, `클래식`).
+fn filler_or_kind_word(lexicon: &Lexicon, w: &str) -> bool {
     lexicon.is_stopword(w)
         || is_brand(lexicon, w)
-        || !lexicon.aliases(w).is_empty()
         || lexicon
             .accessories
             .iter()
             .chain(&lexicon.assortments)
             .any(|f| f.key == w)
+}
+
+/// Whether one of a card word's other spellings is written in the query (`microSDXC`
+/// where the query has `마이크로SD`).
+fn alias_in_query(query: &ProductQuery, w: &str) -> bool {
+    let compact = query.text().compact();
+    query
+        .lexicon()
+        .aliases(w)
+        .iter()
+        .any(|a| compact.contains(&a.replace(' ', "")))
 }
 
 /// Whether a name word is a brand (or a spelling of one).
@@ -1155,7 +1172,10 @@ fn is_brand(lexicon: &Lexicon, key: &str) -> bool {
 /// card lacks, between the card words holding its neighbours in the query (the nearest
 /// found tokens before and after it; at least one of them found), the card has an
 /// ordinary word of its own — not covered by the query, not filler, not a quantity, not a
-/// vocabulary word.
+/// brand, accessory or assortment word. A word with other spellings in the vocabulary is
+/// ordinary (`할리갈리 익스트림` for `할리갈리 디럭스`: `익스트림`/`extreme` names a line as
+/// well as any word), unless one of its spellings is in the query (`microSDXC` for
+/// `마이크로SD`).
 fn substitution(
     query: &ProductQuery,
     card: &Text,
@@ -1270,7 +1290,10 @@ fn substitution(
                 && (w.chars().count() >= 2 || (!hangul && m.key.chars().count() <= 3))
                 // A latin word for a Hangul one is a spelling (`Detect` for `디텍트`).
                 && tokens::is_latin(w) != hangul
-                && !vocabulary_word(lexicon, w)
+                // A word with other spellings is a replacement too (`익스트림` for `클래식`),
+                // unless one of them is in the query (`microSDXC` for `마이크로SD`).
+                && !filler_or_kind_word(lexicon, w)
+                && !alias_in_query(query, w)
                 && !lexicon.is_descriptor(w)
                 && !one_edit_apart(w, &m.key)
                 // A spelling of one of the query's words (`LACTO-FIT` for `락토핏`).

@@ -1332,7 +1332,7 @@ fn a_callers_hints_reach_the_query() {
 /// SHA-256 of the judge's rules as [`judge_sources_digest`] reads them, when
 /// `lps_proto::model::JUDGE_VERSION` was last set.
 const JUDGE_SOURCES_SHA256: &str =
-    "d53b07297ea6e41a39bbed5f1bdd9244a8a0ee43d9341f98911a31b4391ca79d";
+    "d2f58489aae7e1bf1fa9cfd31cfd24d52fbca59610997554ac340454bfa355d0";
 
 /// The judge's sources (`src/judge/*.rs` but this file, each without its unit tests, line
 /// ends normalised), in name order, as one SHA-256.
@@ -1371,5 +1371,86 @@ fn the_judge_version_follows_the_rules() {
          lps_proto::model::JUDGE_VERSION (now {}); then set JUDGE_SOURCES_SHA256 in \
          crawler-node/src/judge/tests.rs to {digest}",
         lps_proto::model::JUDGE_VERSION
+    );
+}
+
+/// A word with other spellings (`익스트림`/`extreme`) in the place of a name word the card
+/// lacks is another line like any other word; a card word whose other spelling the query
+/// writes (`microSDXC` for `마이크로SD`) is that word's spelling.
+#[test]
+fn a_spelling_with_aliases_replaces_a_name_word() {
+    check(
+        &must_query("할리갈리 디럭스"),
+        &[
+            ("할리갈리 디럭스 보드게임", "match"),
+            ("할리갈리 익스트림", "other_name"),
+        ],
+    );
+    check(
+        &must_query("몽블랑 마이스터스튁 카드지갑 6cc"),
+        &[("몽블랑 익스트림 3.0 카드지갑 6cc", "other_name")],
+    );
+    check(
+        &must_query("샌디스크 익스트림 마이크로SD 256GB"),
+        &[("SanDisk Extreme microSDXC 256GB", "match")],
+    );
+}
+
+/// Set words (`트리오`, `콤보`, `듀얼팩`) make a listing several items, unless the query
+/// names the set; a gift box of the very count is the product (`선물세트` is no set word).
+#[test]
+fn set_words_are_no_single_item() {
+    check(
+        &must_query("록시땅 시어 버터 핸드크림 30ml"),
+        &[
+            ("록시땅 시어버터 핸드크림 30ml 정품", "match"),
+            ("록시땅 시어 버터 핸드크림 30ml 트리오 세트", "assortment"),
+        ],
+    );
+    check(
+        &must_query("스팸 클래식 200g 10개"),
+        &[("CJ 스팸 클래식 200g x 10개 선물세트 (쇼핑백 포함)", "match")],
+    );
+    check(
+        &must_query("DJI 오즈모 포켓3"),
+        &[
+            ("DJI 오즈모 포켓3 짐벌 카메라", "match"),
+            ("DJI 오즈모 포켓3 크리에이터 콤보", "assortment"),
+        ],
+    );
+    check(
+        &must_query("오랄비 iO9 전동칫솔 듀얼팩"),
+        &[("오랄비 iO9 전동칫솔 듀얼팩 블랙", "match")],
+    );
+}
+
+/// A region's edition is another line when the query names none.
+#[test]
+fn region_editions_are_lines() {
+    check(
+        &must_query("포켓몬카드 크림슨헤이즈 확장팩 박스"),
+        &[
+            ("포켓몬카드 크림슨헤이즈 확장팩 박스 미개봉", "match"),
+            (
+                "포켓몬카드 크림슨헤이즈 확장팩 박스 일본판",
+                "variant_mismatch",
+            ),
+        ],
+    );
+}
+
+/// Parts sold alone (`뚜껑만`: the lid only, `펜촉`, `이어패드`, `노즐`) are accessories.
+#[test]
+fn parts_sold_alone_are_accessories() {
+    check(
+        &must_query("락앤락 비스프리 직사각 1.0L"),
+        &[
+            ("락앤락 비스프리 직사각 1.0L 밀폐용기", "match"),
+            ("락앤락 비스프리 직사각 1.0L 뚜껑만", "accessory"),
+        ],
+    );
+    check(
+        &must_query("소니 WH-1000XM5 블랙"),
+        &[("소니 WH-1000XM5 블랙 이어패드 1쌍", "accessory")],
     );
 }

@@ -22,7 +22,7 @@ use crate::pb;
 /// not-found decided by another version is then never reused. The judge's test
 /// `the_judge_version_follows_the_rules` holds a digest of its sources and fails on any
 /// change until it is updated, so the bump is not forgotten.
-pub const JUDGE_VERSION: u32 = 20;
+pub const JUDGE_VERSION: u32 = 21;
 
 /// The revision of the vocabulary a mall's cards are judged with: SHA-256 (the first 16
 /// hex digits) of the base vocabulary's and the mall profile's additions' protobuf
