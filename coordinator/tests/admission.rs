@@ -269,3 +269,67 @@ async fn rss_of_a_burst(pool: PgPool) {
     );
     running.shutdown().await;
 }
+
+/// A node id seen for the first time whose stream is not welcomed (here re-attaching its
+/// jobs fails: a trigger refuses every update of `job`) leaves no `node_session` row.
+#[sqlx::test(migrator = "MIGRATOR")]
+async fn a_hello_that_is_not_welcomed_records_no_node(pool: PgPool) {
+    use lps_proto::pb::{node_message::Body as In, node_service_client::NodeServiceClient};
+    let running = common::start_with_mall(&pool, "testmall-alpha", &[]).await;
+    sqlx::raw_sql(
+        "create function refuse_job_update() returns trigger language plpgsql as
+           $$ begin raise exception 'job updates refused by the test'; end $$;
+         create trigger refuse_job_update before update on job
+           for each statement execute function refuse_job_update();",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(pb::NodeMessage {
+        body: Some(In::Hello(pb::Hello {
+            protocol_version: lps_proto::PROTOCOL_VERSION,
+            node_id: "never-welcomed".into(),
+            slots: 1,
+            malls: vec!["testmall-alpha".into()],
+            version: "test".into(),
+            instance: "test-1".into(),
+            ..Default::default()
+        })),
+    })
+    .await
+    .unwrap();
+    let mut client = NodeServiceClient::new(channel(&running).await);
+    let answer = async {
+        let mut inbound = client
+            .connect(common::with_token(
+                tokio_stream::wrappers::ReceiverStream::new(rx),
+                common::NODE_TOKEN,
+            ))
+            .await?
+            .into_inner();
+        inbound.message().await
+    }
+    .await;
+    assert!(
+        !matches!(&answer, Ok(Some(m)) if matches!(m.body, Some(pb::coordinator_message::Body::Welcome(_)))),
+        "{answer:?}"
+    );
+    // The stream task ends after its refusal; give it a moment to clean up.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let rows = loop {
+        let rows: i64 = sqlx::query_scalar(
+            "select count(*) from node_session where node_id = 'never-welcomed'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if rows == 0 || Instant::now() > deadline {
+            break rows;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(rows, 0, "a stream never welcomed left a node_session row");
+    drop(tx);
+    running.shutdown().await;
+}
