@@ -228,25 +228,46 @@ async fn an_authenticated_call_is_held_to_its_methods_budget(pool: PgPool) {
 }
 
 /// The burst of the hostile-frames suite, measured: the coordinator's resident memory
-/// before, at the peak during, and 30 s after four concurrent unauthenticated 3.8 MB Search
-/// calls (BENCHMARKS.md). Run with
-/// `cargo test -p lps-coordinator --test admission -- --ignored --nocapture rss_of_a_burst`.
+/// before, at its peak (the kernel's high-water mark), at the end and 30 s after four
+/// concurrent unauthenticated 3.8 MB Search calls (BENCHMARKS.md). Run with
+/// `cargo test -p lps-coordinator --test admission -- --ignored --nocapture rss_of_a_burst`
+/// (the coordinator in this process, the client's buffers counted with it), or against a
+/// running coordinator binary with `LPS_BENCH_COORDINATOR=<grpc addr>,<pid>`.
 #[sqlx::test(migrator = "MIGRATOR")]
 #[ignore = "a measurement (30 s), not a check"]
 async fn rss_of_a_burst(pool: PgPool) {
-    fn rss() -> u64 {
-        let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-        let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-        pages * 4096 / (1024 * 1024)
+    /// `key` (`VmRSS`, `VmHWM`) of `/proc/<pid>/status`, in MB.
+    fn proc_mb(pid: &str, key: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap();
+        kb / 1024
     }
-    let running = common::start_with_mall(&pool, "testmall-alpha", &[]).await;
-    let channel = channel(&running).await;
+    let external = std::env::var("LPS_BENCH_COORDINATOR").ok();
+    let (running, channel, pid) = match external.as_deref().and_then(|v| v.split_once(',')) {
+        Some((addr, pid)) => {
+            let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            (None, channel, pid.to_owned())
+        }
+        None => {
+            let running = common::start_with_mall(&pool, "testmall-alpha", &[]).await;
+            let channel = channel(&running).await;
+            (Some(running), channel, "self".to_owned())
+        }
+    };
     let body = empty_products(1_900_000);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let before = rss();
+    let before = proc_mb(&pid, "VmRSS");
     // NB: the kernel's high-water mark, not a sampler: `#[sqlx::test]` runs on one thread,
     // where a sampling task would only run after the decoding it should catch.
-    let peak_before = peak_rss() / (1024 * 1024);
+    let peak_before = proc_mb(&pid, "VmHWM");
     let started = Instant::now();
     let calls: Vec<_> = (0..4)
         .map(|_| {
@@ -259,15 +280,17 @@ async fn rss_of_a_burst(pool: PgPool) {
         codes.push(c.await.unwrap().code());
     }
     let took = started.elapsed();
-    let after_burst = rss();
-    let peak = peak_rss() / (1024 * 1024);
+    let after_burst = proc_mb(&pid, "VmRSS");
+    let peak = proc_mb(&pid, "VmHWM");
     tokio::time::sleep(Duration::from_secs(30)).await;
-    let after_30s = rss();
+    let after_30s = proc_mb(&pid, "VmRSS");
     eprintln!(
-        "burst: 4 × {} bytes unauthenticated, codes {codes:?}, {took:?}; RSS MB: before {before}, peak during {peak} (high-water mark before: {peak_before}), at the end {after_burst}, 30 s after {after_30s}",
+        "burst ({pid}): 4 × {} bytes unauthenticated, codes {codes:?}, {took:?}; RSS MB: before {before}, peak during {peak} (high-water mark before: {peak_before}), at the end {after_burst}, 30 s after {after_30s}",
         body.len(),
     );
-    running.shutdown().await;
+    if let Some(running) = running {
+        running.shutdown().await;
+    }
 }
 
 /// A node id seen for the first time whose stream is not welcomed (here re-attaching its
