@@ -398,6 +398,8 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
         config.client_limits.clone(),
     ))
     .with_destinations(config.delivery.destinations.clone());
+    let decoding = grpc::admission::max_decoding_bytes;
+    let small = lps_proto::model::budget::SMALL_REQUEST_MAX_BYTES;
     let mut server = tonic::transport::Server::builder();
     if let Some(tls) = &config.tls {
         tls::install_crypto_provider();
@@ -412,13 +414,33 @@ pub async fn start_with_pool(config: Config, pool: PgPool) -> anyhow::Result<Run
             metrics: metrics.clone(),
         })
         .layer(grpc::deadline::DeadlineLayer)
-        .add_service(health_service)
-        .add_service(reflection)
-        .add_service(reflection_v1alpha)
-        .add_service(search_api.into_service())
-        .add_service(ops_api.into_service())
-        .add_service(schedule_api.into_service())
-        .add_service(pb::node_service_server::NodeServiceServer::new(node_api));
+        // NB: innermost, so refused calls are counted and held to their deadline too; it
+        // checks the token and the request's budget before tonic decodes a byte of it.
+        .layer(grpc::admission::AdmissionLayer {
+            tokens: tokens.clone(),
+        })
+        .add_service(health_service.max_decoding_message_size(small))
+        .add_service(reflection.max_decoding_message_size(small))
+        .add_service(reflection_v1alpha.max_decoding_message_size(small))
+        .add_service(
+            search_api
+                .into_service()
+                .max_decoding_message_size(decoding(pb::search_service_server::SERVICE_NAME)),
+        )
+        .add_service(
+            ops_api
+                .into_service()
+                .max_decoding_message_size(decoding(pb::ops_service_server::SERVICE_NAME)),
+        )
+        .add_service(
+            schedule_api
+                .into_service()
+                .max_decoding_message_size(decoding(pb::schedule_service_server::SERVICE_NAME)),
+        )
+        .add_service(
+            pb::node_service_server::NodeServiceServer::new(node_api)
+                .max_decoding_message_size(decoding(pb::node_service_server::SERVICE_NAME)),
+        );
     let grpc_stop = loops.clone();
     tasks.spawn(
         async move {

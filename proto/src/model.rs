@@ -12,6 +12,7 @@ use std::{fmt, time::Duration};
 
 use crate::pb;
 
+pub mod budget;
 pub mod delivery;
 pub mod judge;
 pub mod node;

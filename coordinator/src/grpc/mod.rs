@@ -3,6 +3,7 @@
 //! becomes a status in exactly one place, `crate::error::status` (re-exported here with
 //! its builders for the adapters).
 
+pub mod admission;
 pub mod deadline;
 pub mod limits;
 pub mod node;

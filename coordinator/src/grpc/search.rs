@@ -168,12 +168,16 @@ impl pb::search_service_server::SearchService for SearchApi {
             }
             let accepted = self.queue.enqueue(&req, &ctx).await.map_err(status)?;
             tracing::Span::current().record("search.id", accepted.search_id);
-            let version = self
-                .searches
-                .version(accepted.search_id)
-                .await
-                .map_err(status)?
-                .unwrap_or_default();
+            // NB: the search is stored: a failed read of its version must not turn the
+            // answer into an error (the client would retry a search it has). Version 0
+            // means "send the current status first" to WatchSearch.
+            let version = match self.searches.version(accepted.search_id).await {
+                Ok(version) => version.unwrap_or_default(),
+                Err(e) => {
+                    warn!(error = %e, "search stored; its version could not be read, answering 0");
+                    0
+                }
+            };
             info!(
                 items = accepted.items.len(),
                 replayed = accepted.replayed,

@@ -4,6 +4,7 @@
 //!
 //! - [`register`] when a stream's Hello is accepted (refused while another node process
 //!   holds a live stream under the id through another replica: [`holder`] says which);
+//!   [`forget_unwelcomed`] deletes a row it inserted when the stream is not welcomed;
 //! - [`refresh`] on a heartbeat (at least every 30 s), which also reads an operator's drain;
 //! - [`disconnect`] when the stream ends, [`disconnect_replica`] when a replica starts;
 //! - [`mark_draining`] for `lpsctl drain`;
@@ -80,6 +81,9 @@ pub struct Standing {
     pub draining: bool,
     /// Quarantined until then: no new assignments (see [`dropped`]).
     pub quarantined_until: Option<DateTime<Utc>>,
+    /// [`register`] inserted the row (the node id had none): [`forget_unwelcomed`] deletes
+    /// it when the stream is not welcomed. Always false from [`refresh`].
+    pub new_row: bool,
 }
 
 /// When a node that keeps dropping its jobs is quarantined (LPS_NODE_QUARANTINE_*).
@@ -122,7 +126,26 @@ pub async fn register(pool: &PgPool, stream: &Stream<'_>) -> Result<Option<Stand
     Ok(row.map(|r| Standing {
         draining: r.draining,
         quarantined_until: r.quarantined_until,
+        new_row: r.new_row,
     }))
+}
+
+/// Stream `session_id` of `node_id` registered a new row ([`Standing::new_row`]) and was
+/// not welcomed: the row is deleted, so an unanswered Hello records no node.
+pub async fn forget_unwelcomed(
+    pool: &PgPool,
+    node_id: &str,
+    session_id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    Ok(sqlx::query_file!(
+        "src/node_session/sql/forget_unwelcomed.sql",
+        node_id,
+        session_id
+    )
+    .execute(pool)
+    .await?
+    .rows_affected()
+        > 0)
 }
 
 /// Node `node_id` dropped `jobs` of its jobs (> 0): counted, and the node quarantined when
@@ -187,6 +210,7 @@ pub async fn refresh(
     .map(|r| Standing {
         draining: r.draining,
         quarantined_until: r.quarantined_until,
+        new_row: false,
     })
     .unwrap_or_default())
 }

@@ -14,6 +14,23 @@ impl NodeStream {
     /// Records the stream (its `node_session` row), re-attaches the jobs the node still runs (releasing the ones it
     /// forgot) and sends Welcome.
     pub(super) async fn welcome(&mut self, hello: &Hello) -> Result<(), Status> {
+        let standing = self.register(hello).await?;
+        let welcomed = self.welcome_registered(hello, standing).await;
+        // NB: a node id seen for the first time leaves no row behind when its stream is not
+        // welcomed (re-attaching failed, or the node went away first); a known node's row
+        // keeps its history and is marked disconnected as the stream ends.
+        if welcomed.is_err()
+            && standing.new_row
+            && let Err(e) =
+                node_session::forget_unwelcomed(self.d.pool(), &self.node_id, self.stream_id).await
+        {
+            warn!(error = %e, "could not delete the row of a stream never welcomed");
+        }
+        welcomed
+    }
+
+    /// The node's row, or ALREADY_EXISTS while another node process holds the id.
+    async fn register(&self, hello: &Hello) -> Result<node_session::Standing, Status> {
         let d = &self.d;
         let malls: Vec<String> = hello.malls.iter().map(|m| m.to_string()).collect();
         // NB: an operator's drain survives a reconnect of the same node process.
@@ -40,7 +57,16 @@ impl NodeStream {
                 self.node_id
             )));
         };
+        Ok(standing)
+    }
 
+    /// Everything after the row: re-attached jobs and ports, then the Welcome.
+    async fn welcome_registered(
+        &mut self,
+        hello: &Hello,
+        standing: node_session::Standing,
+    ) -> Result<(), Status> {
+        let d = &self.d;
         let reattached = d
             .queue
             .reattach(&self.node_id, &hello.running)

@@ -5,7 +5,9 @@
 -- over (this replica's own streams are the registry's business): no row then. A row not
 -- seen for 90 s belongs to a coordinator that crashed (see connected.sql).
 -- $1 node_id, $4 version, $5 slots (also the free slots), $6 malls. Returns whether the
--- node is to drain, and its quarantine (dropped.sql; null: none).
+-- node is to drain, its quarantine (dropped.sql; null: none), and whether the row is new
+-- (`xmax = 0` only for a row this statement inserted): a new row of a stream that is never
+-- welcomed is deleted again (forget_unwelcomed.sql).
 insert into node_session (node_id, session_id, coordinator_id, version, slots, free_slots, malls, instance)
 values ($1, $2, $3, $4, $5, $5, $6, $7)
 on conflict (node_id) do update set
@@ -19,4 +21,4 @@ where node_session.disconnected_at is not null
    or node_session.last_seen_at <= now() - interval '90 seconds'
    or node_session.instance is null or excluded.instance is null
    or node_session.instance = excluded.instance
-returning draining, quarantined_until
+returning draining, quarantined_until, (xmax = 0) as "new_row!"
