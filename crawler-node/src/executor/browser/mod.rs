@@ -519,28 +519,48 @@ pub fn judge_cards(
         let offer = card_offer(&card, flags, verdict.score, mall, profile);
         accepted.push((index, card, offer));
     }
-    // The answer is the lowest accepted price: a look-alike far cheaper than the page's
-    // other accepted cards is dropped before it can be (DESIGN §5 "Price outliers").
+    let (kept, dropped) = split_price_outliers(accepted, |(_, _, offer)| offer);
+    for ((_, card, offer), reason) in dropped {
+        tracing::debug!(title = %card.title, reason = %reason, "card is not the product");
+        judged.rejected.push((card, offer.flags));
+    }
+    judged.offers = best_first(
+        kept.into_iter()
+            .map(|(index, _, offer)| (index, offer))
+            .collect(),
+    );
+    judged
+}
+
+/// Splits a page's accepted cards into those kept and those whose item price is far under
+/// the others' ([`judge::price_outliers`], with the reason): the answer is the lowest
+/// accepted price, so a look-alike far cheaper than the page's other accepted cards is
+/// dropped before it can be (DESIGN §5 "Price outliers"). Every path that accepts cards —
+/// the rules' rounds and the LLM judge's — goes through it.
+pub(crate) fn split_price_outliers<T>(
+    accepted: Vec<T>,
+    offer: impl Fn(&T) -> &Offer,
+) -> (Vec<T>, Vec<(T, judge::Reason)>) {
     let priced: Vec<judge::PricedCard> = accepted
         .iter()
-        .map(|(_, _, offer)| judge::PricedCard {
-            price: u64::try_from(offer.price).unwrap_or(0),
-            score: offer.match_score,
+        .map(|a| {
+            let o = offer(a);
+            judge::PricedCard {
+                price: u64::try_from(o.price).unwrap_or(0),
+                score: o.match_score,
+            }
         })
         .collect();
     let outliers = judge::price_outliers(&priced, judge::PriceGuard::DEFAULT);
-    let mut offers: Vec<(usize, Offer)> = Vec::with_capacity(accepted.len());
-    for ((index, card, offer), outlier) in accepted.into_iter().zip(outliers) {
+    let mut kept = Vec::with_capacity(accepted.len());
+    let mut dropped = Vec::new();
+    for (a, outlier) in accepted.into_iter().zip(outliers) {
         match outlier {
-            Some(reason) => {
-                tracing::debug!(title = %card.title, reason = %reason, "card is not the product");
-                judged.rejected.push((card, offer.flags));
-            }
-            None => offers.push((index, offer)),
+            Some(reason) => dropped.push((a, reason)),
+            None => kept.push(a),
         }
     }
-    judged.offers = best_first(offers);
-    judged
+    (kept, dropped)
 }
 
 /// The offer of a card judged to be the product.
@@ -767,6 +787,27 @@ mod tests {
         let judged = judge_cards(&query, page(7_900), &mall, &profile, &compiled);
         assert_eq!(judged.offers.len(), 4);
         assert_eq!(judged.offers[0].price, 7_900);
+    }
+
+    #[test]
+    fn accepts_of_any_judge_are_held_to_the_pages_prices() {
+        // What the LLM judge's accepts go through: offers alone, with their page order.
+        let mall = MallId::new("testmall-alpha").unwrap();
+        let profile = profile();
+        let offers: Vec<(usize, Offer)> = [49_000, 4_900, 51_000, 48_500]
+            .into_iter()
+            .enumerate()
+            .map(|(i, price)| {
+                let c = card("쿠쿠 IH 전기압력밥솥 CRP-HS0657F", price, Some("무료배송"));
+                (i, card_offer(&c, Vec::new(), 0.8, &mall, &profile))
+            })
+            .collect();
+        let (kept, dropped) = split_price_outliers(offers, |(_, o)| o);
+        let kept: Vec<(usize, i64)> = kept.iter().map(|(i, o)| (*i, o.price)).collect();
+        assert_eq!(kept, [(0, 49_000), (2, 51_000), (3, 48_500)]);
+        assert_eq!(dropped.len(), 1);
+        assert_eq!(dropped[0].0.1.price, 4_900);
+        assert_eq!(dropped[0].1.as_str(), "price_outlier");
     }
 
     #[test]

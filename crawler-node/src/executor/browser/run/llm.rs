@@ -33,7 +33,7 @@ use tracing::{Instrument as _, info, info_span};
 use super::{JobError, Run, kind_str};
 use crate::{
     chromium::page::wait_timeout,
-    executor::browser::{best_first, card_offer},
+    executor::browser::{best_first, card_offer, split_price_outliers},
     judge::{self, ProductQuery, Round, RoundKind, normalize},
     llm::{CallFor, MAX_CANDIDATES, Product},
 };
@@ -140,9 +140,17 @@ impl Run<'_> {
             }
             offers.push((index, offer));
         }
+        let accepted = offers.len();
+        // The LLM's accepts are held to the page's prices like the rules' (DESIGN §5 "Price
+        // outliers"): a far cheaper look-alike among them is not the answer.
+        let (offers, dropped) = split_price_outliers(offers, |(_, offer)| offer);
+        for ((_, offer), reason) in &dropped {
+            info!(title = %offer.title, reason = %reason, "llm judge's card is not the product");
+        }
         info!(
             candidates = candidates.len(),
-            accepted = offers.len(),
+            accepted,
+            price_outliers = dropped.len(),
             "llm judge read"
         );
         Ok(best_first(offers))
