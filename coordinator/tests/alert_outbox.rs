@@ -188,8 +188,20 @@ async fn a_refused_alert_is_retried_with_backoff_signed_until_delivered(pool: Pg
         .unwrap_or_else(|e| panic!("signature {header}: {e:?}"));
     }
 
-    // The outbox shows it delivered after 3 attempts, with its rule.
-    let listed = alert_deliveries(&running, false).await;
+    // The outbox shows it delivered after 3 attempts, with its rule. NB: the receiver has
+    // the 200 before the worker records it, so the listing is read until it says so.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let listed = loop {
+        let listed = alert_deliveries(&running, false).await;
+        let settled = listed.iter().any(|d| {
+            d.alert_rule == "oldest_queued_seconds"
+                && d.state != pb::DeliveryState::Delivering as i32
+        });
+        if settled || tokio::time::Instant::now() > deadline {
+            break listed;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let delivered = listed
         .iter()
         .find(|d| d.alert_rule == "oldest_queued_seconds")
