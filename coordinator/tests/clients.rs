@@ -793,6 +793,20 @@ fn search_of(products: Vec<pb::Product>, malls: &[&str]) -> pb::SearchRequest {
     }
 }
 
+/// A search of `products` on `malls` by the client of `token`, answered OK.
+async fn search_as(
+    client: &mut SearchServiceClient<Channel>,
+    products: Vec<pb::Product>,
+    malls: &[&str],
+    token: &str,
+) -> pb::SearchResponse {
+    client
+        .search(with_token(search_of(products, malls), token))
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 fn history_of(code: &str, client: &str) -> pb::GetPriceHistoryRequest {
     pb::GetPriceHistoryRequest {
         product: Some(coded(code, "")),
@@ -828,22 +842,8 @@ async fn one_code_of_two_clients_is_two_products(pool: PgPool) {
     let second = start(&pool, &[]).await;
     let (mut a, _) = clients(&first).await;
     let (mut b, _) = clients(&second).await;
-    let by_a = a
-        .search(with_token(
-            search_of(vec![coded("SKU-1", WATER)], &[ALPHA]),
-            TEAM_A,
-        ))
-        .await
-        .unwrap()
-        .into_inner();
-    let by_b = b
-        .search(with_token(
-            search_of(vec![coded("SKU-1", RAMEN)], &[ALPHA]),
-            TEAM_B,
-        ))
-        .await
-        .unwrap()
-        .into_inner();
+    let by_a = search_as(&mut a, vec![coded("SKU-1", WATER)], &[ALPHA], TEAM_A).await;
+    let by_b = search_as(&mut b, vec![coded("SKU-1", RAMEN)], &[ALPHA], TEAM_B).await;
     assert_eq!(
         by_b.items[0].disposition,
         pb::Disposition::Queued as i32,
@@ -935,22 +935,14 @@ async fn one_product_of_two_clients_is_one_crawl_with_two_histories(pool: PgPool
     let second = start(&pool, &[]).await;
     let (mut a, _) = clients(&first).await;
     let (mut b, _) = clients(&second).await;
-    let by_a = a
-        .search(with_token(
-            search_of(vec![coded("A-1", WATER)], &[ALPHA]),
-            TEAM_A,
-        ))
-        .await
-        .unwrap()
-        .into_inner();
-    let by_b = b
-        .search(with_token(
-            search_of(vec![coded("B-77", "제주  삼다수 2l X 12")], &[ALPHA]),
-            TEAM_B,
-        ))
-        .await
-        .unwrap()
-        .into_inner();
+    let by_a = search_as(&mut a, vec![coded("A-1", WATER)], &[ALPHA], TEAM_A).await;
+    let by_b = search_as(
+        &mut b,
+        vec![coded("B-77", "제주  삼다수 2l X 12")],
+        &[ALPHA],
+        TEAM_B,
+    )
+    .await;
     assert_eq!(by_b.items[0].disposition, pb::Disposition::Joined as i32);
     assert_eq!(by_a.items[0].job_id, by_b.items[0].job_id);
     assert_eq!(
